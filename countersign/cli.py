@@ -1,0 +1,386 @@
+"""`countersign` command line. Parses, calls one service, prints; errors become one clear line and exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from audit.trace import iter_events, verify_chain
+from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
+from engine.books import BooksError, LoadedBooks, load_bank_feed
+from engine.closes import (
+    CloseAlreadyExists,
+    CloseNotFound,
+    PeriodClosed,
+    close_status,
+    latest_close_id,
+    load_close,
+    start_close,
+)
+from engine.orchestrator import advance
+from policy import PolicyError
+from synthetic import ProfileError, generate_books, load_profile
+
+from . import migrate
+from .runtime import Runtime, boot, connection, engine_context, ensure_books
+from .settings import load_settings
+
+app = typer.Typer(help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True)
+close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+trace_app = typer.Typer(help="The close trace.", no_args_is_help=True)
+principals_app = typer.Typer(help="People and machines that act on closes.", no_args_is_help=True)
+specialists_app = typer.Typer(help="The A2A specialist agents.", no_args_is_help=True)
+app.add_typer(close_app, name="close")
+app.add_typer(db_app, name="db")
+app.add_typer(trace_app, name="trace")
+app.add_typer(principals_app, name="principals")
+app.add_typer(specialists_app, name="specialists")
+
+console = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    BooksError,
+    CloseAlreadyExists,
+    CloseNotFound,
+    PeriodClosed,
+    PolicyError,
+    PrincipalFileError,
+    ProfileError,
+)
+
+
+def fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def run(coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    try:
+        return asyncio.run(coro_factory())
+    except USER_ERRORS as exc:
+        fail(str(exc))
+        raise AssertionError("unreachable") from exc
+
+
+def runtime() -> Runtime:
+    try:
+        return boot(load_settings())
+    except PolicyError as exc:
+        fail(str(exc))
+        raise AssertionError("unreachable") from exc
+
+
+async def resolve_close_id(rt: Runtime, close_id: str | None) -> str:
+    if close_id:
+        return close_id
+    async with connection(rt) as conn:
+        latest = await latest_close_id(conn)
+    if latest is None:
+        raise CloseNotFound("(latest): no close has been started; run `countersign close start`")
+    return latest
+
+
+# --- synth / db ----------------------------------------------------------------------------------------------
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Option(help="Directory to write the books into.")],
+    profile: Annotated[str, typer.Option(help="Profile name in config/profiles/.")] = "default",
+    seed: Annotated[int, typer.Option(help="Integer seed; same seed, same bytes.")] = 42,
+    scale: Annotated[int | None, typer.Option(help="Number of GL lines (overrides the profile).")] = None,
+    entity: Annotated[str | None, typer.Option(help="Entity code (overrides the profile).")] = None,
+    period: Annotated[str | None, typer.Option(help="Period YYYY-MM (overrides the profile).")] = None,
+) -> None:
+    """Write deterministic synthetic books for one entity and period."""
+    settings = load_settings()
+    try:
+        loaded = load_profile(settings.profile_path(profile))
+    except ProfileError as exc:
+        fail(str(exc))
+        return
+    with Progress(TextColumn("synthesizing GL lines"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
+                  TimeElapsedColumn(), console=err, transient=True) as progress:
+        bar = progress.add_task("gl", total=scale or loaded.gl_lines)
+
+        def tick(done: int, total: int) -> None:
+            progress.update(bar, completed=done, total=total)
+
+        try:
+            manifest = generate_books(loaded, seed, out, entity=entity, period=period, gl_lines=scale, progress=tick)
+        except ProfileError as exc:
+            fail(str(exc))
+            return
+    console.print(f"wrote books for [bold]{manifest.entity}[/] {manifest.period} ({manifest.gl_line_count:,} GL lines) to {out}")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every pending migration."""
+    rt = runtime()
+    console.print(f"schema at revision {migrate.current_revision(rt.database)}")
+
+
+# --- close ---------------------------------------------------------------------------------------------------
+
+
+@close_app.command("start")
+def close_start(
+    entity: Annotated[str, typer.Option(help="Entity code.")],
+    period: Annotated[str, typer.Option(help="Period, YYYY-MM.")],
+    books: Annotated[Path | None, typer.Option(help="Books directory (from `countersign synth`).")] = None,
+) -> None:
+    """Start a close. An entity with no books loaded gets synthetic books seeded from its name."""
+    rt = runtime()
+
+    async def go() -> str:
+        async with connection(rt) as conn:
+            loaded = await ensure_books(rt, conn, entity, period, books)
+            book_set_id = loaded.book_set_id if isinstance(loaded, LoadedBooks) else loaded
+            return await start_close(
+                conn, entity=entity, period=period, book_set_id=book_set_id, policy=rt.policy,
+                checklist=rt.checklist, started_by="countersign-cli", versions=rt.versions(),
+            )
+
+    close_id = run(go)
+    console.print(f"started close [bold]{close_id}[/] for {entity} {period}")
+
+
+@close_app.command("advance")
+def close_advance(close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None) -> None:
+    """Run every step that is ready; stop at gates and halts."""
+    rt = runtime()
+
+    async def go() -> Any:
+        close_id = await resolve_close_id(rt, close)
+        async with connection(rt) as conn, engine_context(rt) as ctx:
+            return await advance(conn, close_id, ctx)
+
+    report = run(go)
+    for step in report.steps:
+        console.print(f"  {step}", highlight=False)
+    console.print(f"close {report.close_id}: [bold]{report.status}[/]")
+
+
+@close_app.command("status")
+def close_status_command(
+    close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Tasks, gates and who they wait on."""
+    rt = runtime()
+
+    async def go() -> dict[str, Any]:
+        close_id = await resolve_close_id(rt, close)
+        async with connection(rt) as conn:
+            return await close_status(conn, close_id)
+
+    status = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(status, indent=2) + "\n")
+        return
+    print_status(status)
+
+
+def print_status(status: dict[str, Any]) -> None:
+    console.print(f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "
+                  f"[bold]{status['status']}[/]" + (f" — {status['status_reason']}" if status.get("status_reason") else ""))
+    tasks = Table("task", "status", "attempt", "note", title="tasks")
+    for t in status["tasks"]:
+        tasks.add_row(t["task"], t["status"], str(t["attempt"]), (t["reason"] or "")[:80])
+    console.print(tasks)
+    gates = Table("gate", "task", "kind", "tier", "status", "approvals", "waiting on / decided by", title="gates")
+    for g in status["gates"]:
+        who = ", ".join(f"{d['principal']} ({d['decision']})" for d in g["decisions"])
+        if g["status"] == "open":
+            who = (who + "; " if who else "") + f"needs {g['quorum'] - g['approvals']} more: role {g['approver_role']}"
+        gates.add_row(g["gate_id"][:8], g["task"], g["kind"], g["tier"], g["status"], f"{g['approvals']}/{g['quorum']}", who)
+    console.print(gates)
+
+
+@close_app.command("load-bank-feed")
+def close_load_bank_feed(
+    file: Annotated[Path, typer.Argument(help="Corrected bank_lines.csv.")],
+    close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+    by: Annotated[str, typer.Option(help="Who loads it (recorded in the trace).")] = "countersign-cli",
+) -> None:
+    """Load a corrected bank feed for a close's books; the next bank reconciliation reads it."""
+    rt = runtime()
+
+    async def go() -> int:
+        close_id = await resolve_close_id(rt, close)
+        async with connection(rt) as conn:
+            record = await load_close(conn, close_id)
+            return await load_bank_feed(conn, record.book_set_id, file, loaded_by=by, close_id=close_id)
+
+    version = run(go)
+    console.print(f"bank feed version {version} loaded")
+
+
+# --- principals / trace --------------------------------------------------------------------------------------
+
+
+@principals_app.command("import")
+def principals_import(file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list.")]) -> None:
+    """Load or refresh principals (humans and machines) and their roles."""
+    rt = runtime()
+
+    async def go() -> int:
+        async with connection(rt) as conn:
+            return await upsert_principals(conn, parse_principals(file))
+
+    console.print(f"imported {run(go)} principals")
+
+
+@trace_app.command("verify")
+def trace_verify() -> None:
+    """Recompute the hash chain; exit 1 naming the first divergent sequence number."""
+    rt = runtime()
+
+    async def go() -> Any:
+        async with connection(rt) as conn:
+            return await verify_chain(conn)
+
+    result = run(go)
+    if not result.ok:
+        err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {result.problem}")
+        raise typer.Exit(1)
+    console.print(f"trace intact: {result.size} events, head {result.head_hash.hex()}")
+
+
+@trace_app.command("export")
+def trace_export(
+    close: Annotated[str, typer.Option("--close", help="Close id.")],
+    fmt: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
+    out: Annotated[Path | None, typer.Option(help="Output file (default: stdout).")] = None,
+) -> None:
+    """Export one close's trace events."""
+    if fmt not in ("json", "csv"):
+        fail(f"--format: must be json or csv, not {fmt!r}")
+    rt = runtime()
+
+    async def go() -> list[dict[str, Any]]:
+        async with connection(rt) as conn:
+            await load_close(conn, close)
+            return [
+                {"seq": e.seq, "recorded_at": e.recorded_at, "close_id": e.close_id, "actor": e.actor, "kind": e.kind,
+                 "payload": e.payload, "versions": e.versions, "prev_hash": e.prev_hash.hex(), "hash": e.hash.hex()}
+                async for e in iter_events(conn, close_id=close)
+            ]
+
+    events = run(go)
+    if fmt == "json":
+        text = json.dumps(events, indent=2) + "\n"
+    else:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["seq", "recorded_at", "close_id", "actor", "kind", "payload", "versions", "prev_hash", "hash"])
+        for e in events:
+            writer.writerow([e["seq"], e["recorded_at"], e["close_id"], e["actor"], e["kind"],
+                             json.dumps(e["payload"], sort_keys=True), json.dumps(e["versions"], sort_keys=True),
+                             e["prev_hash"], e["hash"]])
+        text = buffer.getvalue()
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"wrote {len(events)} events to {out}")
+
+
+# --- processes -----------------------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+) -> None:
+    """Serve the HTTP API (signed callbacks, read APIs, health)."""
+    import uvicorn
+
+    from .app import MissingSecret, create_app
+
+    rt = runtime()
+    try:
+        application = create_app(rt)
+    except MissingSecret as exc:
+        fail(str(exc))
+        return
+    uvicorn.run(application, host=host, port=port, log_level="info")
+
+
+@specialists_app.command("serve")
+def specialists_serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8100,
+    public_url: Annotated[str | None, typer.Option(help="Base URL clients reach (for the agent cards).")] = None,
+) -> None:
+    """Serve the three specialists as A2A HTTP services."""
+    import uvicorn
+
+    from engine.agents import build_specialists_app
+
+    uvicorn.run(build_specialists_app(public_url or f"http://{host}:{port}"), host=host, port=port)
+
+
+@app.command()
+def worker(
+    once: Annotated[bool, typer.Option(help="Advance every runnable close once, then exit.")] = False,
+    interval_s: Annotated[float, typer.Option(help="Seconds between passes.")] = 5.0,
+    max_passes: Annotated[int, typer.Option(help="Stop after this many passes (0: no limit).")] = 0,
+) -> None:
+    """Advance every runnable close; many workers may run against one database."""
+    rt = runtime()
+
+    async def one_pass() -> int:
+        async with connection(rt) as conn:
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT close_id FROM close_run WHERE status <> 'closed' ORDER BY created_at")
+                ids = [str(r[0]) for r in await cur.fetchall()]
+            async with engine_context(rt) as ctx:
+                for close_id in ids:
+                    report = await advance(conn, close_id, ctx)
+                    for step in report.steps:
+                        console.print(f"{close_id[:8]} {step}", highlight=False)
+        return len(ids)
+
+    passes = 0
+    while True:
+        run(one_pass)
+        passes += 1
+        if once or (max_passes and passes >= max_passes):
+            return
+        time.sleep(interval_s)
+
+
+@app.command()
+def demo(seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")] = 42) -> None:
+    """Run a whole close end to end: anomaly halt, human gates over the signed callback, sign-off, timeline."""
+    from .demo import run_demo
+
+    rt = runtime()
+    ok = run(lambda: run_demo(rt, seed=seed, console=console))
+    raise typer.Exit(0 if ok else 1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""`countersign demo`: one whole close on the real stack, decided by scripted people over the signed callback.
+
+Nothing here takes a shortcut a person could not: gates are decided by HTTP requests to the running server,
+signed like any client's; the halt is resolved by loading the corrected bank feed and approving a re-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import uvicorn
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from audit.trace import TraceEvent, iter_events, verify_chain
+from callbacks.principals import Principal, parse_principals, upsert_principals
+from callbacks.signature import sign
+from engine.books import load_bank_feed, load_books
+from engine.closes import close_status, start_close
+from engine.orchestrator import advance
+from synthetic import generate_books, load_profile
+
+from .app import create_app
+from .runtime import Runtime, connection, engine_context
+
+MAX_ROUNDS = 20
+
+
+async def _demo_entity(rt: Runtime, seed: int) -> str:
+    async with connection(rt) as conn, conn.cursor() as cur:
+        await cur.execute("SELECT count(*) FROM close_run WHERE entity LIKE %s", (f"DEMO-{seed}-%",))
+        row = await cur.fetchone()
+    return f"DEMO-{seed}-{int(row[0]) + 1 if row else 1}"
+
+
+def _approvers(people: list[Principal], role: str, quorum: int) -> list[Principal]:
+    eligible = [p for p in people if p.is_human and role in p.roles]
+    return eligible[:quorum]
+
+
+class SignedClient:
+    """Posts decisions to the server exactly as an external client would."""
+
+    def __init__(self, base_url: str, secret: str) -> None:
+        self.http = httpx.AsyncClient(base_url=base_url, timeout=30)
+        self.secret = secret
+
+    async def decide(self, gate_id: str, principal: str, decision: str, reason: str) -> httpx.Response:
+        body = json.dumps(
+            {"principal": principal, "decision": decision, "reason": reason, "nonce": uuid.uuid4().hex}
+        ).encode()
+        stamp = str(int(time.time()))
+        return await self.http.post(
+            f"/callbacks/gates/{gate_id}/decisions",
+            content=body,
+            headers={
+                "content-type": "application/json",
+                "x-countersign-timestamp": stamp,
+                "x-countersign-signature": sign(self.secret, stamp, body),
+            },
+        )
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
+    secret = rt.settings.callback_secret or secrets.token_hex(32)
+    rt = replace(rt, settings=replace(rt.settings, callback_secret=secret))
+    entity = await _demo_entity(rt, seed)
+    profile = load_profile(rt.settings.profile_path("default"))
+    period = profile.period
+    books_dir = rt.settings.state_dir / "demo" / entity
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        step = progress.add_task(f"synthesizing books for {entity} (seed {seed})")
+        generate_books(profile, seed, books_dir, entity=entity, period=period)
+        progress.update(step, description="loading books into PostgreSQL")
+        people = parse_principals(rt.settings.principals_path)
+        async with connection(rt) as conn:
+            await upsert_principals(conn, people)
+            loaded = await load_books(conn, books_dir, loaded_by="countersign-demo")
+            close_id = await start_close(
+                conn, entity=entity, period=period, book_set_id=loaded.book_set_id, policy=rt.policy,
+                checklist=rt.checklist, started_by=people[0].principal_id, versions=rt.versions(),
+            )
+    console.rule(f"[bold]Close {entity} {period}[/]  ({close_id})")
+    console.print(f"books: {loaded.gl_lines:,} GL lines, profile default, seed {seed}")
+
+    server = uvicorn.Server(uvicorn.Config(create_app(rt), host="127.0.0.1", port=0, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            raise RuntimeError("the demo server failed to start")
+        await asyncio.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    client = SignedClient(f"http://127.0.0.1:{port}", secret)
+    console.print(f"signed-callback server listening on 127.0.0.1:{port}")
+    try:
+        closed = await _drive(rt, close_id, books_dir, people, client, console)
+    finally:
+        await client.aclose()
+        server.should_exit = True
+        await serving
+
+    async with connection(rt) as conn:
+        verified = await verify_chain(conn)
+        events = [e async for e in iter_events(conn, close_id=close_id)]
+        status = await close_status(conn, close_id)
+    print_timeline(events, console)
+    decided = [d for g in status["gates"] for d in g["decisions"]]
+    console.print(
+        f"gates: {len(status['gates'])}, decisions by humans: {len(decided)} "
+        f"({', '.join(sorted({d['principal'] for d in decided}))})"
+    )
+    console.print(
+        f"trace: {'intact' if verified.ok else 'BROKEN at seq ' + str(verified.first_bad_seq)}, "
+        f"{verified.size} events, head {verified.head_hash.hex()[:16]}…"
+    )
+    console.print(f"close status: [bold]{status['status']}[/]")
+    return closed and verified.ok
+
+
+async def _drive(
+    rt: Runtime,
+    close_id: str,
+    books_dir: Any,
+    people: list[Principal],
+    client: SignedClient,
+    console: Console,
+) -> bool:
+    machine_refusal_shown = False
+    async with engine_context(rt) as ctx:
+        for round_no in range(1, MAX_ROUNDS + 1):
+            async with connection(rt) as conn:
+                report = await advance(conn, close_id, ctx)
+                status = await close_status(conn, close_id)
+            console.print(f"[bold]advance #{round_no}[/] → {report.status}")
+            for line in report.steps:
+                console.print(f"   {line}", highlight=False)
+            if report.status == "closed":
+                return True
+            if report.status == "blocked":
+                console.print(f"[red]close blocked: {status.get('status_reason')}[/]")
+                return False
+            open_gates = [g for g in status["gates"] if g["status"] == "open"]
+            if not open_gates:
+                console.print("[red]nothing to decide and nothing ran: stopping[/]")
+                return False
+            for gate in open_gates:
+                if not machine_refusal_shown:
+                    refused = await client.decide(gate["gate_id"], "Orchestrator", "approve", "self-approval attempt")
+                    console.print(
+                        f"   [yellow]orchestrator tries to approve gate {gate['gate_id'][:8]}:[/] "
+                        f"HTTP {refused.status_code} {refused.json().get('error')}"
+                    )
+                    machine_refusal_shown = True
+                if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
+                    investigator = _approvers(people, gate["approver_role"], 1)[0]
+                    async with connection(rt) as conn:
+                        version = await load_bank_feed(
+                            conn, await _book_set(conn, close_id), books_dir / "corrected" / "bank_lines.csv",
+                            loaded_by=investigator.principal_id, close_id=close_id,
+                        )
+                    console.print(
+                        f"   {investigator.display_name} investigates the halt and loads the corrected bank feed"
+                        f" (version {version})"
+                    )
+                for person in _approvers(people, gate["approver_role"], gate["quorum"] - gate["approvals"]):
+                    reason = "re-run with corrected bank feed" if gate["kind"] == "escalation" else "reviewed"
+                    response = await client.decide(gate["gate_id"], person.principal_id, "approve", reason)
+                    if response.status_code != 200:
+                        console.print(f"[red]decision refused: {response.status_code} {response.text}[/]")
+                        return False
+                    body = response.json()
+                    console.print(
+                        f"   {person.display_name} approves {gate['task']} ({gate['kind']}, tier {gate['tier']})"
+                        f" → {body['status']} {body['approvals']}/{body['quorum']}"
+                    )
+    return False
+
+
+async def _book_set(conn: Any, close_id: str) -> int:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT book_set_id FROM close_run WHERE close_id = %s", (close_id,))
+        row = await cur.fetchone()
+    return int(row[0])
+
+
+def describe(event: TraceEvent) -> str:
+    p = event.payload
+    kind = event.kind
+    if kind in ("dispatched",):
+        return f"{p.get('task')} (attempt {p.get('attempt')})"
+    if kind == "specialist_result":
+        s = p.get("summary", {})
+        if s.get("halted"):
+            return f"{p.get('task')}: halted — {s.get('halt_reason')}"
+        return f"{p.get('task')}: result"
+    if kind == "task_halted":
+        return f"{p.get('task')}: {p.get('reason')}"
+    if kind == "gate_opened":
+        return f"{p.get('task')} {p.get('gate_kind')} gate, tier {p.get('tier')}, quorum {p.get('quorum')}"
+    if kind == "gate_decided":
+        return f"{p.get('decision')} {p.get('task')} ({p.get('approvals')}/{p.get('quorum')}) via {p.get('channel')}"
+    if kind == "decision_refused":
+        return f"{p.get('principal')}: {p.get('code')}"
+    if kind == "journal_posted":
+        return f"journal {p.get('journal_id')}: {p.get('memo')}"
+    if kind in ("task_started", "task_done", "task_requeued"):
+        return str(p.get("task"))
+    if kind == "close_status":
+        return f"{p.get('status')}" + (f" — {p.get('reason')}" if p.get("reason") else "")
+    if kind == "bank_feed_loaded":
+        return f"bank feed version {p.get('feed_version')} ({p.get('source')})"
+    return ", ".join(f"{k}={v}" for k, v in p.items() if isinstance(v, str | int) and k != "to")[:90]
+
+
+def print_timeline(events: list[TraceEvent], console: Console) -> None:
+    table = Table("seq", "time", "from", "to", "what", "detail", title="timeline: who handed what to whom")
+    for e in events:
+        target = str(e.payload.get("to", ""))
+        table.add_row(str(e.seq), e.recorded_at[11:23], e.actor, target, e.kind, describe(e))
+    console.print(table)

@@ -1,0 +1,108 @@
+"""Wiring: settings -> database (migrated) -> policy and checklist -> engine context with A2A specialists."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+
+from engine.books import BooksError, LoadedBooks, load_books, read_manifest
+from engine.dispatch_client import open_in_process
+from engine.orchestrator import EngineContext
+from policy import Checklist, Policy, load_checklist, load_policy
+from synthetic import generate_books, load_profile, seed_from_name
+
+from . import migrate
+from .database import Database, open_database
+from .settings import Settings
+
+DEFAULT_PROFILE = "default"
+
+
+def app_version() -> str:
+    try:
+        return metadata.version("countersign")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    database: Database
+    policy: Policy
+    checklist: Checklist
+
+    def versions(self) -> dict[str, Any]:
+        return {"app": app_version(), "risk": self.policy.digest, "checklist": self.checklist.digest}
+
+
+def load_rules(settings: Settings) -> tuple[Policy, Checklist]:
+    """Policy first, then the checklist checked against it: a disagreeing checklist stops the process here."""
+    policy = load_policy(settings.risk_path)
+    return policy, load_checklist(settings.checklist_path, policy)
+
+
+def boot(settings: Settings, *, database: Database | None = None) -> Runtime:
+    policy, checklist = load_rules(settings)
+    database = database or open_database(settings.database_url, settings.state_dir)
+    migrate.upgrade(database)
+    return Runtime(settings, database, policy, checklist)
+
+
+@asynccontextmanager
+async def connection(runtime: Runtime) -> AsyncIterator[AsyncConnection[Any]]:
+    conn = await psycopg.AsyncConnection.connect(runtime.database.url, autocommit=True)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@asynccontextmanager
+async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
+    async with open_in_process() as client:
+        yield EngineContext(runtime.policy, runtime.checklist, call=client.call)
+
+
+def synthesize_for(runtime: Runtime, entity: str, period: str) -> Path:
+    """Books for an entity nobody loaded books for: the default profile, seeded from the entity's name."""
+    profile = load_profile(runtime.settings.profile_path(DEFAULT_PROFILE))
+    out = runtime.settings.state_dir / "books" / f"{entity}-{period}"
+    seed = seed_from_name(entity)
+    generate_books(profile, seed, out, entity=entity, period=period)
+    return out
+
+
+async def latest_books(conn: AsyncConnection[Any], entity: str, period: str) -> int | None:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s ORDER BY book_set_id DESC LIMIT 1",
+            (entity, period),
+        )
+        row = await cur.fetchone()
+    return int(row[0]) if row else None
+
+
+async def ensure_books(
+    runtime: Runtime, conn: AsyncConnection[Any], entity: str, period: str, books_dir: Path | None
+) -> LoadedBooks | int:
+    """Load the given books, or reuse loaded ones, or synthesize some. Returns the load or the book set id."""
+    if books_dir is not None:
+        manifest = read_manifest(books_dir)
+        if (manifest["entity"], manifest["period"]) != (entity, period):
+            raise BooksError(
+                "entity.json", "entity/period", f"books are for {manifest['entity']} {manifest['period']},"
+                f" not {entity} {period}"
+            )
+        return await load_books(conn, books_dir, loaded_by="countersign-cli")
+    existing = await latest_books(conn, entity, period)
+    if existing is not None:
+        return existing
+    return await load_books(conn, synthesize_for(runtime, entity, period), loaded_by="countersign-cli")

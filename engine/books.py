@@ -1,0 +1,354 @@
+"""Loading a books directory (the format `countersign synth` writes) into the book tables.
+
+Every row is validated before anything is written: a bad file fails with the file, the row, the field and the
+reason, and the transaction rolls back so nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from audit.trace import append_event
+
+MAX_FIELD_CHARS = 512
+
+
+class BooksError(ValueError):
+    def __init__(self, source: str, field: str, reason: str) -> None:
+        super().__init__(f"{source}: {field}: {reason}")
+        self.source = source
+        self.field = field
+        self.reason = reason
+
+
+Parser = Callable[[str], object]
+
+
+def _text(value: str) -> str:
+    if len(value) > MAX_FIELD_CHARS:
+        raise ValueError(f"longer than {MAX_FIELD_CHARS} characters")
+    return value
+
+
+def _amount(value: str) -> Decimal:
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a decimal amount") from None
+    if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")):
+        raise ValueError(f"{value!r} is not an amount with at most 2 decimal places")
+    return amount
+
+
+def _date(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    file: str
+    table: str
+    columns: Sequence[tuple[str, str, Parser]]  # (csv header, table column, parser)
+
+
+ACCOUNTS = TableSpec(
+    "accounts.csv",
+    "book_account",
+    (("account", "account", _text), ("name", "name", _text), ("type", "type", _text), ("subtype", "subtype", _text)),
+)
+GL_LINES = TableSpec(
+    "gl_lines.csv",
+    "book_gl_line",
+    (
+        ("line_id", "line_id", _text),
+        ("journal_id", "journal_id", _text),
+        ("date", "line_date", _date),
+        ("account", "account", _text),
+        ("amount", "amount", _amount),
+        ("reference", "reference", _text),
+        ("description", "description", _text),
+    ),
+)
+BANK_LINES_COLUMNS: Sequence[tuple[str, str, Parser]] = (
+    ("bank_line_id", "bank_line_id", _text),
+    ("account", "account", _text),
+    ("date", "line_date", _date),
+    ("amount", "amount", _amount),
+    ("reference", "reference", _text),
+    ("description", "description", _text),
+)
+AP_ITEMS = TableSpec(
+    "ap_subledger.csv",
+    "book_ap_item",
+    (
+        ("invoice_id", "invoice_id", _text),
+        ("vendor", "vendor", _text),
+        ("invoice_date", "invoice_date", _date),
+        ("due_date", "due_date", _date),
+        ("amount", "amount", _amount),
+    ),
+)
+AR_ITEMS = TableSpec(
+    "ar_subledger.csv",
+    "book_ar_item",
+    (
+        ("invoice_id", "invoice_id", _text),
+        ("customer", "customer", _text),
+        ("invoice_date", "invoice_date", _date),
+        ("due_date", "due_date", _date),
+        ("amount", "amount", _amount),
+    ),
+)
+GRNI = TableSpec(
+    "grni.csv",
+    "book_grni",
+    (
+        ("receipt_id", "receipt_id", _text),
+        ("vendor", "vendor", _text),
+        ("po_number", "po_number", _text),
+        ("received_date", "received_date", _date),
+        ("amount", "amount", _amount),
+        ("expense_account", "expense_account", _text),
+        ("description", "description", _text),
+    ),
+)
+INTERCOMPANY = TableSpec(
+    "intercompany.csv",
+    "book_intercompany",
+    (
+        ("counterparty", "counterparty", _text),
+        ("account", "account", _text),
+        ("our_balance", "our_balance", _amount),
+        ("their_balance", "their_balance", _amount),
+    ),
+)
+PNL_COLUMNS: Sequence[tuple[str, str, Parser]] = (("account", "account", _text), ("amount", "amount", _amount))
+ACCOUNT_TYPES = frozenset({"asset", "liability", "equity", "revenue", "expense"})
+
+
+@dataclass(frozen=True)
+class LoadedBooks:
+    book_set_id: int
+    entity: str
+    period: str
+    currency: str
+    digest: str
+    gl_lines: int
+    bank_feed_version: int
+
+
+def read_rows(path: Path, columns: Sequence[tuple[str, str, Parser]]) -> Iterator[tuple[object, ...]]:
+    """Parse a CSV against its expected columns, naming file, line and field on the first bad value."""
+    source = path.name
+    if not path.is_file():
+        raise BooksError(source, "(file)", "is missing")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        expected = [name for name, _, _ in columns]
+        if header != expected:
+            raise BooksError(source, "(header)", f"expected columns {expected}, found {header}")
+        for line_no, row in enumerate(reader, start=2):
+            if len(row) != len(columns):
+                raise BooksError(f"{source} line {line_no}", "(row)", f"expected {len(columns)} fields, got {len(row)}")
+            parsed: list[object] = []
+            for (name, _, parse), raw in zip(columns, row, strict=True):
+                try:
+                    parsed.append(parse(raw))
+                except ValueError as exc:
+                    raise BooksError(f"{source} line {line_no}", name, str(exc)) from None
+            yield tuple(parsed)
+
+
+def file_digest(path: Path) -> str:
+    sha = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def read_manifest(books_dir: Path) -> dict[str, Any]:
+    path = books_dir / "entity.json"
+    if not path.is_file():
+        raise BooksError(str(path.name), "(file)", f"is missing in {books_dir.name}: not a books directory")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BooksError("entity.json", "(json)", str(exc)) from None
+    if not isinstance(manifest, dict):
+        raise BooksError("entity.json", "(root)", "must be an object")
+    for field in ("entity", "period", "currency"):
+        if not isinstance(manifest.get(field), str) or not manifest[field]:
+            raise BooksError("entity.json", field, "is required and must be a non-empty string")
+    return manifest
+
+
+async def _copy(
+    conn: AsyncConnection[Any],
+    table: str,
+    fixed: Sequence[tuple[str, object]],
+    columns: Sequence[tuple[str, str, Parser]],
+    rows: Iterator[tuple[object, ...]],
+) -> int:
+    names = [name for name, _ in fixed] + [column for _, column, _ in columns]
+    prefix = tuple(value for _, value in fixed)
+    count = 0
+    async with conn.cursor() as cur:
+        async with cur.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
+            for row in rows:
+                await copy.write_row(prefix + row)
+                count += 1
+    return count
+
+
+async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: str) -> LoadedBooks:
+    """Load a books directory in one transaction. Loading identical books twice returns the first load."""
+    manifest = read_manifest(books_dir)
+    entity, period, currency = manifest["entity"], manifest["period"], manifest["currency"]
+    digests = {
+        spec: file_digest(books_dir / spec)
+        for spec in sorted(
+            [ACCOUNTS.file, GL_LINES.file, "bank_lines.csv", AP_ITEMS.file, AR_ITEMS.file, GRNI.file,
+             INTERCOMPANY.file, "prior_period.csv", "budget.csv"]
+        )
+        if (books_dir / spec).is_file()
+    }
+    digest = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
+    async with conn.transaction():
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s AND digest = %s",
+                (entity, period, digest),
+            )
+            existing = await cur.fetchone()
+            if existing is not None:
+                book_set_id = int(existing[0])
+                await cur.execute("SELECT count(*) FROM book_gl_line WHERE book_set_id = %s", (book_set_id,))
+                gl = await cur.fetchone()
+                await cur.execute(
+                    "SELECT max(feed_version) FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
+                )
+                feed = await cur.fetchone()
+                return LoadedBooks(
+                    book_set_id, entity, period, currency, digest, int(gl[0]) if gl else 0,
+                    int(feed[0]) if feed and feed[0] else 1,
+                )
+            await cur.execute(
+                "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
+                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING book_set_id",
+                (entity, period, currency, books_dir.name, Jsonb(manifest), digest),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            book_set_id = int(row[0])
+        fixed = (("book_set_id", book_set_id),)
+        await _copy(conn, ACCOUNTS.table, fixed, ACCOUNTS.columns, _checked_accounts(books_dir))
+        gl_count = 0
+        for spec in (GL_LINES, AP_ITEMS, AR_ITEMS, GRNI, INTERCOMPANY):
+            count = await _copy(conn, spec.table, fixed, spec.columns, read_rows(books_dir / spec.file, spec.columns))
+            if spec is GL_LINES:
+                gl_count = count
+        for basis, file in (("prior", "prior_period.csv"), ("budget", "budget.csv")):
+            await _copy(
+                conn,
+                "book_pnl_reference",
+                (("book_set_id", book_set_id), ("basis", basis)),
+                PNL_COLUMNS,
+                read_rows(books_dir / file, PNL_COLUMNS),
+            )
+        feed_version = await _insert_bank_feed(conn, book_set_id, books_dir / "bank_lines.csv", loaded_by)
+        await _check_journals_balance(conn, book_set_id)
+        await append_event(
+            conn,
+            actor=loaded_by,
+            kind="books_loaded",
+            payload={
+                "entity": entity,
+                "period": period,
+                "book_set_id": book_set_id,
+                "digest": digest,
+                "gl_lines": gl_count,
+                "profile": manifest.get("profile"),
+                "seed": manifest.get("seed"),
+            },
+        )
+    return LoadedBooks(book_set_id, entity, period, currency, digest, gl_count, feed_version)
+
+
+def _checked_accounts(books_dir: Path) -> Iterator[tuple[object, ...]]:
+    for row in read_rows(books_dir / ACCOUNTS.file, ACCOUNTS.columns):
+        if row[2] not in ACCOUNT_TYPES:
+            raise BooksError(ACCOUNTS.file, "type", f"{row[2]!r} is not one of {sorted(ACCOUNT_TYPES)}")
+        yield row
+
+
+async def _check_journals_balance(conn: AsyncConnection[Any], book_set_id: int) -> None:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT journal_id, sum(amount) FROM book_gl_line WHERE book_set_id = %s"
+            " GROUP BY journal_id HAVING sum(amount) <> 0 ORDER BY journal_id LIMIT 1",
+            (book_set_id,),
+        )
+        bad = await cur.fetchone()
+    if bad is not None:
+        raise BooksError(GL_LINES.file, "amount", f"journal {bad[0]} does not balance (sums to {bad[1]})")
+
+
+async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: Path, loaded_by: str) -> int:
+    digest = file_digest(path) if path.is_file() else ""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT feed_version FROM bank_feed WHERE book_set_id = %s AND digest = %s", (book_set_id, digest)
+        )
+        existing = await cur.fetchone()
+        if existing is not None:
+            return int(existing[0])
+        await cur.execute(
+            "SELECT COALESCE(max(feed_version), 0) + 1 FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        version = int(row[0])
+        await cur.execute(
+            "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by) VALUES (%s, %s, %s, %s, %s)",
+            (book_set_id, version, path.name, digest, loaded_by),
+        )
+    await _copy(
+        conn,
+        "book_bank_line",
+        (("book_set_id", book_set_id), ("feed_version", version)),
+        BANK_LINES_COLUMNS,
+        read_rows(path, BANK_LINES_COLUMNS),
+    )
+    return version
+
+
+async def load_bank_feed(
+    conn: AsyncConnection[Any], book_set_id: int, path: Path, *, loaded_by: str, close_id: str | None = None
+) -> int:
+    """Load a corrected bank feed as a new feed version; the next reconciliation reads the latest version."""
+    async with conn.transaction():
+        version = await _insert_bank_feed(conn, book_set_id, path, loaded_by)
+        await append_event(
+            conn,
+            actor=loaded_by,
+            kind="bank_feed_loaded",
+            close_id=close_id,
+            payload={"book_set_id": book_set_id, "feed_version": version, "source": path.name},
+        )
+    return version

@@ -1,0 +1,250 @@
+"""Close records: starting a close, reading its status, deriving its overall state from its tasks and gates."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection, errors
+
+from audit.trace import append_event
+from policy import Checklist, Policy
+
+
+class CloseNotFound(LookupError):
+    def __init__(self, close_id: str) -> None:
+        super().__init__(f"no close with id {close_id!r}")
+        self.close_id = close_id
+
+
+class CloseAlreadyExists(Exception):
+    def __init__(self, entity: str, period: str, close_id: str) -> None:
+        super().__init__(f"a close for {entity} {period} already exists: {close_id}")
+        self.entity = entity
+        self.period = period
+        self.close_id = close_id
+
+
+class PeriodClosed(Exception):
+    def __init__(self, entity: str, period: str) -> None:
+        super().__init__(f"period {entity} {period} is already closed")
+        self.entity = entity
+        self.period = period
+
+
+@dataclass(frozen=True)
+class CloseRecord:
+    close_id: str
+    entity: str
+    period: str
+    book_set_id: int
+    status: str
+    started_by: str
+
+
+def _valid_uuid(close_id: str) -> str:
+    try:
+        return str(uuid.UUID(str(close_id)))
+    except ValueError:
+        raise CloseNotFound(str(close_id)) from None
+
+
+async def load_close(conn: AsyncConnection[Any], close_id: str) -> CloseRecord:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT close_id, entity, period, book_set_id, status, started_by FROM close_run WHERE close_id = %s",
+            (_valid_uuid(close_id),),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise CloseNotFound(close_id)
+    return CloseRecord(str(row[0]), row[1], row[2], int(row[3]), row[4], row[5])
+
+
+async def latest_close_id(conn: AsyncConnection[Any], entity: str | None = None) -> str | None:
+    async with conn.cursor() as cur:
+        if entity is None:
+            await cur.execute("SELECT close_id FROM close_run ORDER BY created_at DESC, close_id LIMIT 1")
+        else:
+            await cur.execute(
+                "SELECT close_id FROM close_run WHERE entity = %s ORDER BY created_at DESC, close_id LIMIT 1",
+                (entity,),
+            )
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+async def find_close(conn: AsyncConnection[Any], entity: str, period: str) -> str | None:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT close_id FROM close_run WHERE entity = %s AND period = %s", (entity, period))
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+async def start_close(
+    conn: AsyncConnection[Any],
+    *,
+    entity: str,
+    period: str,
+    book_set_id: int,
+    policy: Policy,
+    checklist: Checklist,
+    started_by: str,
+    versions: dict[str, Any] | None = None,
+) -> str:
+    """Create the close and its tasks in one transaction. One close per entity and period."""
+    close_id = str(uuid.uuid4())
+    try:
+        async with conn.transaction():
+            async with conn.cursor() as cur:
+                await cur.execute(
+                    "INSERT INTO accounting_period (entity, period) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    (entity, period),
+                )
+                await cur.execute(
+                    "SELECT status FROM accounting_period WHERE entity = %s AND period = %s", (entity, period)
+                )
+                row = await cur.fetchone()
+                if row is not None and row[0] == "closed":
+                    raise PeriodClosed(entity, period)
+                await cur.execute(
+                    "INSERT INTO close_run (close_id, entity, period, book_set_id, policy_digest, checklist_digest,"
+                    " started_by) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (close_id, entity, period, book_set_id, policy.digest, checklist.digest, started_by),
+                )
+                await cur.executemany(
+                    "INSERT INTO close_task (close_id, task) VALUES (%s, %s)",
+                    [(close_id, task_id) for task_id in checklist.topological_order()],
+                )
+            await append_event(
+                conn,
+                actor=started_by,
+                close_id=close_id,
+                kind="close_started",
+                payload={
+                    "entity": entity,
+                    "period": period,
+                    "book_set_id": book_set_id,
+                    "tasks": list(checklist.topological_order()),
+                    "to": "orchestrator",
+                },
+                versions={"risk": policy.digest, "checklist": checklist.digest, **(versions or {})},
+            )
+    except errors.UniqueViolation:
+        existing = await find_close(conn, entity, period)
+        raise CloseAlreadyExists(entity, period, existing or "?") from None
+    return close_id
+
+
+async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor: str) -> str:
+    """Derive the close's status from its tasks and gates and store it when it changed."""
+    async with conn.transaction():
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT status, reason, task FROM close_task WHERE close_id = %s FOR UPDATE", (close_id,)
+            )
+            tasks = await cur.fetchall()
+            await cur.execute(
+                "SELECT count(*) FROM gate_state WHERE close_id = %s AND status = 'open'", (close_id,)
+            )
+            open_row = await cur.fetchone()
+            open_gates = int(open_row[0]) if open_row else 0
+            statuses = {t[0] for t in tasks}
+            reason = None
+            if statuses == {"done"}:
+                status = "closed"
+            elif statuses & {"rejected", "failed"}:
+                status = "blocked"
+                reason = "; ".join(f"{t[2]}: {t[1]}" for t in tasks if t[0] in ("rejected", "failed"))
+            elif "halted" in statuses:
+                status = "halted"
+                reason = "; ".join(f"{t[2]}: {t[1]}" for t in tasks if t[0] == "halted")
+            elif open_gates:
+                status = "awaiting_approval"
+            else:
+                status = "running"
+            await cur.execute(
+                "UPDATE close_run SET status = %s, status_reason = %s, updated_at = now()"
+                " WHERE close_id = %s AND (status IS DISTINCT FROM %s OR status_reason IS DISTINCT FROM %s)"
+                " RETURNING close_id",
+                (status, reason, close_id, status, reason),
+            )
+            changed = await cur.fetchone()
+        if changed is not None:
+            await append_event(
+                conn, actor=actor, close_id=close_id, kind="close_status",
+                payload={"status": status, "reason": reason},
+            )
+    return status
+
+
+async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, Any]:
+    """The documented `close status --json` shape."""
+    close = await load_close(conn, close_id)
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT task, status, attempt, reason, updated_at FROM close_task WHERE close_id = %s", (close.close_id,)
+        )
+        task_rows = {r[0]: r for r in await cur.fetchall()}
+        await cur.execute("SELECT status_reason FROM close_run WHERE close_id = %s", (close.close_id,))
+        reason_row = await cur.fetchone()
+        await cur.execute(
+            "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, g.approver_role, g.rule,"
+            " g.opened_at, g.due_at, s.approvals FROM gate_state s JOIN gate g USING (gate_id)"
+            " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
+            (close.close_id,),
+        )
+        gate_rows = await cur.fetchall()
+        await cur.execute(
+            "SELECT d.gate_id, d.principal_id, p.display_name, d.decision, d.reason, d.decided_at, d.channel"
+            " FROM gate_decision d JOIN gate g USING (gate_id) JOIN principal p USING (principal_id)"
+            " WHERE g.close_id = %s ORDER BY d.decided_at, d.decision_id",
+            (close.close_id,),
+        )
+        decisions: dict[str, list[dict[str, Any]]] = {}
+        for d in await cur.fetchall():
+            decisions.setdefault(str(d[0]), []).append(
+                {
+                    "principal": d[1],
+                    "name": d[2],
+                    "decision": d[3],
+                    "reason": d[4],
+                    "decided_at": d[5].isoformat(),
+                    "channel": d[6],
+                }
+            )
+    return {
+        "close_id": close.close_id,
+        "entity": close.entity,
+        "period": close.period,
+        "status": close.status,
+        "status_reason": reason_row[0] if reason_row else None,
+        "tasks": [
+            {
+                "task": name,
+                "status": task_rows[name][1],
+                "attempt": int(task_rows[name][2]),
+                "reason": task_rows[name][3],
+            }
+            for name in task_rows
+        ],
+        "gates": [
+            {
+                "gate_id": str(g[0]),
+                "task": g[1],
+                "attempt": int(g[2]),
+                "kind": g[3],
+                "tier": g[4],
+                "quorum": int(g[5]),
+                "status": g[6],
+                "approver_role": g[7],
+                "rule": g[8],
+                "opened_at": g[9].isoformat(),
+                "due_at": g[10].isoformat(),
+                "approvals": int(g[11]),
+                "decisions": decisions.get(str(g[0]), []),
+            }
+            for g in gate_rows
+        ],
+    }

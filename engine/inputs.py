@@ -1,0 +1,228 @@
+"""Queries that build each specialist's input from the book tables.
+
+Specialists get the data they need in the message and touch no database; every figure they may cite comes
+from a query here.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from policy import Policy
+
+
+def _money(value: Decimal | None) -> str:
+    return str((value or Decimal("0")).quantize(Decimal("0.01")))
+
+
+async def _rows(conn: AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async with conn.cursor() as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchall()
+
+
+async def _accounts_by_subtype(conn: AsyncConnection[Any], book_set_id: int, subtype: str) -> list[str]:
+    rows = await _rows(
+        conn,
+        "SELECT account FROM book_account WHERE book_set_id = %s AND subtype = %s ORDER BY account",
+        (book_set_id, subtype),
+    )
+    return [r[0] for r in rows]
+
+
+async def _gl_balance(conn: AsyncConnection[Any], book_set_id: int, account: str) -> Decimal:
+    rows = await _rows(
+        conn,
+        "SELECT COALESCE(sum(amount), 0) FROM book_gl_line WHERE book_set_id = %s AND account = %s",
+        (book_set_id, account),
+    )
+    return Decimal(rows[0][0])
+
+
+async def latest_feed_version(conn: AsyncConnection[Any], book_set_id: int) -> int:
+    rows = await _rows(conn, "SELECT COALESCE(max(feed_version), 0) FROM bank_feed WHERE book_set_id = %s", (book_set_id,))
+    return int(rows[0][0])
+
+
+async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
+    feed = await latest_feed_version(conn, book_set_id)
+    accounts = []
+    for account in await _accounts_by_subtype(conn, book_set_id, "cash"):
+        bank = await _rows(
+            conn,
+            "SELECT bank_line_id, line_date, amount, reference FROM book_bank_line"
+            " WHERE book_set_id = %s AND feed_version = %s AND account = %s ORDER BY bank_line_id",
+            (book_set_id, feed, account),
+        )
+        gl = await _rows(
+            conn,
+            "SELECT line_id, line_date, amount, reference FROM book_gl_line"
+            " WHERE book_set_id = %s AND account = %s ORDER BY line_id",
+            (book_set_id, account),
+        )
+        accounts.append(
+            {
+                "account": account,
+                "bank_lines": [_line(r) for r in bank],
+                "gl_lines": [_line(r) for r in gl],
+            }
+        )
+    return {
+        "kind": "bank",
+        "date_window_days": policy.reconciliation.date_window_days,
+        "unmatched_tolerance": str(policy.reconciliation.unmatched_tolerance),
+        "feed_version": feed,
+        "accounts": accounts,
+    }
+
+
+def _line(row: tuple[Any, ...]) -> dict[str, str]:
+    line_id, line_date, amount, reference = row
+    assert isinstance(line_date, date)
+    return {"id": line_id, "date": line_date.isoformat(), "amount": _money(amount), "reference": reference}
+
+
+async def subledger_input(
+    conn: AsyncConnection[Any], book_set_id: int, policy: Policy, ledger: str
+) -> dict[str, Any]:
+    subtype, table = {
+        "ap": ("payable_control", "book_ap_item"),
+        "ar": ("receivable_control", "book_ar_item"),
+    }[ledger]
+    controls = await _accounts_by_subtype(conn, book_set_id, subtype)
+    if len(controls) != 1:
+        raise ValueError(f"books must have exactly one {subtype} account, found {controls}")
+    control = controls[0]
+    totals = await _rows(
+        conn, f"SELECT COALESCE(sum(amount), 0), count(*) FROM {table} WHERE book_set_id = %s", (book_set_id,)
+    )
+    return {
+        "kind": "subledger",
+        "ledger": ledger,
+        "control_account": control,
+        "control_balance": _money(await _gl_balance(conn, book_set_id, control)),
+        "subledger_total": _money(totals[0][0]),
+        "items": int(totals[0][1]),
+        "tolerance_amount": str(policy.reconciliation.subledger_tolerance_amount),
+    }
+
+
+async def intercompany_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
+    rows = await _rows(
+        conn,
+        "SELECT ic.counterparty, ic.account, COALESCE(gl.balance, 0), ic.their_balance"
+        " FROM book_intercompany ic"
+        " LEFT JOIN (SELECT account, sum(amount) AS balance FROM book_gl_line WHERE book_set_id = %s"
+        "            GROUP BY account) gl ON gl.account = ic.account"
+        " WHERE ic.book_set_id = %s ORDER BY ic.counterparty, ic.account",
+        (book_set_id, book_set_id),
+    )
+    return {
+        "kind": "intercompany",
+        "tolerance_amount": str(policy.reconciliation.intercompany_tolerance_amount),
+        "pairs": [
+            {"counterparty": r[0], "account": r[1], "our_balance": _money(r[2]), "their_balance": _money(r[3])}
+            for r in rows
+        ],
+    }
+
+
+def period_end(period: str) -> date:
+    year, month = (int(part) for part in period.split("-"))
+    first_of_next = date(year + (month == 12), month % 12 + 1, 1)
+    return date.fromordinal(first_of_next.toordinal() - 1)
+
+
+async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: str, policy: Policy) -> dict[str, Any]:
+    rows = await _rows(
+        conn,
+        "SELECT receipt_id, vendor, po_number, received_date, amount, expense_account, description"
+        " FROM book_grni WHERE book_set_id = %s ORDER BY receipt_id",
+        (book_set_id,),
+    )
+    return {
+        "period_end": period_end(period).isoformat(),
+        "accrual_account": policy.accruals.accrual_account,
+        "materiality_amount": str(policy.accruals.materiality_amount),
+        "grni": [
+            {
+                "receipt_id": r[0],
+                "vendor": r[1],
+                "po_number": r[2],
+                "received_date": r[3].isoformat(),
+                "amount": _money(r[4]),
+                "expense_account": r[5],
+                "description": r[6],
+            }
+            for r in rows
+        ],
+    }
+
+
+VARIANCE_QUERY = """
+WITH actual AS (
+    SELECT account, sum(amount) AS amount FROM (
+        SELECT account, amount FROM book_gl_line WHERE book_set_id = %(book_set_id)s
+        UNION ALL
+        SELECT l.account, l.amount FROM journal_line l JOIN journal j USING (journal_id)
+         WHERE j.entity = %(entity)s AND j.period = %(period)s
+    ) lines GROUP BY account
+),
+pnl AS (
+    SELECT a.account, a.name,
+           COALESCE(act.amount, 0) AS actual,
+           COALESCE(p.amount, 0) AS prior,
+           COALESCE(b.amount, 0) AS budget
+      FROM book_account a
+      LEFT JOIN actual act ON act.account = a.account
+      LEFT JOIN book_pnl_reference p ON p.book_set_id = a.book_set_id AND p.account = a.account AND p.basis = 'prior'
+      LEFT JOIN book_pnl_reference b ON b.book_set_id = a.book_set_id AND b.account = a.account AND b.basis = 'budget'
+     WHERE a.book_set_id = %(book_set_id)s AND a.type IN ('revenue', 'expense')
+)
+SELECT account, name, actual, prior, budget,
+       actual - prior AS variance_prior,
+       actual - budget AS variance_budget,
+       CASE WHEN budget = 0 THEN NULL ELSE round(100 * (actual - budget) / abs(budget), 1) END AS variance_budget_pct
+  FROM pnl ORDER BY account
+"""
+
+
+async def variance_input(
+    conn: AsyncConnection[Any], book_set_id: int, entity: str, period: str, policy: Policy
+) -> dict[str, Any]:
+    rows = await _rows(
+        conn, VARIANCE_QUERY, {"book_set_id": book_set_id, "entity": entity, "period": period}  # type: ignore[arg-type]
+    )
+    return {
+        "period": period,
+        "threshold_amount": str(policy.variance.threshold_amount),
+        "threshold_pct": str(policy.variance.threshold_pct),
+        "grounding_tolerance": str(policy.variance.grounding_tolerance),
+        "lines": [
+            {
+                "account": r[0],
+                "name": r[1],
+                "actual": _money(r[2]),
+                "prior": _money(r[3]),
+                "budget": _money(r[4]),
+                "variance_prior": _money(r[5]),
+                "variance_budget": _money(r[6]),
+                "variance_budget_pct": None if r[7] is None else str(r[7]),
+            }
+            for r in rows
+        ],
+    }
+
+
+def queried_values(variance_payload: dict[str, Any]) -> list[Decimal]:
+    """Every number the variance query returned: the only figures a narrative may cite."""
+    values: list[Decimal] = []
+    for line in variance_payload["lines"]:
+        for key in ("actual", "prior", "budget", "variance_prior", "variance_budget", "variance_budget_pct"):
+            if line.get(key) is not None:
+                values.append(Decimal(line[key]))
+    return values

@@ -1,0 +1,377 @@
+"""`advance(close_id)`: read the tables, do every step that is ready, record it, return.
+
+Nothing survives between calls but the tables. A process killed anywhere is replaced by one that calls
+`advance` again: running tasks re-dispatch under the same key (the stored result comes back), gates are
+opened once per (close, task, attempt), postings carry keys, and gate outcomes are applied once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from audit.trace import append_event
+from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, derive_gate
+
+from . import inputs
+from .closes import CloseRecord, load_close, refresh_close_status
+from .dispatch import AGENT_PRINCIPALS, DispatchFailed, SpecialistCall, dispatch_once
+from .gates import GateView, gates_for_close, mark_gate_applied, open_gate
+from .grounding import UngroundedFigureError, ground_figures
+from .postings import JournalLine, JournalRequest, PostingRefused, post_journal
+
+MAX_ROUNDS = 32
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    policy: Policy
+    checklist: Checklist
+    call: SpecialistCall
+    actor: str = "orchestrator"
+
+
+@dataclass
+class AdvanceReport:
+    close_id: str
+    status: str = "running"
+    busy: bool = False
+    steps: list[str] = field(default_factory=list)
+
+
+def _lock_key(close_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"close:{close_id}".encode()).digest()[:8], "big", signed=True)
+
+
+async def advance(conn: AsyncConnection[Any], close_id: str, ctx: EngineContext) -> AdvanceReport:
+    """Advance one close as far as it can go without a person. `conn` must be in autocommit mode."""
+    close = await load_close(conn, close_id)
+    report = AdvanceReport(close.close_id, close.status)
+    if close.status == "closed":
+        return report
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(close.close_id),))
+        locked = await cur.fetchone()
+    if not locked or not locked[0]:
+        report.busy = True
+        report.steps.append("another worker is advancing this close")
+        return report
+    try:
+        failed_this_call: set[str] = set()
+        for _ in range(MAX_ROUNDS):
+            progressed = await _apply_gate_outcomes(conn, close, ctx, report)
+            progressed |= await _run_ready_tasks(conn, close, ctx, report, failed_this_call)
+            if not progressed:
+                break
+        report.status = await refresh_close_status(conn, close.close_id, ctx.actor)
+    finally:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(close.close_id),))
+    return report
+
+
+async def _task_rows(conn: AsyncConnection[Any], close_id: str) -> dict[str, tuple[str, int, Any]]:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT task, status, attempt, result FROM close_task WHERE close_id = %s", (close_id,))
+        return {r[0]: (r[1], int(r[2]), r[3]) for r in await cur.fetchall()}
+
+
+async def _set_task(
+    conn: AsyncConnection[Any],
+    close_id: str,
+    task: str,
+    *,
+    status: str,
+    expect: tuple[str, ...],
+    result: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+    attempt: int | None = None,
+) -> bool:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "UPDATE close_task SET status = %s, result = COALESCE(%s, result), reason = %s,"
+            " attempt = COALESCE(%s, attempt), updated_at = now()"
+            " WHERE close_id = %s AND task = %s AND status = ANY(%s) RETURNING task",
+            (
+                status,
+                Jsonb(dict(result)) if result is not None else None,
+                reason,
+                attempt,
+                close_id,
+                task,
+                list(expect),
+            ),
+        )
+        return await cur.fetchone() is not None
+
+
+# --- gates -------------------------------------------------------------------------------------------------
+
+
+async def _apply_gate_outcomes(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, report: AdvanceReport
+) -> bool:
+    progressed = False
+    for gate in await gates_for_close(conn, close.close_id):
+        if gate.lifecycle != "open" or gate.status not in ("approved", "rejected"):
+            continue
+        async with conn.transaction():
+            if not await mark_gate_applied(conn, gate.gate_id):
+                continue
+            await _apply_one(conn, close, ctx, gate, report)
+        progressed = True
+    return progressed
+
+
+async def _apply_one(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
+) -> None:
+    tasks = await _task_rows(conn, close.close_id)
+    status, attempt, result = tasks[gate.task]
+    event = {"gate_id": gate.gate_id, "task": gate.task, "gate_kind": gate.kind, "outcome": gate.status}
+    if gate.status == "rejected":
+        await _set_task(
+            conn, close.close_id, gate.task, status="rejected", expect=("awaiting_gate", "halted"),
+            reason=f"gate {gate.gate_id} rejected",
+        )
+        await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_rejected_applied", payload=event)
+        report.steps.append(f"{gate.task}: gate rejected, task stopped")
+        return
+    if gate.kind == "escalation":
+        await _set_task(
+            conn, close.close_id, gate.task, status="pending", expect=("halted",), attempt=attempt + 1,
+            reason=f"re-run approved after halt (gate {gate.gate_id})",
+        )
+        await append_event(
+            conn, actor=ctx.actor, close_id=close.close_id, kind="task_requeued",
+            payload={**event, "next_attempt": attempt + 1},
+        )
+        report.steps.append(f"{gate.task}: escalation approved, re-running as attempt {attempt + 1}")
+        return
+    await _complete_task(conn, close, ctx, ctx.checklist.task(gate.task), attempt, result or {}, report)
+    await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_passed", payload=event)
+
+
+async def _complete_task(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    ctx: EngineContext,
+    task: ChecklistTask,
+    attempt: int,
+    result: Mapping[str, Any],
+    report: AdvanceReport,
+) -> None:
+    """Apply the task's effects (postings, period close) and mark it done, in the caller's transaction."""
+    if task.id == "accruals" and result.get("journal"):
+        journal = result["journal"]
+        request = JournalRequest(
+            idempotency_key=f"close:{close.close_id}:accruals:attempt:{attempt}",
+            entity=close.entity,
+            period=close.period,
+            journal_date=date.fromisoformat(journal["date"]),
+            memo=journal["memo"],
+            lines=[JournalLine(line["account"], Decimal(line["amount"]), line["description"]) for line in journal["lines"]],
+            source_close=close.close_id,
+            source_task=task.id,
+        )
+        posted = await post_journal(conn, request, posted_by=ctx.actor)
+        report.steps.append(f"accruals: journal {posted.journal_id} posted ({result.get('total')})")
+    if task.id == "close_signoff":
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "UPDATE accounting_period SET status = 'closed', closed_at = now(), closed_by_close = %s"
+                " WHERE entity = %s AND period = %s AND status = 'open'",
+                (close.close_id, close.entity, close.period),
+            )
+        await append_event(
+            conn, actor=ctx.actor, close_id=close.close_id, kind="period_closed",
+            payload={"entity": close.entity, "period": close.period},
+        )
+        report.steps.append(f"period {close.entity} {close.period} closed")
+    await _set_task(conn, close.close_id, task.id, status="done", expect=("awaiting_gate", "running", "pending"))
+    await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="task_done", payload={"task": task.id})
+
+
+# --- tasks -------------------------------------------------------------------------------------------------
+
+
+async def _run_ready_tasks(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    ctx: EngineContext,
+    report: AdvanceReport,
+    failed_this_call: set[str],
+) -> bool:
+    progressed = False
+    for task_id in ctx.checklist.topological_order():
+        tasks = await _task_rows(conn, close.close_id)
+        status, attempt, _ = tasks[task_id]
+        task = ctx.checklist.task(task_id)
+        if status not in ("pending", "running", "failed") or task_id in failed_this_call:
+            continue
+        if any(tasks[dep][0] != "done" for dep in task.depends_on):
+            continue
+        async with conn.transaction():
+            if not await _set_task(conn, close.close_id, task_id, status="running", expect=(status,)):
+                continue
+            await append_event(
+                conn, actor=ctx.actor, close_id=close.close_id, kind="task_started",
+                payload={"task": task_id, "attempt": attempt, "resumed": status != "pending"},
+            )
+        try:
+            result = await _perform(conn, close, ctx, task, attempt)
+        except (DispatchFailed, UngroundedFigureError, PostingRefused, ValueError) as exc:
+            async with conn.transaction():
+                await _set_task(conn, close.close_id, task_id, status="failed", expect=("running",), reason=str(exc))
+                await append_event(
+                    conn, actor=ctx.actor, close_id=close.close_id, kind="task_failed",
+                    payload={"task": task_id, "attempt": attempt, "reason": str(exc)[:500]},
+                )
+            failed_this_call.add(task_id)
+            report.steps.append(f"{task_id}: failed: {exc}")
+            continue
+        await _record_result(conn, close, ctx, task, attempt, result, report)
+        progressed = True
+    return progressed
+
+
+async def _perform(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, task: ChecklistTask, attempt: int
+) -> dict[str, Any]:
+    if task.specialist is None:
+        return await _signoff_summary(conn, close)
+    payload = await _specialist_input(conn, close, ctx.policy, task)
+    outcome = await dispatch_once(
+        conn, ctx.call, close_id=close.close_id, task=task.id, attempt=attempt,
+        specialist=task.specialist, payload=payload, actor=ctx.actor,
+    )
+    result = outcome.result
+    if task.specialist == "variance":
+        # The specialist grounds its own draft; the engine does not take its word for it.
+        ground_figures(
+            str(result.get("narrative", "")),
+            inputs.queried_values(payload),
+            ctx.policy.variance.grounding_tolerance,
+        )
+    return result
+
+
+async def _specialist_input(
+    conn: AsyncConnection[Any], close: CloseRecord, policy: Policy, task: ChecklistTask
+) -> dict[str, Any]:
+    book = close.book_set_id
+    if task.id == "bank_reconciliation":
+        return await inputs.bank_reconciliation_input(conn, book, policy)
+    if task.id == "ap_reconciliation":
+        return await inputs.subledger_input(conn, book, policy, "ap")
+    if task.id == "ar_reconciliation":
+        return await inputs.subledger_input(conn, book, policy, "ar")
+    if task.id == "intercompany":
+        return await inputs.intercompany_input(conn, book, policy)
+    if task.id == "accruals":
+        return await inputs.accruals_input(conn, book, close.period, policy)
+    if task.id == "variance_analysis":
+        return await inputs.variance_input(conn, book, close.entity, close.period, policy)
+    raise ValueError(f"checklist task {task.id!r} has no input query; add one in engine/inputs.py")
+
+
+async def _signoff_summary(conn: AsyncConnection[Any], close: CloseRecord) -> dict[str, Any]:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT task, status, attempt FROM close_task WHERE close_id = %s ORDER BY task", (close.close_id,)
+        )
+        tasks = [{"task": r[0], "status": r[1], "attempt": int(r[2])} for r in await cur.fetchall()]
+        await cur.execute(
+            "SELECT j.journal_id, j.memo, sum(l.amount) FILTER (WHERE l.amount > 0)"
+            " FROM journal j JOIN journal_line l USING (journal_id)"
+            " WHERE j.entity = %s AND j.period = %s GROUP BY j.journal_id ORDER BY j.journal_id",
+            (close.entity, close.period),
+        )
+        journals = [{"journal_id": int(r[0]), "memo": r[1], "debits": str(r[2])} for r in await cur.fetchall()]
+    return {"kind": "signoff", "entity": close.entity, "period": close.period, "tasks": tasks, "journals": journals}
+
+
+def _gate_amount(task: ChecklistTask, result: Mapping[str, Any]) -> Decimal | None:
+    if task.id == "accruals" and result.get("total") is not None:
+        return Decimal(str(result["total"]))
+    if task.id == "bank_reconciliation":
+        return sum(
+            (abs(Decimal(str(a.get("unmatched_bank_amount", "0")))) for a in result.get("accounts", [])),
+            Decimal("0"),
+        )
+    return None
+
+
+async def _record_result(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    ctx: EngineContext,
+    task: ChecklistTask,
+    attempt: int,
+    result: dict[str, Any],
+    report: AdvanceReport,
+) -> None:
+    prepared_by = AGENT_PRINCIPALS.get(task.specialist or "", ctx.actor)
+    async with conn.transaction():
+        if result.get("halted"):
+            reason = str(result.get("halt_reason") or "specialist halted the task")
+            await _set_task(
+                conn, close.close_id, task.id, status="halted", expect=("running",), result=result, reason=reason
+            )
+            await append_event(
+                conn, actor=prepared_by, close_id=close.close_id, kind="task_halted",
+                payload={"task": task.id, "attempt": attempt, "reason": reason, "to": ctx.actor},
+            )
+            requirement = derive_escalation_gate(ctx.policy, task, reason)
+            gate_id = await open_gate(
+                conn, close_id=close.close_id, task=task.id, attempt=attempt, requirement=requirement,
+                summary={"reason": reason, "result": _gate_summary(result)}, prepared_by=prepared_by,
+                actor=ctx.actor,
+            )
+            report.steps.append(f"{task.id}: HALTED: {reason} (escalation gate {gate_id})")
+            return
+        requirement = derive_gate(ctx.policy, task, _gate_amount(task, result))
+        if requirement is None:
+            await _set_task(conn, close.close_id, task.id, status="running", expect=("running",), result=result)
+            await _complete_task(conn, close, ctx, task, attempt, result, report)
+            report.steps.append(f"{task.id}: done (no gate required by policy)")
+            return
+        await _set_task(
+            conn, close.close_id, task.id, status="awaiting_gate", expect=("running",), result=result,
+            reason=requirement.rule,
+        )
+        gate_id = await open_gate(
+            conn, close_id=close.close_id, task=task.id, attempt=attempt, requirement=requirement,
+            summary=_gate_summary(result), prepared_by=prepared_by, actor=ctx.actor,
+        )
+        report.steps.append(f"{task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
+
+
+def _gate_summary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What the approver needs to see on the card: figures and evidence, trimmed to card size."""
+    summary: dict[str, Any] = {"kind": result.get("kind")}
+    if "accounts" in result:
+        summary["accounts"] = [
+            {k: a.get(k) for k in ("account", "bank_lines", "gl_lines", "matched", "unmatched_share", "halt")}
+            for a in result["accounts"]
+        ]
+    for key in ("control_account", "control_balance", "subledger_total", "difference", "total", "narrative"):
+        if key in result:
+            summary[key] = result[key]
+    if result.get("journal"):
+        summary["journal_lines"] = result["journal"]["lines"][:20]
+    if "flagged" in result:
+        summary["flagged"] = result["flagged"][:10]
+    if "pairs" in result:
+        summary["pairs"] = result["pairs"][:10]
+    if "tasks" in result:
+        summary["tasks"] = result["tasks"]
+        summary["journals"] = result.get("journals", [])
+    return summary

@@ -1,0 +1,50 @@
+"""Exception types raised while loading or applying the close policy."""
+
+
+class PolicyError(ValueError):
+    """A policy or checklist input is invalid. Names the file, the field and the reason."""
+
+    def __init__(self, source: str, field: str, reason: str) -> None:
+        super().__init__(f"{source}: {field}: {reason}")
+        self.source = source
+        self.field = field
+        self.reason = reason
+
+
+class ChecklistPolicyMismatch(PolicyError):
+    """The checklist's own `requires_gate` claim disagrees with the gate the policy derives."""
+
+    def __init__(self, source: str, task: str, checklist_value: bool, policy_value: bool, tier: str) -> None:
+        claim = "true" if checklist_value else "false"
+        verdict = "requires a gate" if policy_value else "requires no gate"
+        super().__init__(
+            source,
+            f"tasks[{task}].requires_gate",
+            f"checklist says {claim} but policy (tier {tier}) {verdict}",
+        )
+        self.task = task
+        self.checklist_value = checklist_value
+        self.policy_value = policy_value
+        self.tier = tier
+
+
+class UnknownTierError(LookupError):
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(f"unknown risk tier {name!r}; known tiers: {', '.join(known)}")
+        self.name = name
+        self.known = known
+
+
+class UnknownTaskError(LookupError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"unknown checklist task {task_id!r}")
+        self.task_id = task_id
+
+
+class GateInputError(ValueError):
+    """A caller passed gate derivation something it cannot judge (e.g. a float or NaN amount)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason

@@ -1,0 +1,71 @@
+"""The close policy as frozen values: risk tiers, amount thresholds, escalation and per-domain settings."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from policy.errors import UnknownTierError
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A risk tier. `rank` orders tiers (0 = lowest); ungated tiers carry quorum 0 and no role or deadline."""
+
+    name: str
+    gate: bool
+    quorum: int
+    approver_role: str | None
+    due_hours: int | None
+    rank: int
+
+
+@dataclass(frozen=True)
+class AmountThreshold:
+    """An absolute amount at or above `min_amount` raises a task to at least `tier`."""
+
+    min_amount: Decimal
+    tier: str
+
+
+@dataclass(frozen=True)
+class ReconciliationPolicy:
+    unmatched_tolerance: Decimal
+    date_window_days: int
+    subledger_tolerance_amount: Decimal
+    intercompany_tolerance_amount: Decimal
+
+
+@dataclass(frozen=True)
+class VariancePolicy:
+    threshold_amount: Decimal
+    threshold_pct: Decimal
+    grounding_tolerance: Decimal
+
+
+@dataclass(frozen=True)
+class AccrualsPolicy:
+    accrual_account: str
+    materiality_amount: Decimal
+
+
+@dataclass(frozen=True)
+class Policy:
+    version: int
+    currency: str
+    tiers: tuple[Tier, ...]
+    amount_thresholds: tuple[AmountThreshold, ...]
+    escalation_tier: str
+    escalation_rule: str
+    reconciliation: ReconciliationPolicy
+    variance: VariancePolicy
+    accruals: AccrualsPolicy
+    digest: str
+
+    def tier(self, name: str) -> Tier:
+        for tier in self.tiers:
+            if tier.name == name:
+                return tier
+        raise UnknownTierError(name, self.tier_names)
+
+    @property
+    def tier_names(self) -> tuple[str, ...]:
+        return tuple(tier.name for tier in self.tiers)

@@ -1,0 +1,179 @@
+"""Load and validate config/risk.yaml into a Policy."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+from policy.fields import Fields
+from policy.model import (
+    AccrualsPolicy,
+    AmountThreshold,
+    Policy,
+    ReconciliationPolicy,
+    Tier,
+    VariancePolicy,
+)
+from policy.yaml_source import DOCUMENT, canonical_digest, read_yaml_file
+
+SUPPORTED_POLICY_VERSIONS = (1,)
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
+_GATED_TIER_KEYS = ("quorum", "approver_role", "due_hours")
+
+
+def load_policy(path: Path) -> Policy:
+    data, file_digest = read_yaml_file(path)
+    return dataclasses.replace(parse_policy(data, str(path)), digest=file_digest)
+
+
+def parse_policy(data: object, source: str) -> Policy:
+    """Validate plain data (as parsed from YAML); digest is sha256 of its canonical JSON."""
+    root = Fields(
+        data,
+        source,
+        DOCUMENT,
+        required=(
+            "version",
+            "currency",
+            "tiers",
+            "amount_thresholds",
+            "escalation",
+            "reconciliation",
+            "variance",
+            "accruals",
+        ),
+    )
+    version = root.integer("version", minimum=1)
+    if version not in SUPPORTED_POLICY_VERSIONS:
+        raise root.error("version", f"unsupported version {version} (supported: {SUPPORTED_POLICY_VERSIONS})")
+    currency = root.text("currency")
+    if not _CURRENCY.match(currency):
+        raise root.error("currency", f"expected an ISO 4217 code like GBP, got {currency!r}")
+    tiers = _parse_tiers(root)
+    tier_ranks = {tier.name: tier.rank for tier in tiers}
+    escalation_tier, escalation_rule = _parse_escalation(root, tiers)
+    return Policy(
+        version=version,
+        currency=currency,
+        tiers=tiers,
+        amount_thresholds=_parse_thresholds(root, tier_ranks),
+        escalation_tier=escalation_tier,
+        escalation_rule=escalation_rule,
+        reconciliation=_parse_reconciliation(root),
+        variance=_parse_variance(root),
+        accruals=_parse_accruals(root),
+        digest=canonical_digest(data),
+    )
+
+
+def _parse_tiers(root: Fields) -> tuple[Tier, ...]:
+    entries = root.items("tiers")
+    if not entries:
+        raise root.error("tiers", "must list at least one tier")
+    tiers: list[Tier] = []
+    for rank, entry in enumerate(entries):
+        first = Fields(entry, root.source, f"tiers[{rank}]", ("name", "gate"), _GATED_TIER_KEYS)
+        name = first.text("name")
+        if not _NAME.match(name):
+            raise first.error("name", f"tier names are lower_snake_case, got {name!r}")
+        if any(tier.name == name for tier in tiers):
+            raise first.error("name", f"duplicate tier {name!r}")
+        fields = Fields(entry, root.source, f"tiers[{name}]", ("name", "gate"), _GATED_TIER_KEYS)
+        if fields.flag("gate"):
+            for key in _GATED_TIER_KEYS:
+                if not fields.has(key):
+                    raise fields.error(
+                        key, "missing required key (a gated tier needs quorum, approver_role, due_hours)"
+                    )
+            tiers.append(
+                Tier(
+                    name=name,
+                    gate=True,
+                    quorum=fields.integer("quorum", minimum=1),
+                    approver_role=fields.text("approver_role"),
+                    due_hours=fields.integer("due_hours", minimum=1),
+                    rank=rank,
+                )
+            )
+        else:
+            for key in _GATED_TIER_KEYS:
+                if fields.has(key):
+                    raise fields.error(key, "only allowed on a tier with gate: true")
+            tiers.append(Tier(name=name, gate=False, quorum=0, approver_role=None, due_hours=None, rank=rank))
+    return tuple(tiers)
+
+
+def _tier_reference(fields: Fields, key: str, tier_ranks: dict[str, int]) -> str:
+    name = fields.text(key)
+    if name not in tier_ranks:
+        raise fields.error(key, f"unknown tier {name!r} (known: {', '.join(tier_ranks)})")
+    return name
+
+
+def _parse_thresholds(root: Fields, tier_ranks: dict[str, int]) -> tuple[AmountThreshold, ...]:
+    thresholds: list[AmountThreshold] = []
+    for index, entry in enumerate(root.items("amount_thresholds")):
+        fields = Fields(entry, root.source, f"amount_thresholds[{index}]", ("min_amount", "tier"))
+        threshold = AmountThreshold(
+            min_amount=fields.decimal("min_amount"), tier=_tier_reference(fields, "tier", tier_ranks)
+        )
+        if thresholds:
+            previous = thresholds[-1]
+            if threshold.min_amount <= previous.min_amount:
+                raise fields.error("min_amount", f"must be greater than the previous {previous.min_amount}")
+            if tier_ranks[threshold.tier] <= tier_ranks[previous.tier]:
+                raise fields.error(
+                    "tier", f"{threshold.tier!r} must rank above the previous threshold's {previous.tier!r}"
+                )
+        thresholds.append(threshold)
+    return tuple(thresholds)
+
+
+def _parse_escalation(root: Fields, tiers: tuple[Tier, ...]) -> tuple[str, str]:
+    fields = Fields(root.raw("escalation"), root.source, "escalation", ("tier", "rule"))
+    name = _tier_reference(fields, "tier", {tier.name: tier.rank for tier in tiers})
+    if not next(tier for tier in tiers if tier.name == name).gate:
+        raise fields.error("tier", f"escalation tier {name!r} has gate: false, so nobody would be asked")
+    return name, fields.text("rule")
+
+
+def _parse_reconciliation(root: Fields) -> ReconciliationPolicy:
+    fields = Fields(
+        root.raw("reconciliation"),
+        root.source,
+        "reconciliation",
+        (
+            "unmatched_tolerance",
+            "date_window_days",
+            "subledger_tolerance_amount",
+            "intercompany_tolerance_amount",
+        ),
+    )
+    return ReconciliationPolicy(
+        unmatched_tolerance=fields.decimal("unmatched_tolerance"),
+        date_window_days=fields.integer("date_window_days", minimum=0),
+        subledger_tolerance_amount=fields.decimal("subledger_tolerance_amount"),
+        intercompany_tolerance_amount=fields.decimal("intercompany_tolerance_amount"),
+    )
+
+
+def _parse_variance(root: Fields) -> VariancePolicy:
+    fields = Fields(
+        root.raw("variance"),
+        root.source,
+        "variance",
+        ("threshold_amount", "threshold_pct", "grounding_tolerance"),
+    )
+    return VariancePolicy(
+        threshold_amount=fields.decimal("threshold_amount"),
+        threshold_pct=fields.decimal("threshold_pct"),
+        grounding_tolerance=fields.decimal("grounding_tolerance"),
+    )
+
+
+def _parse_accruals(root: Fields) -> AccrualsPolicy:
+    fields = Fields(root.raw("accruals"), root.source, "accruals", ("accrual_account", "materiality_amount"))
+    return AccrualsPolicy(
+        accrual_account=fields.text("accrual_account"),
+        materiality_amount=fields.decimal("materiality_amount"),
+    )
