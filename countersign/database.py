@@ -32,10 +32,14 @@ class Database:
 
 def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Database:
     """Start (or join) the embedded PostgreSQL whose data lives in `data_dir`."""
-    import pgserver
+    import warnings
 
-    data_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)
+    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on servers; not our concern
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        server = pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)
     return Database(url=server.get_uri(), embedded_server=server)
 
 
@@ -43,3 +47,11 @@ def open_database(database_url: str | None, state_dir: Path) -> Database:
     if database_url:
         return Database(url=database_url)
     return start_embedded(state_dir / "pgdata")
+
+
+def with_database_name(url: str, name: str) -> str:
+    """The same server URL pointing at another database."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))

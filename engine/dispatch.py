@@ -84,9 +84,41 @@ async def dispatch_once(
             )
             row = await cur.fetchone()
     assert row is not None
-    stored_digest, status, stored_result = row
-    if stored_digest != digest:
-        raise DispatchConflict(key, stored_digest, digest)
+    if row[0] != digest:
+        raise DispatchConflict(key, row[0], digest)
+    # One caller at a time per key: a concurrent duplicate waits here, then finds the stored result.
+    # A session lock dies with its connection, so a killed process never leaves a key stuck.
+    lock = _lock_id(key)
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT pg_advisory_lock(%s)", (lock,))
+    try:
+        return await _dispatch_locked(conn, call, key, close_id, task, attempt, specialist, payload, digest, actor)
+    finally:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+
+
+def _lock_id(key: str) -> int:
+    return int.from_bytes(bytes.fromhex(key)[:8], "big", signed=True)
+
+
+async def _dispatch_locked(
+    conn: AsyncConnection[Any],
+    call: SpecialistCall,
+    key: str,
+    close_id: str,
+    task: str,
+    attempt: int,
+    specialist: str,
+    payload: dict[str, Any],
+    digest: str,
+    actor: str,
+) -> DispatchOutcome:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT status, result FROM dispatch WHERE idempotency_key = %s", (key,))
+        row = await cur.fetchone()
+    assert row is not None
+    status, stored_result = row
     if status == "completed":
         async with conn.transaction():
             await append_event(

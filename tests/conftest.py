@@ -1,0 +1,121 @@
+"""Real PostgreSQL for every test that touches data.
+
+One server per test session: `COUNTERSIGN_TEST_DATABASE_URL` when set (it needs CREATEDB), otherwise a throwaway
+embedded server from the pgserver wheel. The schema is migrated once into a template database; each test gets a
+fresh database cloned from it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import pytest_asyncio
+
+from countersign import migrate
+from countersign.database import Database, start_embedded, with_database_name
+from countersign.runtime import Runtime, load_rules
+from countersign.settings import PROJECT_ROOT, Settings
+
+TEMPLATE = f"countersign_template_{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = os.environ.get("COUNTERSIGN_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    database = start_embedded(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    yield database.url
+    database.embedded_server.cleanup()  # type: ignore[union-attr]
+
+
+def _admin(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(with_database_name(url, "postgres"), autocommit=True)
+
+
+@pytest.fixture(scope="session")
+def template_url(pg_server_url: str) -> Iterator[str]:
+    with _admin(pg_server_url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{TEMPLATE}"')
+    url = with_database_name(pg_server_url, TEMPLATE)
+    migrate.upgrade(Database(url))
+    yield url
+    with _admin(pg_server_url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database(pg_server_url: str, template_url: str) -> Iterator[Database]:
+    """A fresh, migrated database for one test."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with _admin(pg_server_url) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+    yield Database(with_database_name(pg_server_url, name))
+    with _admin(pg_server_url) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest_asyncio.fixture
+async def conn(database: Database) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    connection = await psycopg.AsyncConnection.connect(database.url, autocommit=True)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=None,
+        state_dir=tmp_path / "state",
+        config_dir=PROJECT_ROOT / "config",
+        callback_secret="test-callback-secret",
+    )
+
+
+@pytest.fixture
+def runtime(settings: Settings, database: Database) -> Runtime:
+    policy, checklist = load_rules(settings)
+    return Runtime(settings, database, policy, checklist)
+
+
+@pytest.fixture(scope="session")
+def default_books(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default profile's books (seed 42), generated once per session; tests load them into their database."""
+    from synthetic import generate_books, load_profile
+
+    out = tmp_path_factory.mktemp("books") / "ACME-UK-2026-10"
+    generate_books(load_profile(PROJECT_ROOT / "config" / "profiles" / "default.yaml"), 42, out)
+    return out
+
+
+@pytest_asyncio.fixture
+async def api(runtime: Runtime) -> AsyncIterator[Any]:
+    """The FastAPI app through its ASGI interface, lifespan included."""
+    import httpx
+
+    from countersign.app import create_app
+
+    app = create_app(runtime)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://countersign.test") as client:
+            yield client
+
+
+@pytest_asyncio.fixture
+async def engine_ctx(runtime: Runtime) -> AsyncIterator[Any]:
+    """The engine context with the real specialists served over A2A on an in-process ASGI transport."""
+    from countersign.runtime import engine_context
+
+    async with engine_context(runtime) as ctx:
+        yield ctx

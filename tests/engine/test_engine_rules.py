@@ -1,0 +1,74 @@
+"""Engine rules that a refactor could quietly break: gates from policy, grounded narratives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from engine.closes import close_status
+from engine.dispatch_client import open_in_process
+from engine.orchestrator import EngineContext, advance
+from engine.specialists import variance
+from policy import Checklist
+from tests.support import count, start_default_close
+
+
+def _flip_requires_gate(checklist: Checklist) -> Checklist:
+    """A checklist that lies about every gate (the loader would refuse it; the engine must not care)."""
+    return Checklist(tuple(replace(t, requires_gate=not t.requires_gate) for t in checklist.tasks), "lying")
+
+
+async def test_gates_come_from_policy_even_when_the_checklist_claims_otherwise(
+    conn: Any, runtime: Any, default_books: Any
+) -> None:
+    close_id = await start_default_close(conn, runtime, default_books)
+    async with open_in_process() as client:
+        ctx = EngineContext(runtime.policy, _flip_requires_gate(runtime.checklist), client.call)
+        await advance(conn, close_id, ctx)
+    status = await close_status(conn, close_id)
+    gated = {g["task"] for g in status["gates"] if g["kind"] == "approval"}
+    # intercompany (medium) and accruals (high) need gates per policy although the lying checklist says no;
+    # AP and AR (low) need none although it says yes.
+    assert {"intercompany", "accruals"} <= gated
+    assert not {"ap_reconciliation", "ar_reconciliation"} & gated
+    tasks = {t["task"]: t["status"] for t in status["tasks"]}
+    assert tasks["ap_reconciliation"] == "done" and tasks["ar_reconciliation"] == "done"
+
+
+def _variance_only(checklist: Checklist) -> Checklist:
+    task = replace(checklist.task("variance_analysis"), depends_on=())
+    return Checklist((task,), "variance-only")
+
+
+async def _run_variance_with(conn: Any, runtime: Any, default_books: Any, handler: Any) -> tuple[str, dict[str, Any]]:
+    close_id = await start_default_close(conn, runtime, default_books)
+    async with open_in_process({"variance": handler}) as client:
+        ctx = EngineContext(runtime.policy, _variance_only(runtime.checklist), client.call)
+        await advance(conn, close_id, ctx)
+    return close_id, await close_status(conn, close_id)
+
+
+async def test_a_narrative_citing_an_unqueried_number_is_not_emitted(
+    conn: Any, runtime: Any, default_books: Any
+) -> None:
+    def inventing_specialist(payload: dict[str, Any]) -> dict[str, Any]:
+        result = variance.handle(payload)
+        result["narrative"] += " Travel rose by £12,345.67 against budget."
+        return result
+
+    close_id, status = await _run_variance_with(conn, runtime, default_books, inventing_specialist)
+    task = next(t for t in status["tasks"] if t["task"] == "variance_analysis")
+    assert task["status"] == "failed"
+    assert "£12,345.67" in task["reason"]
+    assert status["gates"] == []
+    assert await count(conn, "SELECT count(*) FROM close_task WHERE result IS NOT NULL") == 0
+    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'task_failed' AND close_id = %s", close_id) == 1
+
+
+async def test_a_narrative_citing_only_queried_numbers_reaches_its_gate(
+    conn: Any, runtime: Any, default_books: Any
+) -> None:
+    _, status = await _run_variance_with(conn, runtime, default_books, variance.handle)
+    task = next(t for t in status["tasks"] if t["task"] == "variance_analysis")
+    assert task["status"] == "awaiting_gate"
+    assert [g["task"] for g in status["gates"]] == ["variance_analysis"]
