@@ -23,7 +23,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy --strict policy synthetic audit engine/grounding.py
+	$(BIN)/mypy --strict policy synthetic audit engine/grounding.py engine/specialists
+	$(BIN)/mypy engine callbacks countersign
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -36,9 +36,7 @@ class TraceEvent:
     hash: bytes
 
     def body(self) -> dict[str, Any]:
-        return event_body(
-            self.seq, self.recorded_at, self.close_id, self.actor, self.kind, self.payload, self.versions
-        )
+        return event_body(self.seq, self.recorded_at, self.close_id, self.actor, self.kind, self.payload, self.versions)
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,17 @@ async def append_event(
         await cur.execute(
             "INSERT INTO trace_event (seq, recorded_at, close_id, actor, kind, payload, versions, prev_hash, hash)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (seq, recorded_at, close, actor, kind, Jsonb(clean_payload), Jsonb(clean_versions), prev_hash, digest),
+            (
+                seq,
+                recorded_at,
+                close,
+                actor,
+                kind,
+                Jsonb(clean_payload),
+                Jsonb(clean_versions),
+                prev_hash,
+                digest,
+            ),
         )
         await cur.execute("UPDATE trace_head SET seq = %s, hash = %s WHERE singleton", (seq, digest))
     return TraceEvent(seq, recorded_at, close, actor, kind, clean_payload, clean_versions, prev_hash, digest)
@@ -126,9 +134,7 @@ def _row_to_event(row: tuple[Any, ...]) -> TraceEvent:
     )
 
 
-async def iter_events(
-    conn: AsyncConnection[Any], *, close_id: UUID | str | None = None
-) -> AsyncIterator[TraceEvent]:
+async def iter_events(conn: AsyncConnection[Any], *, close_id: UUID | str | None = None) -> AsyncIterator[TraceEvent]:
     """Events in sequence order, read in bounded batches."""
     after = 0
     while True:
@@ -160,7 +166,9 @@ async def verify_chain(conn: AsyncConnection[Any]) -> VerifyResult:
     expected_seq = 1
     async for event in iter_events(conn):
         if event.seq != expected_seq:
-            return VerifyResult(False, expected_seq - 1, expected_prev, expected_seq, f"sequence gap: found {event.seq}")
+            return VerifyResult(
+                False, expected_seq - 1, expected_prev, expected_seq, f"sequence gap: found {event.seq}"
+            )
         if event.prev_hash != expected_prev:
             return VerifyResult(False, expected_seq - 1, expected_prev, event.seq, "prev_hash does not link")
         recomputed = chain_hash(expected_prev, event.body())

@@ -47,9 +47,7 @@ def read_cash_lines(path: Path, id_column: str, accounts: set[str] | None) -> di
             lines = by_account.get(row[account_at]) if accounts is not None else by_account["*"]
             if lines is not None:
                 lines.append(
-                    CashLine(
-                        row[id_at], fromisoformat(row[date_at]), Decimal(row[amount_at]), row[reference_at]
-                    )
+                    CashLine(row[id_at], fromisoformat(row[date_at]), Decimal(row[amount_at]), row[reference_at])
                 )
     return by_account
 
@@ -64,10 +62,7 @@ def parse_only(paths: list[Path]) -> int:
 
 
 def wire(lines: list[CashLine]) -> list[dict[str, str]]:
-    return [
-        {"id": x.id, "date": x.date.isoformat(), "amount": str(x.amount), "reference": x.reference}
-        for x in lines
-    ]
+    return [{"id": x.id, "date": x.date.isoformat(), "amount": str(x.amount), "reference": x.reference} for x in lines]
 
 
 def main() -> int:
@@ -97,9 +92,7 @@ def main() -> int:
         bank = read_cash_lines(bank_path, "bank_line_id", accounts)
         load_s = time.perf_counter() - started
         started = time.perf_counter()
-        results = {
-            account: match_bank_lines(bank[account], gl[account], WINDOW_DAYS) for account in sorted(accounts)
-        }
+        results = {account: match_bank_lines(bank[account], gl[account], WINDOW_DAYS) for account in sorted(accounts)}
         match_s = time.perf_counter() - started
         reconciliation_s = load_s + match_s
 
@@ -112,9 +105,7 @@ def main() -> int:
             return 1
 
         started = time.perf_counter()
-        every_gl_line = [
-            line for lines in read_cash_lines(gl_path, "line_id", None).values() for line in lines
-        ]
+        every_gl_line = [line for lines in read_cash_lines(gl_path, "line_id", None).values() for line in lines]
         every_bank_line = [line for lines in bank.values() for line in lines]
         pooled = match_bank_lines(every_bank_line, every_gl_line, WINDOW_DAYS)
         pooled_s = time.perf_counter() - started

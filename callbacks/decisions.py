@@ -84,9 +84,7 @@ def _lock_key(gate_id: str) -> int:
 
 async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
     async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT status, quorum, approvals, rejections FROM gate_state WHERE gate_id = %s", (gate_id,)
-        )
+        await cur.execute("SELECT status, quorum, approvals, rejections FROM gate_state WHERE gate_id = %s", (gate_id,))
         row = await cur.fetchone()
         if row is None:
             raise GateNotFound(gate_id)
@@ -96,7 +94,13 @@ async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bo
             (gate_id,),
         )
         decisions = [
-            {"principal": d[0], "decision": d[1], "reason": d[2], "decided_at": d[3].isoformat(), "channel": d[4]}
+            {
+                "principal": d[0],
+                "decision": d[1],
+                "reason": d[2],
+                "decided_at": d[3].isoformat(),
+                "channel": d[4],
+            }
             for d in await cur.fetchall()
         ]
     return GateOutcome(gate_id, row[0], int(row[1]), int(row[2]), int(row[3]), recorded, decisions)
@@ -160,11 +164,17 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         raise DecisionRefused(request.gate_id, who, "unknown_principal", f"principal {who!r} is not known")
     if not principal.is_human:
         raise DecisionRefused(
-            request.gate_id, who, "machine_principal", f"principal {who!r} is a machine; only humans decide gates"
+            request.gate_id,
+            who,
+            "machine_principal",
+            f"principal {who!r} is a machine; only humans decide gates",
         )
     if role not in principal.roles:
         raise DecisionRefused(
-            request.gate_id, who, "missing_role", f"principal {who!r} lacks role {role!r} required by tier {tier}"
+            request.gate_id,
+            who,
+            "missing_role",
+            f"principal {who!r} lacks role {role!r} required by tier {tier}",
         )
     if lifecycle == "cancelled":
         raise DecisionRefused(request.gate_id, who, "gate_cancelled", "the gate was cancelled")
@@ -178,8 +188,15 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
             await cur.execute(
                 "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (request.gate_id, principal.principal_id, request.decision, request.reason, request.nonce, digest,
-                 request.channel),
+                (
+                    request.gate_id,
+                    principal.principal_id,
+                    request.decision,
+                    request.reason,
+                    request.nonce,
+                    digest,
+                    request.channel,
+                ),
             )
     except errors.UniqueViolation:
         raise DecisionRefused(

@@ -15,7 +15,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from psycopg import AsyncConnection
 
-from .decisions import DECISIONS, DecisionConflict, DecisionRefused, DecisionRequest, GateNotFound, record_decision
+from .decisions import (
+    DECISIONS,
+    DecisionConflict,
+    DecisionRefused,
+    DecisionRequest,
+    GateNotFound,
+    record_decision,
+)
 from .signature import SignatureRejected, verify
 
 MAX_BODY_BYTES = 8 * 1024

@@ -14,7 +14,10 @@ ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), Non
 
 
 def normalise_identity(raw: str) -> str:
-    """NFKC, drop zero-width characters, strip, case-fold: `Orchestrator\u200b` and `ｏｒｃｈｅｓｔｒａｔｏｒ` are one id."""
+    """NFKC, drop zero-width characters, strip, case-fold.
+
+    `Orchestrator\u200b` and the full-width `ｏｒｃｈｅｓｔｒａｔｏｒ` both become `orchestrator`.
+    """
     text = unicodedata.normalize("NFKC", raw).translate(ZERO_WIDTH)
     return text.strip().casefold()
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -65,7 +66,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -114,8 +115,14 @@ def synth(
     except ProfileError as exc:
         fail(str(exc))
         return
-    with Progress(TextColumn("synthesizing GL lines"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
-                  TimeElapsedColumn(), console=err, transient=True) as progress:
+    with Progress(
+        TextColumn("synthesizing GL lines"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
         bar = progress.add_task("gl", total=scale or loaded.gl_lines)
 
         def tick(done: int, total: int) -> None:
@@ -126,7 +133,9 @@ def synth(
         except ProfileError as exc:
             fail(str(exc))
             return
-    console.print(f"wrote books for [bold]{manifest.entity}[/] {manifest.period} ({manifest.gl_line_count:,} GL lines) to {out}")
+    console.print(
+        f"wrote books for [bold]{manifest.entity}[/] {manifest.period} ({manifest.gl_line_count:,} GL lines) to {out}"
+    )
 
 
 @db_app.command("upgrade")
@@ -153,8 +162,14 @@ def close_start(
             loaded = await ensure_books(rt, conn, entity, period, books)
             book_set_id = loaded.book_set_id if isinstance(loaded, LoadedBooks) else loaded
             return await start_close(
-                conn, entity=entity, period=period, book_set_id=book_set_id, policy=rt.policy,
-                checklist=rt.checklist, started_by="countersign-cli", versions=rt.versions(),
+                conn,
+                entity=entity,
+                period=period,
+                book_set_id=book_set_id,
+                policy=rt.policy,
+                checklist=rt.checklist,
+                started_by="countersign-cli",
+                versions=rt.versions(),
             )
 
     close_id = run(go)
@@ -162,7 +177,9 @@ def close_start(
 
 
 @close_app.command("advance")
-def close_advance(close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None) -> None:
+def close_advance(
+    close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+) -> None:
     """Run every step that is ready; stop at gates and halts."""
     rt = runtime()
 
@@ -173,7 +190,7 @@ def close_advance(close: Annotated[str | None, typer.Option("--close", help="Clo
 
     report = run(go)
     for step in report.steps:
-        console.print(f"  {step}", highlight=False)
+        console.print(f"  {escape(step)}", highlight=False)
     console.print(f"close {report.close_id}: [bold]{report.status}[/]")
 
 
@@ -198,8 +215,10 @@ def close_status_command(
 
 
 def print_status(status: dict[str, Any]) -> None:
-    console.print(f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "
-                  f"[bold]{status['status']}[/]" + (f" — {status['status_reason']}" if status.get("status_reason") else ""))
+    console.print(
+        f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "
+        f"[bold]{status['status']}[/]" + (f" — {status['status_reason']}" if status.get("status_reason") else "")
+    )
     tasks = Table("task", "status", "attempt", "note", title="tasks")
     for t in status["tasks"]:
         tasks.add_row(t["task"], t["status"], str(t["attempt"]), (t["reason"] or "")[:80])
@@ -209,7 +228,15 @@ def print_status(status: dict[str, Any]) -> None:
         who = ", ".join(f"{d['principal']} ({d['decision']})" for d in g["decisions"])
         if g["status"] == "open":
             who = (who + "; " if who else "") + f"needs {g['quorum'] - g['approvals']} more: role {g['approver_role']}"
-        gates.add_row(g["gate_id"][:8], g["task"], g["kind"], g["tier"], g["status"], f"{g['approvals']}/{g['quorum']}", who)
+        gates.add_row(
+            g["gate_id"][:8],
+            g["task"],
+            g["kind"],
+            g["tier"],
+            g["status"],
+            f"{g['approvals']}/{g['quorum']}",
+            who,
+        )
     console.print(gates)
 
 
@@ -236,7 +263,9 @@ def close_load_bank_feed(
 
 
 @principals_app.command("import")
-def principals_import(file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list.")]) -> None:
+def principals_import(
+    file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list.")],
+) -> None:
     """Load or refresh principals (humans and machines) and their roles."""
     rt = runtime()
 
@@ -258,7 +287,7 @@ def trace_verify() -> None:
 
     result = run(go)
     if not result.ok:
-        err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {result.problem}")
+        err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {escape(result.problem or '')}")
         raise typer.Exit(1)
     console.print(f"trace intact: {result.size} events, head {result.head_hash.hex()}")
 
@@ -278,8 +307,17 @@ def trace_export(
         async with connection(rt) as conn:
             await load_close(conn, close)
             return [
-                {"seq": e.seq, "recorded_at": e.recorded_at, "close_id": e.close_id, "actor": e.actor, "kind": e.kind,
-                 "payload": e.payload, "versions": e.versions, "prev_hash": e.prev_hash.hex(), "hash": e.hash.hex()}
+                {
+                    "seq": e.seq,
+                    "recorded_at": e.recorded_at,
+                    "close_id": e.close_id,
+                    "actor": e.actor,
+                    "kind": e.kind,
+                    "payload": e.payload,
+                    "versions": e.versions,
+                    "prev_hash": e.prev_hash.hex(),
+                    "hash": e.hash.hex(),
+                }
                 async for e in iter_events(conn, close_id=close)
             ]
 
@@ -291,9 +329,19 @@ def trace_export(
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["seq", "recorded_at", "close_id", "actor", "kind", "payload", "versions", "prev_hash", "hash"])
         for e in events:
-            writer.writerow([e["seq"], e["recorded_at"], e["close_id"], e["actor"], e["kind"],
-                             json.dumps(e["payload"], sort_keys=True), json.dumps(e["versions"], sort_keys=True),
-                             e["prev_hash"], e["hash"]])
+            writer.writerow(
+                [
+                    e["seq"],
+                    e["recorded_at"],
+                    e["close_id"],
+                    e["actor"],
+                    e["kind"],
+                    json.dumps(e["payload"], sort_keys=True),
+                    json.dumps(e["versions"], sort_keys=True),
+                    e["prev_hash"],
+                    e["hash"],
+                ]
+            )
         text = buffer.getvalue()
     if out is None:
         sys.stdout.write(text)

@@ -36,10 +36,10 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Data
 
     with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on servers; not our concern
         warnings.simplefilter("ignore")
-        import pgserver
+        from pgserver import postgres_server
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        server = pgserver.get_server(data_dir, cleanup_mode=cleanup_mode)
+        server = postgres_server.get_server(data_dir, cleanup_mode=cleanup_mode)
     return Database(url=server.get_uri(), embedded_server=server)
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import uvicorn
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from audit.trace import TraceEvent, iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
@@ -39,6 +39,11 @@ async def _demo_entity(rt: Runtime, seed: int) -> str:
         await cur.execute("SELECT count(*) FROM close_run WHERE entity LIKE %s", (f"DEMO-{seed}-%",))
         row = await cur.fetchone()
     return f"DEMO-{seed}-{int(row[0]) + 1 if row else 1}"
+
+
+def _starter(people: list[Principal]) -> Principal:
+    """The person who starts the close (and so prepares its work) is not one of its approvers."""
+    return next(p for p in people if "accountant" in p.roles)
 
 
 def _approvers(people: list[Principal], role: str, quorum: int) -> list[Principal]:
@@ -80,8 +85,13 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
     period = profile.period
     books_dir = rt.settings.state_dir / "demo" / entity
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         step = progress.add_task(f"synthesizing books for {entity} (seed {seed})")
         generate_books(profile, seed, books_dir, entity=entity, period=period)
         progress.update(step, description="loading books into PostgreSQL")
@@ -90,8 +100,14 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
             await upsert_principals(conn, people)
             loaded = await load_books(conn, books_dir, loaded_by="countersign-demo")
             close_id = await start_close(
-                conn, entity=entity, period=period, book_set_id=loaded.book_set_id, policy=rt.policy,
-                checklist=rt.checklist, started_by=people[0].principal_id, versions=rt.versions(),
+                conn,
+                entity=entity,
+                period=period,
+                book_set_id=loaded.book_set_id,
+                policy=rt.policy,
+                checklist=rt.checklist,
+                started_by=_starter(people).principal_id,
+                versions=rt.versions(),
             )
     console.rule(f"[bold]Close {entity} {period}[/]  ({close_id})")
     console.print(f"books: {loaded.gl_lines:,} GL lines, profile default, seed {seed}")
@@ -146,11 +162,11 @@ async def _drive(
                 status = await close_status(conn, close_id)
             console.print(f"[bold]advance #{round_no}[/] → {report.status}")
             for line in report.steps:
-                console.print(f"   {line}", highlight=False)
+                console.print(f"   {escape(line)}", highlight=False)
             if report.status == "closed":
                 return True
             if report.status == "blocked":
-                console.print(f"[red]close blocked: {status.get('status_reason')}[/]")
+                console.print(f"[red]close blocked: {escape(str(status.get('status_reason')))}[/]")
                 return False
             open_gates = [g for g in status["gates"] if g["status"] == "open"]
             if not open_gates:
@@ -168,8 +184,11 @@ async def _drive(
                     investigator = _approvers(people, gate["approver_role"], 1)[0]
                     async with connection(rt) as conn:
                         version = await load_bank_feed(
-                            conn, await _book_set(conn, close_id), books_dir / "corrected" / "bank_lines.csv",
-                            loaded_by=investigator.principal_id, close_id=close_id,
+                            conn,
+                            await _book_set(conn, close_id),
+                            books_dir / "corrected" / "bank_lines.csv",
+                            loaded_by=investigator.principal_id,
+                            close_id=close_id,
                         )
                     console.print(
                         f"   {investigator.display_name} investigates the halt and loads the corrected bank feed"
@@ -179,7 +198,7 @@ async def _drive(
                     reason = "re-run with corrected bank feed" if gate["kind"] == "escalation" else "reviewed"
                     response = await client.decide(gate["gate_id"], person.principal_id, "approve", reason)
                     if response.status_code != 200:
-                        console.print(f"[red]decision refused: {response.status_code} {response.text}[/]")
+                        console.print(f"[red]decision refused: {response.status_code} {escape(response.text)}[/]")
                         return False
                     body = response.json()
                     console.print(
@@ -216,6 +235,8 @@ def describe(event: TraceEvent) -> str:
         return f"{p.get('principal')}: {p.get('code')}"
     if kind == "journal_posted":
         return f"journal {p.get('journal_id')}: {p.get('memo')}"
+    if kind == "gate_passed":
+        return f"{p.get('task')} {p.get('gate_kind')} gate {p.get('outcome')} ({str(p.get('gate_id'))[:8]})"
     if kind in ("task_started", "task_done", "task_requeued"):
         return str(p.get("task"))
     if kind == "close_status":
@@ -226,8 +247,12 @@ def describe(event: TraceEvent) -> str:
 
 
 def print_timeline(events: list[TraceEvent], console: Console) -> None:
-    table = Table("seq", "time", "from", "to", "what", "detail", title="timeline: who handed what to whom")
+    console.rule("[bold]Timeline: who handed what to whom[/]")
     for e in events:
         target = str(e.payload.get("to", ""))
-        table.add_row(str(e.seq), e.recorded_at[11:23], e.actor, target, e.kind, describe(e))
-    console.print(table)
+        arrow = f"{e.actor} → {target}" if target else e.actor
+        console.print(
+            f"{e.seq:>5}  {e.recorded_at[11:23]}  {escape(arrow):<44} {e.kind:<20} {escape(describe(e))}",
+            highlight=False,
+            soft_wrap=True,
+        )

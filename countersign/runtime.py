@@ -98,8 +98,9 @@ async def ensure_books(
         manifest = read_manifest(books_dir)
         if (manifest["entity"], manifest["period"]) != (entity, period):
             raise BooksError(
-                "entity.json", "entity/period", f"books are for {manifest['entity']} {manifest['period']},"
-                f" not {entity} {period}"
+                "entity.json",
+                "entity/period",
+                f"books are for {manifest['entity']} {manifest['period']}, not {entity} {period}",
             )
         return await load_books(conn, books_dir, loaded_by="countersign-cli")
     existing = await latest_books(conn, entity, period)

@@ -121,9 +121,7 @@ def describe_failure(exc: BaseException) -> str:
 def _read_payload(message: Message) -> dict[str, Any]:
     data_parts = get_data_parts(message.parts)
     if len(data_parts) != 1 or not isinstance(data_parts[0], dict):
-        raise SpecialistRequestError(
-            "payload", "the message must carry exactly one data part holding an object"
-        )
+        raise SpecialistRequestError("payload", "the message must carry exactly one data part holding an object")
     payload: dict[str, Any] = restore_integers(data_parts[0])
     return payload
 

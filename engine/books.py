@@ -68,7 +68,12 @@ class TableSpec:
 ACCOUNTS = TableSpec(
     "accounts.csv",
     "book_account",
-    (("account", "account", _text), ("name", "name", _text), ("type", "type", _text), ("subtype", "subtype", _text)),
+    (
+        ("account", "account", _text),
+        ("name", "name", _text),
+        ("type", "type", _text),
+        ("subtype", "subtype", _text),
+    ),
 )
 GL_LINES = TableSpec(
     "gl_lines.csv",
@@ -136,7 +141,10 @@ INTERCOMPANY = TableSpec(
         ("their_balance", "their_balance", _amount),
     ),
 )
-PNL_COLUMNS: Sequence[tuple[str, str, Parser]] = (("account", "account", _text), ("amount", "amount", _amount))
+PNL_COLUMNS: Sequence[tuple[str, str, Parser]] = (
+    ("account", "account", _text),
+    ("amount", "amount", _amount),
+)
 ACCOUNT_TYPES = frozenset({"asset", "liability", "equity", "revenue", "expense"})
 
 
@@ -208,11 +216,10 @@ async def _copy(
     names = [name for name, _ in fixed] + [column for _, column, _ in columns]
     prefix = tuple(value for _, value in fixed)
     count = 0
-    async with conn.cursor() as cur:
-        async with cur.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
-            for row in rows:
-                await copy.write_row(prefix + row)
-                count += 1
+    async with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
+        for row in rows:
+            await copy.write_row(prefix + row)
+            count += 1
     return count
 
 
@@ -223,8 +230,17 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
     digests = {
         spec: file_digest(books_dir / spec)
         for spec in sorted(
-            [ACCOUNTS.file, GL_LINES.file, "bank_lines.csv", AP_ITEMS.file, AR_ITEMS.file, GRNI.file,
-             INTERCOMPANY.file, "prior_period.csv", "budget.csv"]
+            [
+                ACCOUNTS.file,
+                GL_LINES.file,
+                "bank_lines.csv",
+                AP_ITEMS.file,
+                AR_ITEMS.file,
+                GRNI.file,
+                INTERCOMPANY.file,
+                "prior_period.csv",
+                "budget.csv",
+            ]
         )
         if (books_dir / spec).is_file()
     }
@@ -240,12 +256,15 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
                 book_set_id = int(existing[0])
                 await cur.execute("SELECT count(*) FROM book_gl_line WHERE book_set_id = %s", (book_set_id,))
                 gl = await cur.fetchone()
-                await cur.execute(
-                    "SELECT max(feed_version) FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
-                )
+                await cur.execute("SELECT max(feed_version) FROM bank_feed WHERE book_set_id = %s", (book_set_id,))
                 feed = await cur.fetchone()
                 return LoadedBooks(
-                    book_set_id, entity, period, currency, digest, int(gl[0]) if gl else 0,
+                    book_set_id,
+                    entity,
+                    period,
+                    currency,
+                    digest,
+                    int(gl[0]) if gl else 0,
                     int(feed[0]) if feed and feed[0] else 1,
                 )
             await cur.execute(

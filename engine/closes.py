@@ -141,13 +141,9 @@ async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor:
     """Derive the close's status from its tasks and gates and store it when it changed."""
     async with conn.transaction():
         async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT status, reason, task FROM close_task WHERE close_id = %s FOR UPDATE", (close_id,)
-            )
+            await cur.execute("SELECT status, reason, task FROM close_task WHERE close_id = %s FOR UPDATE", (close_id,))
             tasks = await cur.fetchall()
-            await cur.execute(
-                "SELECT count(*) FROM gate_state WHERE close_id = %s AND status = 'open'", (close_id,)
-            )
+            await cur.execute("SELECT count(*) FROM gate_state WHERE close_id = %s AND status = 'open'", (close_id,))
             open_row = await cur.fetchone()
             open_gates = int(open_row[0]) if open_row else 0
             statuses = {t[0] for t in tasks}
@@ -173,7 +169,10 @@ async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor:
             changed = await cur.fetchone()
         if changed is not None:
             await append_event(
-                conn, actor=actor, close_id=close_id, kind="close_status",
+                conn,
+                actor=actor,
+                close_id=close_id,
+                kind="close_status",
                 payload={"status": status, "reason": reason},
             )
     return status
@@ -184,7 +183,8 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
     close = await load_close(conn, close_id)
     async with conn.cursor() as cur:
         await cur.execute(
-            "SELECT task, status, attempt, reason, updated_at FROM close_task WHERE close_id = %s", (close.close_id,)
+            "SELECT task, status, attempt, reason, updated_at FROM close_task WHERE close_id = %s",
+            (close.close_id,),
         )
         task_rows = {r[0]: r for r in await cur.fetchall()}
         await cur.execute("SELECT status_reason FROM close_run WHERE close_id = %s", (close.close_id,))

@@ -32,7 +32,8 @@ def dispatch_key(close_id: str, task: str, attempt: int, digest: str) -> str:
 class DispatchConflict(Exception):
     def __init__(self, idempotency_key: str, stored_digest: str, new_digest: str) -> None:
         super().__init__(
-            f"dispatch key {idempotency_key} was used for input {stored_digest[:12]}…, refusing input {new_digest[:12]}…"
+            f"dispatch key {idempotency_key} was used for input {stored_digest[:12]}…,"
+            f" refusing input {new_digest[:12]}…"
         )
         self.idempotency_key = idempotency_key
 
@@ -72,17 +73,14 @@ async def dispatch_once(
 ) -> DispatchOutcome:
     digest = input_digest(payload)
     key = dispatch_key(close_id, task, attempt, digest)
-    async with conn.transaction():
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "INSERT INTO dispatch (idempotency_key, close_id, task, attempt, specialist, input_digest)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING",
-                (key, close_id, task, attempt, specialist, digest),
-            )
-            await cur.execute(
-                "SELECT input_digest, status, result FROM dispatch WHERE idempotency_key = %s", (key,)
-            )
-            row = await cur.fetchone()
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO dispatch (idempotency_key, close_id, task, attempt, specialist, input_digest)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING",
+            (key, close_id, task, attempt, specialist, digest),
+        )
+        await cur.execute("SELECT input_digest, status, result FROM dispatch WHERE idempotency_key = %s", (key,))
+        row = await cur.fetchone()
     assert row is not None
     if row[0] != digest:
         raise DispatchConflict(key, row[0], digest)
@@ -162,7 +160,12 @@ async def _dispatch_locked(
                 actor=AGENT_PRINCIPALS.get(specialist, specialist),
                 close_id=close_id,
                 kind="dispatch_failed",
-                payload={"task": task, "specialist": specialist, "idempotency_key": key, "error": str(exc)[:500]},
+                payload={
+                    "task": task,
+                    "specialist": specialist,
+                    "idempotency_key": key,
+                    "error": str(exc)[:500],
+                },
             )
         raise DispatchFailed(specialist, task, str(exc)) from exc
     async with conn.transaction():

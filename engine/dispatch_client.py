@@ -78,9 +78,7 @@ class SpecialistClient:
             self._clients[specialist] = client
         return client
 
-    async def _send(
-        self, specialist: str, payload: dict[str, Any], idempotency_key: str, timeout_s: float
-    ) -> Task:
+    async def _send(self, specialist: str, payload: dict[str, Any], idempotency_key: str, timeout_s: float) -> Task:
         client = await self._client(specialist, timeout_s)
         message = new_message([new_data_part(payload)], role=Role.ROLE_USER)
         message.metadata.update({IDEMPOTENCY_KEY_FIELD: idempotency_key})
@@ -105,20 +103,14 @@ def _task_result(specialist: str, task: Task, idempotency_key: str) -> dict[str,
         raise SpecialistError(specialist, reason)
     artifacts = [artifact for artifact in task.artifacts if artifact.name == RESULT_ARTIFACT_NAME]
     if len(artifacts) != 1:
-        raise SpecialistError(
-            specialist, f"expected one {RESULT_ARTIFACT_NAME!r} artifact, got {len(artifacts)}"
-        )
+        raise SpecialistError(specialist, f"expected one {RESULT_ARTIFACT_NAME!r} artifact, got {len(artifacts)}")
     artifact = artifacts[0]
     echoed_key = MessageToDict(artifact.metadata).get(IDEMPOTENCY_KEY_FIELD)
     if echoed_key != idempotency_key:
-        raise SpecialistError(
-            specialist, f"result is for idempotency key {echoed_key!r}, not {idempotency_key!r}"
-        )
+        raise SpecialistError(specialist, f"result is for idempotency key {echoed_key!r}, not {idempotency_key!r}")
     data_parts = get_data_parts(artifact.parts)
     if len(data_parts) != 1 or not isinstance(data_parts[0], dict):
-        raise SpecialistError(
-            specialist, "the result artifact must hold exactly one data part with an object"
-        )
+        raise SpecialistError(specialist, "the result artifact must hold exactly one data part with an object")
     result: dict[str, Any] = restore_integers(data_parts[0])
     return result
 

@@ -104,9 +104,7 @@ async def gates_for_close(conn: AsyncConnection[Any], close_id: str) -> list[Gat
             (close_id,),
         )
         rows = await cur.fetchall()
-    return [
-        GateView(str(r[0]), r[1], int(r[2]), r[3], r[4], int(r[5]), r[6], r[7], int(r[8]), int(r[9])) for r in rows
-    ]
+    return [GateView(str(r[0]), r[1], int(r[2]), r[3], r[4], int(r[5]), r[6], r[7], int(r[8]), int(r[9])) for r in rows]
 
 
 async def mark_gate_applied(conn: AsyncConnection[Any], gate_id: str) -> bool:

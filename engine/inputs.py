@@ -44,7 +44,9 @@ async def _gl_balance(conn: AsyncConnection[Any], book_set_id: int, account: str
 
 
 async def latest_feed_version(conn: AsyncConnection[Any], book_set_id: int) -> int:
-    rows = await _rows(conn, "SELECT COALESCE(max(feed_version), 0) FROM bank_feed WHERE book_set_id = %s", (book_set_id,))
+    rows = await _rows(
+        conn, "SELECT COALESCE(max(feed_version), 0) FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
+    )
     return int(rows[0][0])
 
 
@@ -86,9 +88,7 @@ def _line(row: tuple[Any, ...]) -> dict[str, str]:
     return {"id": line_id, "date": line_date.isoformat(), "amount": _money(amount), "reference": reference}
 
 
-async def subledger_input(
-    conn: AsyncConnection[Any], book_set_id: int, policy: Policy, ledger: str
-) -> dict[str, Any]:
+async def subledger_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy, ledger: str) -> dict[str, Any]:
     subtype, table = {
         "ap": ("payable_control", "book_ap_item"),
         "ar": ("receivable_control", "book_ar_item"),
@@ -125,7 +125,12 @@ async def intercompany_input(conn: AsyncConnection[Any], book_set_id: int, polic
         "kind": "intercompany",
         "tolerance_amount": str(policy.reconciliation.intercompany_tolerance_amount),
         "pairs": [
-            {"counterparty": r[0], "account": r[1], "our_balance": _money(r[2]), "their_balance": _money(r[3])}
+            {
+                "counterparty": r[0],
+                "account": r[1],
+                "our_balance": _money(r[2]),
+                "their_balance": _money(r[3]),
+            }
             for r in rows
         ],
     }
@@ -195,7 +200,9 @@ async def variance_input(
     conn: AsyncConnection[Any], book_set_id: int, entity: str, period: str, policy: Policy
 ) -> dict[str, Any]:
     rows = await _rows(
-        conn, VARIANCE_QUERY, {"book_set_id": book_set_id, "entity": entity, "period": period}  # type: ignore[arg-type]
+        conn,
+        VARIANCE_QUERY,
+        {"book_set_id": book_set_id, "entity": entity, "period": period},  # type: ignore[arg-type]
     )
     return {
         "period": period,

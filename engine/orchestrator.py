@@ -134,11 +134,15 @@ async def _apply_one(
     conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
 ) -> None:
     tasks = await _task_rows(conn, close.close_id)
-    status, attempt, result = tasks[gate.task]
+    _, attempt, result = tasks[gate.task]
     event = {"gate_id": gate.gate_id, "task": gate.task, "gate_kind": gate.kind, "outcome": gate.status}
     if gate.status == "rejected":
         await _set_task(
-            conn, close.close_id, gate.task, status="rejected", expect=("awaiting_gate", "halted"),
+            conn,
+            close.close_id,
+            gate.task,
+            status="rejected",
+            expect=("awaiting_gate", "halted"),
             reason=f"gate {gate.gate_id} rejected",
         )
         await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_rejected_applied", payload=event)
@@ -146,11 +150,19 @@ async def _apply_one(
         return
     if gate.kind == "escalation":
         await _set_task(
-            conn, close.close_id, gate.task, status="pending", expect=("halted",), attempt=attempt + 1,
+            conn,
+            close.close_id,
+            gate.task,
+            status="pending",
+            expect=("halted",),
+            attempt=attempt + 1,
             reason=f"re-run approved after halt (gate {gate.gate_id})",
         )
         await append_event(
-            conn, actor=ctx.actor, close_id=close.close_id, kind="task_requeued",
+            conn,
+            actor=ctx.actor,
+            close_id=close.close_id,
+            kind="task_requeued",
             payload={**event, "next_attempt": attempt + 1},
         )
         report.steps.append(f"{gate.task}: escalation approved, re-running as attempt {attempt + 1}")
@@ -177,7 +189,9 @@ async def _complete_task(
             period=close.period,
             journal_date=date.fromisoformat(journal["date"]),
             memo=journal["memo"],
-            lines=[JournalLine(line["account"], Decimal(line["amount"]), line["description"]) for line in journal["lines"]],
+            lines=[
+                JournalLine(line["account"], Decimal(line["amount"]), line["description"]) for line in journal["lines"]
+            ],
             source_close=close.close_id,
             source_task=task.id,
         )
@@ -191,7 +205,10 @@ async def _complete_task(
                 (close.close_id, close.entity, close.period),
             )
         await append_event(
-            conn, actor=ctx.actor, close_id=close.close_id, kind="period_closed",
+            conn,
+            actor=ctx.actor,
+            close_id=close.close_id,
+            kind="period_closed",
             payload={"entity": close.entity, "period": close.period},
         )
         report.steps.append(f"period {close.entity} {close.period} closed")
@@ -222,7 +239,10 @@ async def _run_ready_tasks(
             if not await _set_task(conn, close.close_id, task_id, status="running", expect=(status,)):
                 continue
             await append_event(
-                conn, actor=ctx.actor, close_id=close.close_id, kind="task_started",
+                conn,
+                actor=ctx.actor,
+                close_id=close.close_id,
+                kind="task_started",
                 payload={"task": task_id, "attempt": attempt, "resumed": status != "pending"},
             )
         try:
@@ -231,7 +251,10 @@ async def _run_ready_tasks(
             async with conn.transaction():
                 await _set_task(conn, close.close_id, task_id, status="failed", expect=("running",), reason=str(exc))
                 await append_event(
-                    conn, actor=ctx.actor, close_id=close.close_id, kind="task_failed",
+                    conn,
+                    actor=ctx.actor,
+                    close_id=close.close_id,
+                    kind="task_failed",
                     payload={"task": task_id, "attempt": attempt, "reason": str(exc)[:500]},
                 )
             failed_this_call.add(task_id)
@@ -249,8 +272,14 @@ async def _perform(
         return await _signoff_summary(conn, close)
     payload = await _specialist_input(conn, close, ctx.policy, task)
     outcome = await dispatch_once(
-        conn, ctx.call, close_id=close.close_id, task=task.id, attempt=attempt,
-        specialist=task.specialist, payload=payload, actor=ctx.actor,
+        conn,
+        ctx.call,
+        close_id=close.close_id,
+        task=task.id,
+        attempt=attempt,
+        specialist=task.specialist,
+        payload=payload,
+        actor=ctx.actor,
     )
     result = outcome.result
     if task.specialist == "variance":
@@ -285,7 +314,8 @@ async def _specialist_input(
 async def _signoff_summary(conn: AsyncConnection[Any], close: CloseRecord) -> dict[str, Any]:
     async with conn.cursor() as cur:
         await cur.execute(
-            "SELECT task, status, attempt FROM close_task WHERE close_id = %s ORDER BY task", (close.close_id,)
+            "SELECT task, status, attempt FROM close_task WHERE close_id = %s ORDER BY task",
+            (close.close_id,),
         )
         tasks = [{"task": r[0], "status": r[1], "attempt": int(r[2])} for r in await cur.fetchall()]
         await cur.execute(
@@ -295,7 +325,13 @@ async def _signoff_summary(conn: AsyncConnection[Any], close: CloseRecord) -> di
             (close.entity, close.period),
         )
         journals = [{"journal_id": int(r[0]), "memo": r[1], "debits": str(r[2])} for r in await cur.fetchall()]
-    return {"kind": "signoff", "entity": close.entity, "period": close.period, "tasks": tasks, "journals": journals}
+    return {
+        "kind": "signoff",
+        "entity": close.entity,
+        "period": close.period,
+        "tasks": tasks,
+        "journals": journals,
+    }
 
 
 def _gate_amount(task: ChecklistTask, result: Mapping[str, Any]) -> Decimal | None:
@@ -323,16 +359,29 @@ async def _record_result(
         if result.get("halted"):
             reason = str(result.get("halt_reason") or "specialist halted the task")
             await _set_task(
-                conn, close.close_id, task.id, status="halted", expect=("running",), result=result, reason=reason
+                conn,
+                close.close_id,
+                task.id,
+                status="halted",
+                expect=("running",),
+                result=result,
+                reason=reason,
             )
             await append_event(
-                conn, actor=prepared_by, close_id=close.close_id, kind="task_halted",
+                conn,
+                actor=prepared_by,
+                close_id=close.close_id,
+                kind="task_halted",
                 payload={"task": task.id, "attempt": attempt, "reason": reason, "to": ctx.actor},
             )
-            requirement = derive_escalation_gate(ctx.policy, task, reason)
             gate_id = await open_gate(
-                conn, close_id=close.close_id, task=task.id, attempt=attempt, requirement=requirement,
-                summary={"reason": reason, "result": _gate_summary(result)}, prepared_by=prepared_by,
+                conn,
+                close_id=close.close_id,
+                task=task.id,
+                attempt=attempt,
+                requirement=derive_escalation_gate(ctx.policy, task, reason),
+                summary={"reason": reason, "result": _gate_summary(result)},
+                prepared_by=prepared_by,
                 actor=ctx.actor,
             )
             report.steps.append(f"{task.id}: HALTED: {reason} (escalation gate {gate_id})")
@@ -344,12 +393,23 @@ async def _record_result(
             report.steps.append(f"{task.id}: done (no gate required by policy)")
             return
         await _set_task(
-            conn, close.close_id, task.id, status="awaiting_gate", expect=("running",), result=result,
+            conn,
+            close.close_id,
+            task.id,
+            status="awaiting_gate",
+            expect=("running",),
+            result=result,
             reason=requirement.rule,
         )
         gate_id = await open_gate(
-            conn, close_id=close.close_id, task=task.id, attempt=attempt, requirement=requirement,
-            summary=_gate_summary(result), prepared_by=prepared_by, actor=ctx.actor,
+            conn,
+            close_id=close.close_id,
+            task=task.id,
+            attempt=attempt,
+            requirement=requirement,
+            summary=_gate_summary(result),
+            prepared_by=prepared_by,
+            actor=ctx.actor,
         )
         report.steps.append(f"{task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
 

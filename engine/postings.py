@@ -82,7 +82,8 @@ class PostingRefused(Exception):
 async def _existing(conn: AsyncConnection[Any], request: JournalRequest) -> PostedJournal | None:
     async with conn.cursor() as cur:
         await cur.execute(
-            "SELECT journal_id, request_hash FROM journal WHERE idempotency_key = %s", (request.idempotency_key,)
+            "SELECT journal_id, request_hash FROM journal WHERE idempotency_key = %s",
+            (request.idempotency_key,),
         )
         row = await cur.fetchone()
     if row is None:

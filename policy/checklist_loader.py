@@ -29,9 +29,7 @@ def parse_checklist(data: object, source: str, policy: Policy) -> Checklist:
     root = Fields(data, source, DOCUMENT, required=("version", "tasks"))
     version = root.integer("version", minimum=1)
     if version not in SUPPORTED_CHECKLIST_VERSIONS:
-        raise root.error(
-            "version", f"unsupported version {version} (supported: {SUPPORTED_CHECKLIST_VERSIONS})"
-        )
+        raise root.error("version", f"unsupported version {version} (supported: {SUPPORTED_CHECKLIST_VERSIONS})")
     entries = root.items("tasks")
     if not entries:
         raise root.error("tasks", "must list at least one task")

@@ -24,9 +24,7 @@ class Fields:
             if not isinstance(key, str):
                 raise PolicyError(source, path, f"keys must be strings, got {describe(key)}")
             if key not in allowed:
-                raise PolicyError(
-                    source, self._join(path, key), f"unknown key (allowed: {', '.join(allowed)})"
-                )
+                raise PolicyError(source, self._join(path, key), f"unknown key (allowed: {', '.join(allowed)})")
         for key in required:
             if key not in data:
                 raise PolicyError(source, self._join(path, key), "missing required key")
@@ -80,9 +78,7 @@ class Fields:
     def decimal(self, key: str, minimum: Decimal = Decimal(0)) -> Decimal:
         value = self._data[key]
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            hint = (
-                ' (write money and rates as quoted strings, e.g. "1.00")' if isinstance(value, float) else ""
-            )
+            hint = ' (write money and rates as quoted strings, e.g. "1.00")' if isinstance(value, float) else ""
             raise self.error(key, f"expected a decimal string, got {describe(value)}{hint}")
         try:
             amount = Decimal(str(value).strip())

@@ -49,10 +49,7 @@ def derive_gate(policy: Policy, task: ChecklistTask, amount: Decimal | None = No
     if tier.rank > base.rank and amount is not None:
         threshold = raising_threshold(policy, amount)
         assert threshold is not None  # the tier only rises through a threshold
-        why = (
-            f"amount {_money(amount)} >= {_money(threshold.min_amount)} raises tier {base.name} to "
-            f"{tier.name}; {why}"
-        )
+        why = f"amount {_money(amount)} >= {_money(threshold.min_amount)} raises tier {base.name} to {tier.name}; {why}"
     return _requirement(task, tier, why, APPROVAL)
 
 

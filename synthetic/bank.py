@@ -80,9 +80,7 @@ def build_bank_feeds(
         ]
         if account in wrong_export_lines:
             gl_amounts = {line[3] for line in lines}
-            wrong_exports[account] = _wrong_export(
-                rng, account, wrong_export_lines[account], gl_amounts, day_labels
-            )
+            wrong_exports[account] = _wrong_export(rng, account, wrong_export_lines[account], gl_amounts, day_labels)
     return BankFeeds(statements=statements, outstanding_line_numbers=outstanding, wrong_exports=wrong_exports)
 
 

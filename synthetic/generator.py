@@ -109,12 +109,8 @@ def generate_books(
     _write_csv(out_dir, "corrected/bank_lines.csv", BANK_HEADER, written, feeds.rows(corrected=True))
 
     subledger_header = ("invoice_id", "{party}", "invoice_date", "due_date", "amount")
-    _write_csv(
-        out_dir, "ap_subledger.csv", _header(subledger_header, "vendor"), written, _subledger(gl.open_ap)
-    )
-    _write_csv(
-        out_dir, "ar_subledger.csv", _header(subledger_header, "customer"), written, _subledger(gl.open_ar)
-    )
+    _write_csv(out_dir, "ap_subledger.csv", _header(subledger_header, "vendor"), written, _subledger(gl.open_ap))
+    _write_csv(out_dir, "ar_subledger.csv", _header(subledger_header, "customer"), written, _subledger(gl.open_ar))
 
     grni = _grni(rng, profile.grni_receipts, vendors, day_labels)
     _write_csv(
@@ -180,9 +176,7 @@ def generate_books(
     return manifest
 
 
-def _apply_overrides(
-    profile: Profile, *, entity: str | None, period: str | None, gl_lines: int | None
-) -> Profile:
+def _apply_overrides(profile: Profile, *, entity: str | None, period: str | None, gl_lines: int | None) -> Profile:
     if entity is not None:
         if not entity.strip():
             raise ProfileError(profile.source, "entity", "override must be a non-empty string")
@@ -240,9 +234,7 @@ def _grni(rng: random.Random, count: int, vendors: list[str], day_labels: list[s
 
 
 def _intercompany(profile: Profile, gl: GlResult) -> list[tuple[str, str, int, int]]:
-    differences = {
-        a.counterparty: a.difference_minor for a in profile.anomalies if isinstance(a, IntercompanyMismatch)
-    }
+    differences = {a.counterparty: a.difference_minor for a in profile.anomalies if isinstance(a, IntercompanyMismatch)}
     pairs = []
     for pair in profile.intercompany:
         ours = gl.balances[pair.account]
@@ -290,9 +282,7 @@ def _ground_truth(
                 "unmatched_gl": gl_counts[account],
             }
         else:
-            as_loaded[account] = {
-                key: corrected[account][key] for key in ("bank_lines", "matched", "gl_lines")
-            }
+            as_loaded[account] = {key: corrected[account][key] for key in ("bank_lines", "matched", "gl_lines")}
             as_loaded[account]["unmatched_gl"] = corrected[account]["unmatched_gl"]
 
     anomalies: list[dict[str, Any]] = []

@@ -125,9 +125,7 @@ def opening_items(
         due_date = invoice_date + timedelta(days=PAYMENT_TERMS_DAYS)
         party = parties[int(rng.random() * len(parties))]
         amount = _between(rng, 50_000, 2_000_000)
-        items.append(
-            (f"{prefix}-OB-{index + 1:05d}", party, invoice_date.isoformat(), due_date.isoformat(), amount)
-        )
+        items.append((f"{prefix}-OB-{index + 1:05d}", party, invoice_date.isoformat(), due_date.isoformat(), amount))
     return items
 
 

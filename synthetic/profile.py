@@ -184,9 +184,7 @@ def _bank_accounts(value: object, source: str) -> tuple[str, ...]:
         field = f"bank_accounts[{index}]"
         account = _text(item, source, field)
         if account not in CASH_ACCOUNTS:
-            raise ProfileError(
-                source, field, f"{account!r} is not a cash account ({', '.join(CASH_ACCOUNTS)})"
-            )
+            raise ProfileError(source, field, f"{account!r} is not a cash account ({', '.join(CASH_ACCOUNTS)})")
         if account in accounts:
             raise ProfileError(source, field, f"duplicate account {account!r}")
         accounts.append(account)
@@ -243,9 +241,7 @@ def _anomalies(
             _exact_keys(mapping, ("kind", "counterparty", "difference"), source, field)
             counterparty = _text(mapping["counterparty"], source, f"{field}.counterparty")
             if all(pair.counterparty != counterparty for pair in intercompany):
-                raise ProfileError(
-                    source, f"{field}.counterparty", f"{counterparty!r} is not in intercompany"
-                )
+                raise ProfileError(source, f"{field}.counterparty", f"{counterparty!r} is not in intercompany")
             if any(isinstance(a, IntercompanyMismatch) and a.counterparty == counterparty for a in anomalies):
                 raise ProfileError(
                     source, f"{field}.counterparty", f"second intercompany_mismatch for {counterparty!r}"
@@ -267,9 +263,7 @@ def _anomalies(
 
 def _money_minor(value: object, source: str, field: str) -> int:
     if not isinstance(value, str) or not _MONEY.match(value):
-        raise ProfileError(
-            source, field, f"expected a decimal string with 2 places like '250.00', got {value!r}"
-        )
+        raise ProfileError(source, field, f"expected a decimal string with 2 places like '250.00', got {value!r}")
     try:
         minor = int(Decimal(value) * 100)
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid decimals

@@ -31,13 +31,22 @@ def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = No
 
 
 def decision_body(principal: str, decision: str = "approve", nonce: str | None = None, **extra: Any) -> bytes:
-    body = {"principal": principal, "decision": decision, "reason": "reviewed", "nonce": nonce or uuid.uuid4().hex}
+    body = {
+        "principal": principal,
+        "decision": decision,
+        "reason": "reviewed",
+        "nonce": nonce or uuid.uuid4().hex,
+    }
     body.update(extra)
     return json.dumps(body).encode()
 
 
 async def post_decision(
-    client: httpx.AsyncClient, gate_id: str, principal: str, decision: str = "approve", nonce: str | None = None
+    client: httpx.AsyncClient,
+    gate_id: str,
+    principal: str,
+    decision: str = "approve",
+    nonce: str | None = None,
 ) -> httpx.Response:
     body = decision_body(principal, decision, nonce)
     return await client.post(f"/callbacks/gates/{gate_id}/decisions", content=body, headers=signed_headers(body))

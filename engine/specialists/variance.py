@@ -62,9 +62,7 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
         raise SpecialistInputError("lines", "expected a list of variance lines")
     lines = [_parse_line(raw, f"lines[{index}]") for index, raw in enumerate(raw_lines)]
 
-    flagged_indexes = [
-        index for index, line in enumerate(lines) if is_flagged(line, threshold_amount, threshold_pct)
-    ]
+    flagged_indexes = [index for index, line in enumerate(lines) if is_flagged(line, threshold_amount, threshold_pct)]
     flagged_lines = [lines[index] for index in flagged_indexes]
     narrative = draft_narrative(flagged_lines)
 
@@ -177,9 +175,7 @@ def _text(source: Mapping[str, Any], key: str, where: str) -> str:
 def _decimal(source: Mapping[str, Any], key: str, where: str, pattern: re.Pattern[str]) -> Decimal:
     value = source.get(key)
     if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise SpecialistInputError(
-            f"{where}.{key}", f"expected a decimal string like '1234.50', got {value!r}"
-        )
+        raise SpecialistInputError(f"{where}.{key}", f"expected a decimal string like '1234.50', got {value!r}")
     return Decimal(value)
 
 

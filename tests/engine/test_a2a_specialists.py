@@ -95,10 +95,7 @@ async def test_specialist_input_error_becomes_specialist_error_naming_the_field(
         with pytest.raises(SpecialistError) as caught:
             await client.call("reconciliation", {"kind": "bank"}, idempotency_key="k1")
     assert caught.value.specialist == "reconciliation"
-    assert (
-        caught.value.reason
-        == "SpecialistInputError: accounts[0].bank_lines[3].amount: not a decimal: '12,50'"
-    )
+    assert caught.value.reason == "SpecialistInputError: accounts[0].bank_lines[3].amount: not a decimal: '12,50'"
 
 
 async def test_unexpected_handler_exception_becomes_specialist_error_with_its_type() -> None:
@@ -173,9 +170,7 @@ json_leaves = st.one_of(
 )
 json_values = st.recursive(
     json_leaves,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
-    ),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
     max_leaves=20,
 )
 

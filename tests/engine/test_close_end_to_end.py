@@ -40,8 +40,13 @@ async def test_default_close_halts_on_account_1000_then_completes_after_people_d
     assert [g["task"] for g in escalation] == ["bank_reconciliation"]
 
     # A person investigates, loads the corrected feed, and approves the re-run.
-    await load_bank_feed(conn, await _book_set(conn, close_id), default_books / "corrected" / "bank_lines.csv",
-                         loaded_by="alice.chen", close_id=close_id)
+    await load_bank_feed(
+        conn,
+        await _book_set(conn, close_id),
+        default_books / "corrected" / "bank_lines.csv",
+        loaded_by="alice.chen",
+        close_id=close_id,
+    )
     for _ in range(10):
         status = await close_status(conn, close_id)
         if status["status"] == "closed":
@@ -54,17 +59,26 @@ async def test_default_close_halts_on_account_1000_then_completes_after_people_d
     assert {t["status"] for t in status["tasks"]} == {"done"}
     assert len(status["gates"]) >= 5
     assert all(g["status"] == "approved" for g in status["gates"])
-    assert all(d["principal"] in ("alice.chen", "bob.osei", "carol.main") for g in status["gates"] for d in g["decisions"])
+    assert all(
+        d["principal"] in ("alice.chen", "bob.osei", "carol.main") for g in status["gates"] for d in g["decisions"]
+    )
     signoff = next(g for g in status["gates"] if g["task"] == "close_signoff")
-    assert signoff["quorum"] == 2 and {d["principal"] for d in signoff["decisions"]} == {"bob.osei", "carol.main"}
+    assert signoff["quorum"] == 2 and {d["principal"] for d in signoff["decisions"]} == {
+        "bob.osei",
+        "carol.main",
+    }
     assert await count(conn, "SELECT count(*) FROM accounting_period WHERE status = 'closed'") == 1
     # The accrual journal posted once, balanced, after its gate passed.
     assert await count(conn, "SELECT count(*) FROM journal WHERE source_task = 'accruals'") == 1
     assert await count(conn, "SELECT sum(amount) FROM journal_line") == 0
     # Nothing ran twice: one dispatch row per task attempt.
-    assert await count(
-        conn, "SELECT count(*) FROM (SELECT task, attempt FROM dispatch GROUP BY 1, 2 HAVING count(*) > 1) d"
-    ) == 0
+    assert (
+        await count(
+            conn,
+            "SELECT count(*) FROM (SELECT task, attempt FROM dispatch GROUP BY 1, 2 HAVING count(*) > 1) d",
+        )
+        == 0
+    )
     # Advancing a closed close does nothing.
     again = await advance(conn, close_id, engine_ctx)
     assert again.status == "closed" and again.steps == []

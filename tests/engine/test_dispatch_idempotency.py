@@ -32,8 +32,14 @@ async def close_id(conn: Any, runtime: Any, default_books: Any) -> str:
 
 async def test_repeated_dispatch_returns_the_stored_result_without_calling_again(conn: Any, close_id: str) -> None:
     specialist = CountingSpecialist()
-    args = dict(close_id=close_id, task="ap_reconciliation", attempt=1, specialist="reconciliation",
-                payload={"n": 1}, actor="orchestrator")
+    args = dict(
+        close_id=close_id,
+        task="ap_reconciliation",
+        attempt=1,
+        specialist="reconciliation",
+        payload={"n": 1},
+        actor="orchestrator",
+    )
     first = await dispatch_once(conn, specialist, **args)  # type: ignore[arg-type]
     second = await dispatch_once(conn, specialist, **args)  # type: ignore[arg-type]
     assert not first.reused and second.reused
@@ -59,8 +65,14 @@ async def test_concurrent_duplicate_dispatches_do_the_work_once(database: Any, c
     async def one() -> Any:
         async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as own:
             return await dispatch_once(
-                own, specialist, close_id=close_id, task="ap_reconciliation", attempt=1,
-                specialist="reconciliation", payload={"n": 7}, actor="orchestrator",
+                own,
+                specialist,
+                close_id=close_id,
+                task="ap_reconciliation",
+                attempt=1,
+                specialist="reconciliation",
+                payload={"n": 7},
+                actor="orchestrator",
             )
 
     outcomes = await asyncio.gather(*(one() for _ in range(12)))
@@ -81,8 +93,14 @@ async def test_a_stored_key_with_a_different_input_digest_is_refused(conn: Any, 
     )
     with pytest.raises(DispatchConflict):
         await dispatch_once(
-            conn, CountingSpecialist(), close_id=close_id, task="ap_reconciliation", attempt=1,
-            specialist="reconciliation", payload={"n": 1}, actor="orchestrator",
+            conn,
+            CountingSpecialist(),
+            close_id=close_id,
+            task="ap_reconciliation",
+            attempt=1,
+            specialist="reconciliation",
+            payload={"n": 1},
+            actor="orchestrator",
         )
 
 
@@ -97,7 +115,13 @@ async def test_the_idempotency_key_travels_to_the_a2a_specialist(conn: Any, clos
 
     async with open_in_process({"reconciliation": handler}) as client:
         outcome = await dispatch_once(
-            conn, client.call, close_id=close_id, task="ap_reconciliation", attempt=1,
-            specialist="reconciliation", payload={"marker": str(uuid.uuid4())}, actor="orchestrator",
+            conn,
+            client.call,
+            close_id=close_id,
+            task="ap_reconciliation",
+            attempt=1,
+            specialist="reconciliation",
+            payload={"marker": str(uuid.uuid4())},
+            actor="orchestrator",
         )
     assert seen and seen[0]["key"] == outcome.idempotency_key

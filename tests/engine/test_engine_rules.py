@@ -62,7 +62,10 @@ async def test_a_narrative_citing_an_unqueried_number_is_not_emitted(
     assert "£12,345.67" in task["reason"]
     assert status["gates"] == []
     assert await count(conn, "SELECT count(*) FROM close_task WHERE result IS NOT NULL") == 0
-    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'task_failed' AND close_id = %s", close_id) == 1
+    assert (
+        await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'task_failed' AND close_id = %s", close_id)
+        == 1
+    )
 
 
 async def test_a_narrative_citing_only_queried_numbers_reaches_its_gate(

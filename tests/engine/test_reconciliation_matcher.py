@@ -32,9 +32,7 @@ def bank_payload(bank: list[CashLine], gl: list[CashLine], tolerance: str = "0.5
         "kind": "bank",
         "date_window_days": 3,
         "unmatched_tolerance": tolerance,
-        "accounts": [
-            {"account": "1000", "bank_lines": [wire(b) for b in bank], "gl_lines": [wire(g) for g in gl]}
-        ],
+        "accounts": [{"account": "1000", "bank_lines": [wire(b) for b in bank], "gl_lines": [wire(g) for g in gl]}],
     }
 
 
@@ -152,9 +150,7 @@ def test_shuffled_gl_copy_within_the_window_matches_completely(
 
 
 def test_bank_payload_reports_matches_and_unmatched_lines() -> None:
-    out = handle(
-        bank_payload([line("B1"), line("B2", amount="100.00", reference="X")], [line("G1"), line("G2")])
-    )
+    out = handle(bank_payload([line("B1"), line("B2", amount="100.00", reference="X")], [line("G1"), line("G2")]))
     assert out["kind"] == "bank"
     assert out["matches"] == [["B1", "G1"]]
     assert out["accounts"] == [

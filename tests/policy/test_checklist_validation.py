@@ -65,9 +65,7 @@ def test_malformed_yaml_is_refused(tmp_path: Path, policy: Policy) -> None:
     assert "malformed YAML" in caught.value.reason
 
 
-def test_missing_task_field_is_named(
-    policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry
-) -> None:
+def test_missing_task_field_is_named(policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry) -> None:
     del task_entry("accruals")["risk_tier"]
     assert refuse(checklist_data, policy).field == "tasks[accruals].risk_tier"
 
@@ -79,9 +77,7 @@ def test_unknown_tier_is_named(policy: Policy, checklist_data: dict[str, Any], t
     assert "extreme" in error.reason
 
 
-def test_unknown_dependency_is_named(
-    policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry
-) -> None:
+def test_unknown_dependency_is_named(policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry) -> None:
     task_entry("accruals")["depends_on"] = ["fixed_assets"]
     error = refuse(checklist_data, policy)
     assert error.field == "tasks[accruals].depends_on"
@@ -106,30 +102,22 @@ def test_cycle_is_refused_naming_the_cycle(
     )
 
 
-def test_self_dependency_is_a_cycle(
-    policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry
-) -> None:
+def test_self_dependency_is_a_cycle(policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry) -> None:
     task_entry("intercompany")["depends_on"] = ["intercompany"]
     assert refuse(checklist_data, policy).reason == "dependency cycle: intercompany -> intercompany"
 
 
-def test_unknown_specialist_is_refused(
-    policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry
-) -> None:
+def test_unknown_specialist_is_refused(policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry) -> None:
     task_entry("accruals")["specialist"] = "payroll"
     assert refuse(checklist_data, policy).field == "tasks[accruals].specialist"
 
 
-def test_requires_gate_must_be_a_boolean(
-    policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry
-) -> None:
+def test_requires_gate_must_be_a_boolean(policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry) -> None:
     task_entry("accruals")["requires_gate"] = "yes"
     assert refuse(checklist_data, policy).field == "tasks[accruals].requires_gate"
 
 
-def test_non_string_dependency_is_named(
-    policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry
-) -> None:
+def test_non_string_dependency_is_named(policy: Policy, checklist_data: dict[str, Any], task_entry: TaskEntry) -> None:
     task_entry("accruals")["depends_on"] = [7]
     assert refuse(checklist_data, policy).field == "tasks[accruals].depends_on[0]"
 

@@ -69,9 +69,7 @@ def gl_balances(books: Path) -> dict[str, Decimal]:
     return balances
 
 
-def test_same_profile_and_seed_give_byte_identical_files(
-    profile: Profile, books: Path, tmp_path: Path
-) -> None:
+def test_same_profile_and_seed_give_byte_identical_files(profile: Profile, books: Path, tmp_path: Path) -> None:
     generate_books(profile, 42, tmp_path)
     for name in (*BOOK_FILES, "entity.json"):
         assert (tmp_path / name).read_bytes() == (books / name).read_bytes(), name
@@ -172,10 +170,7 @@ def test_corrected_feed_reconciles_every_bank_line(books: Path, account: str) ->
 
 
 def test_bank_lines_trail_their_gl_line_by_zero_to_three_days(books: Path) -> None:
-    gl = {
-        (r["account"], r["reference"].casefold(), r["amount"]): r["date"]
-        for r in read_rows(books / "gl_lines.csv")
-    }
+    gl = {(r["account"], r["reference"].casefold(), r["amount"]): r["date"] for r in read_rows(books / "gl_lines.csv")}
     for row in read_rows(books / "corrected/bank_lines.csv"):
         gl_date = gl[(row["account"], row["reference"].casefold(), row["amount"])]
         lag_days = (date.fromisoformat(row["date"]) - date.fromisoformat(gl_date)).days

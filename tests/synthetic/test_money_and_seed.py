@@ -21,7 +21,8 @@ def test_format_minor_handles_small_negatives() -> None:
     assert format_minor(0) == "0.00"
 
 
-def test_seed_from_name_is_the_first_eight_bytes_of_sha256() -> None:
-    expected = int.from_bytes(hashlib.sha256(b"ACME-UK").digest()[:8], "big")
+def test_seed_from_name_is_the_first_six_bytes_of_sha256_and_json_safe() -> None:
+    expected = int.from_bytes(hashlib.sha256(b"ACME-UK").digest()[:6], "big")
+    assert seed_from_name("ACME-UK") < 2**53
     assert seed_from_name("ACME-UK") == expected
     assert seed_from_name("ACME-UK") != seed_from_name("ACME-DE")

@@ -40,9 +40,7 @@ def test_large_profile_is_the_default_at_one_million_lines() -> None:
 
 def test_intercompany_mismatch_anomaly_parses_difference_in_minor_units() -> None:
     data = default_data()
-    data["anomalies"] = [
-        {"kind": "intercompany_mismatch", "counterparty": "ACME-DE", "difference": "-250.40"}
-    ]
+    data["anomalies"] = [{"kind": "intercompany_mismatch", "counterparty": "ACME-DE", "difference": "-250.40"}]
     profile = parse_profile(data, "custom.yaml")
     assert profile.anomalies == (IntercompanyMismatch(counterparty="ACME-DE", difference_minor=-25040),)
 
@@ -95,16 +93,12 @@ def _without(key: str) -> dict[str, Any]:
             "missing",
         ),
         (
-            _with(
-                "anomalies.0", {"kind": "intercompany_mismatch", "counterparty": "ACME-DE", "difference": 5}
-            ),
+            _with("anomalies.0", {"kind": "intercompany_mismatch", "counterparty": "ACME-DE", "difference": 5}),
             "anomalies[0].difference",
             "decimal string",
         ),
         (
-            _with(
-                "anomalies.0", {"kind": "intercompany_mismatch", "counterparty": "NOPE", "difference": "1.00"}
-            ),
+            _with("anomalies.0", {"kind": "intercompany_mismatch", "counterparty": "NOPE", "difference": "1.00"}),
             "anomalies[0].counterparty",
             "not in intercompany",
         ),
