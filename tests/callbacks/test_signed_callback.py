@@ -107,6 +107,25 @@ async def test_replayed_request_returns_the_original_outcome_and_records_nothing
     assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'gate_decided'") == 1
 
 
+async def test_replay_while_the_gate_is_still_open_is_not_a_second_vote(api: Any, conn: Any, gate_id: str) -> None:
+    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    body = decision_body("alice.chen", nonce="nonce-open")
+    url = f"/callbacks/gates/{gate_id}/decisions"
+    first = await api.post(url, content=body, headers=signed_headers(body))
+    replay = await api.post(url, content=body, headers=signed_headers(body))
+    assert first.status_code == replay.status_code == 200
+    assert replay.json()["status"] == "open" and replay.json()["approvals"] == 1
+    assert await _decisions(conn) == 1
+
+
+async def test_a_reused_nonce_with_a_different_body_is_refused(api: Any, conn: Any, gate_id: str) -> None:
+    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    assert (await post_decision(api, gate_id, "alice.chen", nonce="shared")).status_code == 200
+    other = await post_decision(api, gate_id, "bob.osei", nonce="shared")
+    assert other.status_code == 409
+    assert await _decisions(conn) == 1
+
+
 async def test_a_decided_gate_answers_409_to_the_other_outcome(api: Any, conn: Any, gate_id: str) -> None:
     assert (await post_decision(api, gate_id, "alice.chen", "approve")).status_code == 200
     late = await post_decision(api, gate_id, "bob.osei", "reject")

@@ -106,3 +106,11 @@ async def test_posted_journals_are_immutable(conn: Any) -> None:
         await conn.execute("UPDATE journal_line SET amount = 1 WHERE line_no = 1")
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         await conn.execute("DELETE FROM journal")
+
+
+async def test_a_line_appended_later_to_a_posted_journal_cannot_unbalance_it(conn: Any) -> None:
+    await _open_period(conn)
+    posted = await post_journal(conn, _request(), posted_by="orchestrator")
+    with pytest.raises(psycopg.errors.CheckViolation, match="unbalanced"):
+        await conn.execute("INSERT INTO journal_line VALUES (%s, 3, '6400', 5.00, 'sneaked in')", (posted.journal_id,))
+    assert await count(conn, "SELECT count(*) FROM journal_line") == 2
