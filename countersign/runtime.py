@@ -9,11 +9,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 from psycopg import AsyncConnection
 
 from engine.books import BooksError, LoadedBooks, load_books, read_manifest
-from engine.dispatch_client import open_in_process
+from engine.dispatch_client import SpecialistClient, open_in_process
 from engine.orchestrator import EngineContext
 from policy import Checklist, Policy, load_checklist, load_policy
 from synthetic import generate_books, load_profile, seed_from_name
@@ -67,8 +68,18 @@ async def connection(runtime: Runtime) -> AsyncIterator[AsyncConnection[Any]]:
 
 @asynccontextmanager
 async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
-    async with open_in_process() as client:
-        yield EngineContext(runtime.policy, runtime.checklist, call=client.call)
+    """Specialists in-process over ASGI by default; over HTTP when COUNTERSIGN_SPECIALISTS_URL is set."""
+    url = runtime.settings.specialists_url
+    if url is None:
+        async with open_in_process() as client:
+            yield EngineContext(runtime.policy, runtime.checklist, call=client.call)
+        return
+    async with httpx.AsyncClient() as http:
+        remote = SpecialistClient(http, url.rstrip("/"))
+        try:
+            yield EngineContext(runtime.policy, runtime.checklist, call=remote.call)
+        finally:
+            await remote.aclose()
 
 
 def synthesize_for(runtime: Runtime, entity: str, period: str) -> Path:

@@ -16,6 +16,7 @@ class Settings:
     state_dir: Path
     config_dir: Path
     callback_secret: str | None
+    specialists_url: str | None = None
 
     @property
     def risk_path(self) -> Path:
@@ -40,4 +41,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         state_dir=Path(env.get("COUNTERSIGN_STATE_DIR") or PROJECT_ROOT / ".countersign"),
         config_dir=Path(env.get("COUNTERSIGN_CONFIG_DIR") or PROJECT_ROOT / "config"),
         callback_secret=env.get("COUNTERSIGN_CALLBACK_SECRET") or None,
+        specialists_url=env.get("COUNTERSIGN_SPECIALISTS_URL") or None,
     )

@@ -1,0 +1,50 @@
+"""The engine reaching the specialists over a real socket, as in a deployment (COUNTERSIGN_SPECIALISTS_URL)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import replace
+from typing import Any
+
+import uvicorn
+
+from countersign.runtime import engine_context
+from engine.agents import build_specialists_app
+from engine.closes import close_status
+from engine.orchestrator import advance
+from tests.support import count, start_default_close
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_close_advances_against_specialists_served_over_http(
+    conn: Any, runtime: Any, default_books: Any
+) -> None:
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    server = uvicorn.Server(
+        uvicorn.Config(build_specialists_app(base_url), host="127.0.0.1", port=port, log_level="warning")
+    )
+    serving = asyncio.create_task(server.serve())
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            await asyncio.sleep(0.05)
+        assert server.started
+        remote = replace(runtime, settings=replace(runtime.settings, specialists_url=base_url))
+        close_id = await start_default_close(conn, remote, default_books)
+        async with engine_context(remote) as ctx:
+            report = await advance(conn, close_id, ctx)
+    finally:
+        server.should_exit = True
+        await serving
+    assert report.status == "halted"
+    status = await close_status(conn, close_id)
+    assert {g["task"] for g in status["gates"]} == {"bank_reconciliation", "accruals", "intercompany"}
+    assert await count(conn, "SELECT count(*) FROM dispatch WHERE status = 'completed'") == 5
