@@ -270,7 +270,7 @@ def principals_import(
     rt = runtime()
 
     async def go() -> int:
-        async with connection(rt) as conn:
+        async with connection(rt, "owner") as conn:
             return await upsert_principals(conn, parse_principals(file))
 
     console.print(f"imported {run(go)} principals")

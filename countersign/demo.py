@@ -96,8 +96,9 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
         generate_books(profile, seed, books_dir, entity=entity, period=period)
         progress.update(step, description="loading books into PostgreSQL")
         people = parse_principals(rt.settings.principals_path)
-        async with connection(rt) as conn:
+        async with connection(rt, "owner") as conn:
             await upsert_principals(conn, people)
+        async with connection(rt) as conn:
             loaded = await load_books(conn, books_dir, loaded_by="countersign-demo")
             close_id = await start_close(
                 conn,

@@ -52,14 +52,20 @@ def load_rules(settings: Settings) -> tuple[Policy, Checklist]:
 
 def boot(settings: Settings, *, database: Database | None = None) -> Runtime:
     policy, checklist = load_rules(settings)
-    database = database or open_database(settings.database_url, settings.state_dir)
+    database = database or open_database(
+        settings.database_url,
+        settings.state_dir,
+        engine_url=settings.engine_database_url,
+        callbacks_url=settings.callbacks_database_url,
+    )
     migrate.upgrade(database)
     return Runtime(settings, database, policy, checklist)
 
 
 @asynccontextmanager
-async def connection(runtime: Runtime) -> AsyncIterator[AsyncConnection[Any]]:
-    conn = await psycopg.AsyncConnection.connect(runtime.database.url, autocommit=True)
+async def connection(runtime: Runtime, role: str = "engine") -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection as `role`: "engine" (the default), "callbacks", or "owner" (migrations, principal import)."""
+    conn = await psycopg.AsyncConnection.connect(runtime.database.url_for(role), autocommit=True)
     try:
         yield conn
     finally:

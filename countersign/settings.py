@@ -17,6 +17,8 @@ class Settings:
     config_dir: Path
     callback_secret: str | None
     specialists_url: str | None = None
+    engine_database_url: str | None = None
+    callbacks_database_url: str | None = None
 
     @property
     def risk_path(self) -> Path:
@@ -42,4 +44,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         config_dir=Path(env.get("COUNTERSIGN_CONFIG_DIR") or PROJECT_ROOT / "config"),
         callback_secret=env.get("COUNTERSIGN_CALLBACK_SECRET") or None,
         specialists_url=env.get("COUNTERSIGN_SPECIALISTS_URL") or None,
+        engine_database_url=env.get("COUNTERSIGN_ENGINE_DATABASE_URL") or None,
+        callbacks_database_url=env.get("COUNTERSIGN_CALLBACKS_DATABASE_URL") or None,
     )

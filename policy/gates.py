@@ -20,6 +20,7 @@ class GateRequirement:
     due_hours: int
     rule: str
     kind: str  # APPROVAL or ESCALATION
+    expire_hours: int | None = None
 
 
 def raising_threshold(policy: Policy, amount: Decimal) -> AmountThreshold | None:
@@ -78,6 +79,7 @@ def _requirement(task: ChecklistTask, tier: Tier, rule: str, kind: str) -> GateR
         due_hours=tier.due_hours,
         rule=rule,
         kind=kind,
+        expire_hours=tier.expire_hours,
     )
 
 

@@ -16,6 +16,7 @@ class Tier:
     approver_role: str | None
     due_hours: int | None
     rank: int
+    expire_hours: int | None = None  # after this, decisions are refused and the work must be redone
 
 
 @dataclass(frozen=True)

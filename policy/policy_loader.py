@@ -18,7 +18,7 @@ from policy.yaml_source import DOCUMENT, canonical_digest, read_yaml_file
 SUPPORTED_POLICY_VERSIONS = (1,)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
-_GATED_TIER_KEYS = ("quorum", "approver_role", "due_hours")
+_GATED_TIER_KEYS = ("quorum", "approver_role", "due_hours", "expire_hours")
 
 
 def load_policy(path: Path) -> Policy:
@@ -83,16 +83,21 @@ def _parse_tiers(root: Fields) -> tuple[Tier, ...]:
             for key in _GATED_TIER_KEYS:
                 if not fields.has(key):
                     raise fields.error(
-                        key, "missing required key (a gated tier needs quorum, approver_role, due_hours)"
+                        key, "missing required key (a gated tier needs quorum, approver_role, due_hours, expire_hours)"
                     )
+            due_hours = fields.integer("due_hours", minimum=1)
+            expire_hours = fields.integer("expire_hours", minimum=1)
+            if expire_hours <= due_hours:
+                raise fields.error("expire_hours", f"must be later than due_hours ({due_hours}), got {expire_hours}")
             tiers.append(
                 Tier(
                     name=name,
                     gate=True,
                     quorum=fields.integer("quorum", minimum=1),
                     approver_role=fields.text("approver_role"),
-                    due_hours=fields.integer("due_hours", minimum=1),
+                    due_hours=due_hours,
                     rank=rank,
+                    expire_hours=expire_hours,
                 )
             )
         else:
