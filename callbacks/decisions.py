@@ -14,7 +14,7 @@ from psycopg import AsyncConnection, errors
 
 from audit.trace import append_event
 
-from .principals import find_principal, normalise_identity
+from .principals import Principal, find_principal, normalise_identity
 
 DECISIONS = ("approve", "reject")
 
@@ -76,6 +76,62 @@ class GateOutcome:
             "recorded": self.recorded,
             "decisions": self.decisions,
         }
+
+
+def check_may_decide(
+    request: DecisionRequest,
+    principal: Principal | None,
+    *,
+    status: str,
+    role: str,
+    tier: str,
+    preparers: set[str],
+) -> None:
+    """The runtime layer of the decision boundary: raise DecisionRefused (or DecisionConflict) with the reason."""
+    who = normalise_identity(request.principal)
+    gate = request.gate_id
+    if principal is None:
+        raise DecisionRefused(gate, who, "unknown_principal", f"principal {who!r} is not known")
+    if not principal.is_human:
+        raise DecisionRefused(
+            gate, who, "machine_principal", f"principal {who!r} is a machine; only humans decide gates"
+        )
+    if role not in principal.roles:
+        raise DecisionRefused(
+            gate, who, "missing_role", f"principal {who!r} lacks role {role!r} required by tier {tier}"
+        )
+    if principal.principal_id in preparers:
+        raise DecisionRefused(
+            gate,
+            who,
+            "preparer",
+            f"principal {who!r} prepared or requested the work under this gate; someone else must decide it",
+        )
+    if status == "expired":
+        raise DecisionRefused(gate, who, "gate_expired", "the gate expired undecided; the work will be redone")
+    if status == "cancelled":
+        raise DecisionRefused(gate, who, "gate_cancelled", "the gate was cancelled")
+    if status in ("approved", "rejected"):
+        wanted = "approved" if request.decision == "approve" else "rejected"
+        if status != wanted:
+            raise DecisionConflict(gate, who, f"gate already {status}")
+        raise DecisionRefused(gate, who, "already_decided", f"gate already {status}; nothing to add")
+
+
+async def _refuse_second_vote(conn: AsyncConnection[Any], request: DecisionRequest, principal_id: str) -> None:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT decision FROM gate_decision WHERE gate_id = %s AND principal_id = %s",
+            (request.gate_id, principal_id),
+        )
+        previous = await cur.fetchone()
+    if previous is not None:
+        raise DecisionRefused(
+            request.gate_id,
+            principal_id,
+            "already_voted",
+            f"principal {principal_id!r} already decided this gate ({previous[0]})",
+        )
 
 
 def _lock_key(gate_id: str) -> int:
@@ -150,39 +206,18 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
                 raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
             return await gate_outcome(conn, request.gate_id)
         await cur.execute(
-            "SELECT s.status, s.lifecycle, g.approver_role, g.close_id, g.task, g.tier"
+            "SELECT s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by"
             " FROM gate_state s JOIN gate g USING (gate_id) WHERE s.gate_id = %s",
             (request.gate_id,),
         )
         gate = await cur.fetchone()
     if gate is None:
         raise GateNotFound(request.gate_id)
-    status, lifecycle, role, close_id, task, tier = gate
+    status, role, close_id, task, tier, prepared_by, requested_by = gate
     principal = await find_principal(conn, request.principal)
-    who = normalise_identity(request.principal)
-    if principal is None:
-        raise DecisionRefused(request.gate_id, who, "unknown_principal", f"principal {who!r} is not known")
-    if not principal.is_human:
-        raise DecisionRefused(
-            request.gate_id,
-            who,
-            "machine_principal",
-            f"principal {who!r} is a machine; only humans decide gates",
-        )
-    if role not in principal.roles:
-        raise DecisionRefused(
-            request.gate_id,
-            who,
-            "missing_role",
-            f"principal {who!r} lacks role {role!r} required by tier {tier}",
-        )
-    if lifecycle == "cancelled":
-        raise DecisionRefused(request.gate_id, who, "gate_cancelled", "the gate was cancelled")
-    if status in ("approved", "rejected"):
-        wanted = "approved" if request.decision == "approve" else "rejected"
-        if status != wanted:
-            raise DecisionConflict(request.gate_id, who, f"gate already {status}")
-        return await gate_outcome(conn, request.gate_id)
+    check_may_decide(request, principal, status=status, role=role, tier=tier, preparers={prepared_by, *requested_by})
+    assert principal is not None
+    await _refuse_second_vote(conn, request, principal.principal_id)
     try:
         async with conn.transaction(), conn.cursor() as cur:
             await cur.execute(
@@ -198,7 +233,7 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
                     request.channel,
                 ),
             )
-    except errors.UniqueViolation:
+    except errors.UniqueViolation:  # a concurrent second vote by the same person lost the race
         raise DecisionRefused(
             request.gate_id, who, "already_voted", f"principal {who!r} has already decided this gate"
         ) from None

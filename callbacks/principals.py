@@ -1,25 +1,47 @@
-"""Principals (humans and machines) and identity normalisation."""
+"""Principals (humans and machines), their identities per channel, and identity normalisation."""
 
 from __future__ import annotations
 
+import csv
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from psycopg import AsyncConnection
 
-ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None)
+# Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.
+INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e"))
+CHANNELS = ("slack", "teams", "login")
+KINDS = ("human", "machine")
+CSV_COLUMNS = (
+    "id",
+    "kind",
+    "name",
+    "roles",
+    "slack_team",
+    "slack_user",
+    "teams_tenant",
+    "teams_aad_object_id",
+    "login",
+)
 
 
 def normalise_identity(raw: str) -> str:
-    """NFKC, drop zero-width characters, strip, case-fold.
+    """NFKC, drop invisible characters and all whitespace, case-fold (ids never contain spaces).
 
-    `Orchestrator\u200b` and the full-width `ｏｒｃｈｅｓｔｒａｔｏｒ` both become `orchestrator`.
+    `Orchestrator\\u200b`, ` orchestrator` and the full-width `ｏｒｃｈｅｓｔｒａｔｏｒ` all become `orchestrator`.
     """
-    text = unicodedata.normalize("NFKC", raw).translate(ZERO_WIDTH)
-    return text.strip().casefold()
+    text = unicodedata.normalize("NFKC", raw).translate(INVISIBLE)
+    return unicodedata.normalize("NFKC", "".join(text.split()).casefold())
+
+
+@dataclass(frozen=True)
+class Identity:
+    channel: str
+    tenant: str
+    external_id: str
 
 
 @dataclass(frozen=True)
@@ -28,6 +50,7 @@ class Principal:
     kind: str
     display_name: str
     roles: tuple[str, ...]
+    identities: tuple[Identity, ...] = field(default=())
 
     @property
     def is_human(self) -> bool:
@@ -43,21 +66,135 @@ class PrincipalFileError(ValueError):
 
 
 async def find_principal(conn: AsyncConnection[Any], raw_id: str) -> Principal | None:
+    """By principal id (a login name) first, then by a `login` identity."""
+    key = normalise_identity(raw_id)
     async with conn.cursor() as cur:
         await cur.execute(
-            "SELECT principal_id, kind, display_name, roles FROM principal WHERE principal_id = %s",
-            (normalise_identity(raw_id),),
+            "SELECT principal_id, kind, display_name, roles FROM principal WHERE principal_id = %s"
+            " UNION ALL"
+            " SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
+            " JOIN principal p USING (principal_id) WHERE i.channel = 'login' AND i.tenant = '' AND i.external_id = %s"
+            " LIMIT 1",
+            (key, key),
         )
         row = await cur.fetchone()
     return Principal(row[0], row[1], row[2], tuple(row[3])) if row else None
 
 
+async def resolve_identity(
+    conn: AsyncConnection[Any], channel: str, external_id: str, tenant: str = ""
+) -> Principal | None:
+    """The principal behind a chat identity (Slack user in a team, Teams AAD object in a tenant)."""
+    if channel not in CHANNELS:
+        raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
+            " JOIN principal p USING (principal_id) WHERE i.channel = %s AND i.tenant = %s AND i.external_id = %s",
+            (channel, normalise_identity(tenant), normalise_identity(external_id)),
+        )
+        row = await cur.fetchone()
+    return Principal(row[0], row[1], row[2], tuple(row[3])) if row else None
+
+
+def _text(value: object, source: str, where: str, *, required: bool = True) -> str:
+    if value is None or value == "":
+        if required:
+            raise PrincipalFileError(source, where, "is required")
+        return ""
+    if not isinstance(value, str):
+        raise PrincipalFileError(source, where, f"must be a string, not {type(value).__name__}")
+    return value
+
+
+def _principal(
+    source: str,
+    where: str,
+    pid: object,
+    kind: object,
+    name: object,
+    roles: object,
+    identities: list[Identity],
+) -> Principal:
+    principal_id = normalise_identity(_text(pid, source, f"{where}.id"))
+    if not principal_id:
+        raise PrincipalFileError(source, f"{where}.id", "is empty after normalisation")
+    if kind not in KINDS:
+        raise PrincipalFileError(source, f"{where}.kind", f"must be one of {list(KINDS)}, not {kind!r}")
+    display = _text(name, source, f"{where}.name")
+    if not isinstance(roles, list) or not all(isinstance(r, str) and r.strip() for r in roles):
+        raise PrincipalFileError(source, f"{where}.roles", "must be a list of non-empty strings")
+    if kind == "machine" and roles:
+        raise PrincipalFileError(source, f"{where}.roles", "machine principals hold no approval roles")
+    return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities))
+
+
+def _identity(source: str, where: str, channel: str, tenant: object, external: object) -> Identity:
+    external_id = normalise_identity(_text(external, source, where))
+    if channel != "login" and not _text(tenant, source, f"{where} tenant"):
+        raise PrincipalFileError(source, where, f"a {channel} identity needs its team or tenant id")
+    return Identity(channel, normalise_identity(str(tenant or "")), external_id)
+
+
+def _yaml_identities(source: str, where: str, raw: object) -> list[Identity]:
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        raise PrincipalFileError(source, f"{where}.identities", "must be a mapping")
+    unknown = sorted(set(raw) - set(CHANNELS))
+    if unknown:
+        raise PrincipalFileError(source, f"{where}.identities.{unknown[0]}", f"unknown channel; expected {CHANNELS}")
+    out: list[Identity] = []
+    if "slack" in raw:
+        slack = raw["slack"]
+        if not isinstance(slack, dict):
+            raise PrincipalFileError(source, f"{where}.identities.slack", "must have team and user")
+        out.append(_identity(source, f"{where}.identities.slack.user", "slack", slack.get("team"), slack.get("user")))
+    if "teams" in raw:
+        teams = raw["teams"]
+        if not isinstance(teams, dict):
+            raise PrincipalFileError(source, f"{where}.identities.teams", "must have tenant and aad_object_id")
+        out.append(
+            _identity(
+                source,
+                f"{where}.identities.teams.aad_object_id",
+                "teams",
+                teams.get("tenant"),
+                teams.get("aad_object_id"),
+            )
+        )
+    if "login" in raw:
+        out.append(_identity(source, f"{where}.identities.login", "login", "", raw["login"]))
+    return out
+
+
 def parse_principals(path: Path) -> list[Principal]:
+    """Read principals from YAML (`principals:` list) or CSV (columns CSV_COLUMNS, roles separated by `;`)."""
     source = path.name
+    if not path.is_file():
+        raise PrincipalFileError(source, "(file)", "does not exist")
+    principals = _parse_csv(path, source) if path.suffix.lower() == ".csv" else _parse_yaml(path, source)
+    seen: dict[tuple[str, str, str], str] = {}
+    ids: set[str] = set()
+    for p in principals:
+        if p.principal_id in ids:
+            raise PrincipalFileError(source, p.principal_id, "appears twice")
+        ids.add(p.principal_id)
+        for ident in p.identities:
+            key = (ident.channel, ident.tenant, ident.external_id)
+            if key in seen:
+                raise PrincipalFileError(
+                    source, p.principal_id, f"{ident.channel} identity also belongs to {seen[key]}"
+                )
+            seen[key] = p.principal_id
+    return principals
+
+
+def _parse_yaml(path: Path, source: str) -> list[Principal]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise PrincipalFileError(source, "(file)", str(exc)) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise PrincipalFileError(source, "(file)", str(exc).splitlines()[0]) from None
     if not isinstance(data, dict) or not isinstance(data.get("principals"), list):
         raise PrincipalFileError(source, "principals", "must be a list")
     out: list[Principal] = []
@@ -65,21 +202,46 @@ def parse_principals(path: Path) -> list[Principal]:
         where = f"principals[{index}]"
         if not isinstance(item, dict):
             raise PrincipalFileError(source, where, "must be a mapping")
-        pid, kind, name, roles = item.get("id"), item.get("kind"), item.get("name"), item.get("roles", [])
-        if not isinstance(pid, str) or not normalise_identity(pid):
-            raise PrincipalFileError(source, f"{where}.id", "is required")
-        if kind not in ("human", "machine"):
-            raise PrincipalFileError(source, f"{where}.kind", f"must be human or machine, not {kind!r}")
-        if not isinstance(name, str) or not name:
-            raise PrincipalFileError(source, f"{where}.name", "is required")
-        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-            raise PrincipalFileError(source, f"{where}.roles", "must be a list of strings")
-        out.append(Principal(normalise_identity(pid), kind, name, tuple(roles)))
+        unknown = sorted(set(item) - {"id", "kind", "name", "roles", "identities"})
+        if unknown:
+            raise PrincipalFileError(source, f"{where}.{unknown[0]}", "is not a known field")
+        identities = _yaml_identities(source, where, item.get("identities"))
+        out.append(
+            _principal(
+                source, where, item.get("id"), item.get("kind"), item.get("name"), item.get("roles", []), identities
+            )
+        )
+    return out
+
+
+def _parse_csv(path: Path, source: str) -> list[Principal]:
+    out: list[Principal] = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != CSV_COLUMNS:
+            raise PrincipalFileError(source, "(header)", f"expected columns {list(CSV_COLUMNS)}")
+        for line_no, row in enumerate(reader, start=2):
+            where = f"line {line_no}"
+            roles = [r.strip() for r in (row["roles"] or "").split(";") if r.strip()]
+            identities: list[Identity] = []
+            if row["slack_user"] or row["slack_team"]:
+                identities.append(
+                    _identity(source, f"{where}.slack_user", "slack", row["slack_team"], row["slack_user"])
+                )
+            if row["teams_aad_object_id"] or row["teams_tenant"]:
+                identities.append(
+                    _identity(
+                        source, f"{where}.teams_aad_object_id", "teams", row["teams_tenant"], row["teams_aad_object_id"]
+                    )
+                )
+            if row["login"]:
+                identities.append(_identity(source, f"{where}.login", "login", "", row["login"]))
+            out.append(_principal(source, where, row["id"], row["kind"], row["name"], roles, identities))
     return out
 
 
 async def upsert_principals(conn: AsyncConnection[Any], principals: list[Principal]) -> int:
-    """Insert or refresh principals. A machine principal can never be turned into a human one."""
+    """Insert or refresh principals and their identities in one transaction. A machine never becomes a human."""
     async with conn.transaction(), conn.cursor() as cur:
         for p in principals:
             await cur.execute(
@@ -90,4 +252,10 @@ async def upsert_principals(conn: AsyncConnection[Any], principals: list[Princip
             )
             if await cur.fetchone() is None:
                 raise PrincipalFileError("principals", p.principal_id, "exists with a different kind; refusing")
+            await cur.execute("DELETE FROM principal_identity WHERE principal_id = %s", (p.principal_id,))
+            for ident in p.identities:
+                await cur.execute(
+                    "INSERT INTO principal_identity (principal_id, channel, tenant, external_id) VALUES (%s, %s, %s, %s)",
+                    (p.principal_id, ident.channel, ident.tenant, ident.external_id),
+                )
     return len(principals)

@@ -25,7 +25,9 @@ def create_app(runtime: Runtime) -> FastAPI:
     secret = runtime.settings.callback_secret
     if not secret:
         raise MissingSecret("COUNTERSIGN_CALLBACK_SECRET is not set: refusing to serve signed callbacks without it")
-    pool = AsyncConnectionPool(runtime.database.callbacks_url, min_size=1, max_size=10, open=False, kwargs={"autocommit": True})
+    pool = AsyncConnectionPool(
+        runtime.database.callbacks_url, min_size=1, max_size=10, open=False, kwargs={"autocommit": True}
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

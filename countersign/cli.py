@@ -35,6 +35,7 @@ from policy import PolicyError
 from synthetic import ProfileError, generate_books, load_profile
 
 from . import migrate
+from .eval_cli import eval_app
 from .runtime import Runtime, boot, connection, engine_context, ensure_books
 from .settings import load_settings
 
@@ -45,6 +46,7 @@ trace_app = typer.Typer(help="The close trace.", no_args_is_help=True)
 principals_app = typer.Typer(help="People and machines that act on closes.", no_args_is_help=True)
 specialists_app = typer.Typer(help="The A2A specialist agents.", no_args_is_help=True)
 app.add_typer(close_app, name="close")
+app.add_typer(eval_app, name="eval")
 app.add_typer(db_app, name="db")
 app.add_typer(trace_app, name="trace")
 app.add_typer(principals_app, name="principals")

@@ -8,7 +8,6 @@ from typing import Any
 
 import psycopg
 
-
 ENGINE_ROLE = "countersign_engine"
 CALLBACKS_ROLE = "countersign_callbacks"
 

@@ -46,9 +46,11 @@ def _starter(people: list[Principal]) -> Principal:
     return next(p for p in people if "accountant" in p.roles)
 
 
-def _approvers(people: list[Principal], role: str, quorum: int) -> list[Principal]:
-    eligible = [p for p in people if p.is_human and role in p.roles]
-    return eligible[:quorum]
+def _approvers(people: list[Principal], gate: dict[str, Any], count: int) -> list[Principal]:
+    """People who hold the gate's role and did not prepare or request its work (separation of duties)."""
+    excluded = {gate["prepared_by"], *gate["requested_by"]}
+    eligible = [p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded]
+    return eligible[:count]
 
 
 class SignedClient:
@@ -182,7 +184,7 @@ async def _drive(
                     )
                     machine_refusal_shown = True
                 if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
-                    investigator = _approvers(people, gate["approver_role"], 1)[0]
+                    investigator = _approvers(people, gate, 1)[0]
                     async with connection(rt) as conn:
                         version = await load_bank_feed(
                             conn,
@@ -195,7 +197,7 @@ async def _drive(
                         f"   {investigator.display_name} investigates the halt and loads the corrected bank feed"
                         f" (version {version})"
                     )
-                for person in _approvers(people, gate["approver_role"], gate["quorum"] - gate["approvals"]):
+                for person in _approvers(people, gate, gate["quorum"] - gate["approvals"]):
                     reason = "re-run with corrected bank feed" if gate["kind"] == "escalation" else "reviewed"
                     response = await client.decide(gate["gate_id"], person.principal_id, "approve", reason)
                     if response.status_code != 200:

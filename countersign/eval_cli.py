@@ -16,10 +16,11 @@ from policy.gate_eval import EvalReport, load_cases, negative_control, run_gate_
 from .runtime import load_rules
 from .settings import load_settings
 
-eval_app = typer.Typer(help="Evals that grade the close's rules against hand-written expectations.", no_args_is_help=True)
+EVAL_HELP = "Evals that grade the close's rules against hand-written expectations."
+eval_app = typer.Typer(help=EVAL_HELP, no_args_is_help=True)
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # one line per case, whatever the terminal width
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 SHOWN_CONTROL_FAILURES = 3
 
 
@@ -79,8 +80,7 @@ def print_control(control: EvalReport, tier: str) -> None:
         console.print(f"{label}: [bold red]GREEN[/] all {control.cases} cases passed; it should have failed")
         return
     console.print(
-        f"{label}: [bold green]RED[/] as it should be, with {len(control.failures)} failures "
-        f"of {control.cases} cases"
+        f"{label}: [bold green]RED[/] as it should be, with {len(control.failures)} failures of {control.cases} cases"
     )
     for failure in control.failures[:SHOWN_CONTROL_FAILURES]:
         console.print(f"  {escape(failure.describe())}")

@@ -191,7 +191,8 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
         reason_row = await cur.fetchone()
         await cur.execute(
             "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, g.approver_role, g.rule,"
-            " g.opened_at, g.due_at, s.approvals FROM gate_state s JOIN gate g USING (gate_id)"
+            " g.opened_at, g.due_at, s.approvals, g.prepared_by, g.requested_by, g.expires_at, s.overdue"
+            " FROM gate_state s JOIN gate g USING (gate_id)"
             " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
             (close.close_id,),
         )
@@ -243,6 +244,10 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
                 "opened_at": g[9].isoformat(),
                 "due_at": g[10].isoformat(),
                 "approvals": int(g[11]),
+                "prepared_by": g[12],
+                "requested_by": list(g[13]),
+                "expires_at": g[14].isoformat() if g[14] else None,
+                "overdue": bool(g[15]),
                 "decisions": decisions.get(str(g[0]), []),
             }
             for g in gate_rows

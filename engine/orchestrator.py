@@ -23,7 +23,14 @@ from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, der
 from . import inputs
 from .closes import CloseRecord, load_close, refresh_close_status
 from .dispatch import AGENT_PRINCIPALS, DispatchFailed, SpecialistCall, dispatch_once
-from .gates import GateView, gates_for_close, mark_gate_applied, open_gate
+from .gates import (
+    GateView,
+    gates_for_close,
+    mark_gate_applied,
+    mark_gate_escalated,
+    mark_gate_expired,
+    open_gate,
+)
 from .grounding import UngroundedFigureError, ground_figures
 from .postings import JournalLine, JournalRequest, PostingRefused, post_journal
 
@@ -120,7 +127,20 @@ async def _apply_gate_outcomes(
 ) -> bool:
     progressed = False
     for gate in await gates_for_close(conn, close.close_id):
-        if gate.lifecycle != "open" or gate.status not in ("approved", "rejected"):
+        if gate.lifecycle != "open":
+            continue
+        if gate.status == "expired":
+            async with conn.transaction():
+                if await mark_gate_expired(conn, gate.gate_id):
+                    await _requeue(conn, close, ctx, gate, report, kind="gate_expired")
+            progressed = True
+            continue
+        if gate.status == "open" and gate.overdue and not gate.escalated:
+            async with conn.transaction():
+                if await mark_gate_escalated(conn, gate.gate_id):
+                    await _escalate_overdue(conn, close, ctx, gate, report)
+            continue
+        if gate.status not in ("approved", "rejected"):
             continue
         async with conn.transaction():
             if not await mark_gate_applied(conn, gate.gate_id):
@@ -128,6 +148,63 @@ async def _apply_gate_outcomes(
             await _apply_one(conn, close, ctx, gate, report)
         progressed = True
     return progressed
+
+
+async def _escalate_overdue(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
+) -> None:
+    """An overdue gate gets a reminder and a trace event. It is never approved by waiting."""
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT approver_role, due_at FROM gate WHERE gate_id = %s", (gate.gate_id,))
+        row = await cur.fetchone()
+    assert row is not None
+    await append_event(
+        conn,
+        actor=ctx.actor,
+        close_id=close.close_id,
+        kind="gate_overdue",
+        payload={
+            "gate_id": gate.gate_id,
+            "task": gate.task,
+            "due_at": row[1].isoformat(),
+            "approvals": gate.approvals,
+            "quorum": gate.quorum,
+            "reminder": f"gate for {gate.task} is past due; it still needs {gate.quorum - gate.approvals} approval(s)",
+            "to": f"role:{row[0]}",
+        },
+    )
+    report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder sent to role {row[0]}")
+
+
+async def _requeue(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    ctx: EngineContext,
+    gate: GateView,
+    report: AdvanceReport,
+    *,
+    kind: str,
+) -> None:
+    """Run the task again as a new attempt; the next attempt opens a fresh gate over fresh work."""
+    tasks = await _task_rows(conn, close.close_id)
+    _, attempt, _ = tasks[gate.task]
+    await _set_task(
+        conn,
+        close.close_id,
+        gate.task,
+        status="pending",
+        expect=("awaiting_gate", "halted"),
+        attempt=attempt + 1,
+        reason=f"{kind.replace('_', ' ')}: gate {gate.gate_id}",
+    )
+    await append_event(
+        conn,
+        actor=ctx.actor,
+        close_id=close.close_id,
+        kind=kind,
+        payload={"gate_id": gate.gate_id, "task": gate.task, "next_attempt": attempt + 1},
+    )
+    report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} expired undecided; re-running as attempt {attempt + 1}")
 
 
 async def _apply_one(
@@ -355,6 +432,7 @@ async def _record_result(
     report: AdvanceReport,
 ) -> None:
     prepared_by = AGENT_PRINCIPALS.get(task.specialist or "", ctx.actor)
+    requesters = await _requesters(conn, close, task)
     async with conn.transaction():
         if result.get("halted"):
             reason = str(result.get("halt_reason") or "specialist halted the task")
@@ -382,6 +460,7 @@ async def _record_result(
                 requirement=derive_escalation_gate(ctx.policy, task, reason),
                 summary={"reason": reason, "result": _gate_summary(result)},
                 prepared_by=prepared_by,
+                requested_by=requesters,
                 actor=ctx.actor,
             )
             report.steps.append(f"{task.id}: HALTED: {reason} (escalation gate {gate_id})")
@@ -409,9 +488,28 @@ async def _record_result(
             requirement=requirement,
             summary=_gate_summary(result),
             prepared_by=prepared_by,
+            requested_by=requesters,
             actor=ctx.actor,
         )
         report.steps.append(f"{task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
+
+
+async def _requesters(conn: AsyncConnection[Any], close: CloseRecord, task: ChecklistTask) -> list[str]:
+    """Who asked for this work: the close's starter and, for bank reconciliation, whoever loaded the feed it read.
+
+    Separation of duties refuses their approval of it.
+    """
+    people = [close.started_by]
+    if task.id == "bank_reconciliation":
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT loaded_by FROM bank_feed WHERE book_set_id = %s ORDER BY feed_version DESC LIMIT 1",
+                (close.book_set_id,),
+            )
+            row = await cur.fetchone()
+        if row is not None:
+            people.append(row[0])
+    return people
 
 
 def _gate_summary(result: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from engine.closes import close_status
 from engine.orchestrator import advance
 from tests.support import count, post_decision, start_default_close
 
-APPROVERS = {"controller": ["alice.chen"], "cfo": ["bob.osei", "carol.main"]}
+APPROVERS = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
 
 
 async def _decide_open_gates(api: Any, status: dict[str, Any]) -> int:
@@ -18,7 +18,9 @@ async def _decide_open_gates(api: Any, status: dict[str, Any]) -> int:
     for gate in status["gates"]:
         if gate["status"] != "open":
             continue
-        for principal in APPROVERS[gate["approver_role"]][: gate["quorum"] - gate["approvals"]]:
+        excluded = {gate["prepared_by"], *gate["requested_by"]}
+        eligible = [p for p in APPROVERS[gate["approver_role"]] if p not in excluded]
+        for principal in eligible[: gate["quorum"] - gate["approvals"]]:
             response = await post_decision(api, gate["gate_id"], principal)
             assert response.status_code == 200, response.text
             decided += 1
