@@ -235,7 +235,10 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
             )
     except errors.UniqueViolation:  # a concurrent second vote by the same person lost the race
         raise DecisionRefused(
-            request.gate_id, who, "already_voted", f"principal {who!r} has already decided this gate"
+            request.gate_id,
+            principal.principal_id,
+            "already_voted",
+            f"principal {principal.principal_id!r} has already decided this gate",
         ) from None
     outcome = await gate_outcome(conn, request.gate_id, recorded=True)
     await append_event(

@@ -255,7 +255,8 @@ async def upsert_principals(conn: AsyncConnection[Any], principals: list[Princip
             await cur.execute("DELETE FROM principal_identity WHERE principal_id = %s", (p.principal_id,))
             for ident in p.identities:
                 await cur.execute(
-                    "INSERT INTO principal_identity (principal_id, channel, tenant, external_id) VALUES (%s, %s, %s, %s)",
+                    "INSERT INTO principal_identity (principal_id, channel, tenant, external_id)"
+                    " VALUES (%s, %s, %s, %s)",
                     (p.principal_id, ident.channel, ident.tenant, ident.external_id),
                 )
     return len(principals)

@@ -111,7 +111,8 @@ async def gates_for_close(conn: AsyncConnection[Any], close_id: str) -> list[Gat
     async with conn.cursor() as cur:
         await cur.execute(
             "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, s.lifecycle,"
-            " s.approvals, s.rejections, s.overdue, g.escalated_at IS NOT NULL FROM gate_state s JOIN gate g USING (gate_id)"
+            " s.approvals, s.rejections, s.overdue, g.escalated_at IS NOT NULL"
+            " FROM gate_state s JOIN gate g USING (gate_id)"
             " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
             (close_id,),
         )
