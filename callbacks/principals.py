@@ -129,10 +129,12 @@ def _principal(
     return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities))
 
 
-def _identity(source: str, where: str, channel: str, tenant: object, external: object) -> Identity:
+def _identity(
+    source: str, where: str, channel: str, tenant: object, external: object, tenant_where: str = ""
+) -> Identity:
     external_id = normalise_identity(_text(external, source, where))
-    if channel != "login" and not _text(tenant, source, f"{where} tenant"):
-        raise PrincipalFileError(source, where, f"a {channel} identity needs its team or tenant id")
+    if channel != "login" and not _text(tenant, source, tenant_where, required=False):
+        raise PrincipalFileError(source, tenant_where, f"a {channel} identity needs its team or tenant id")
     return Identity(channel, normalise_identity(str(tenant or "")), external_id)
 
 
@@ -149,7 +151,16 @@ def _yaml_identities(source: str, where: str, raw: object) -> list[Identity]:
         slack = raw["slack"]
         if not isinstance(slack, dict):
             raise PrincipalFileError(source, f"{where}.identities.slack", "must have team and user")
-        out.append(_identity(source, f"{where}.identities.slack.user", "slack", slack.get("team"), slack.get("user")))
+        out.append(
+            _identity(
+                source,
+                f"{where}.identities.slack.user",
+                "slack",
+                slack.get("team"),
+                slack.get("user"),
+                f"{where}.identities.slack.team",
+            )
+        )
     if "teams" in raw:
         teams = raw["teams"]
         if not isinstance(teams, dict):
@@ -226,7 +237,14 @@ def _parse_csv(path: Path, source: str) -> list[Principal]:
             identities: list[Identity] = []
             if row["slack_user"] or row["slack_team"]:
                 identities.append(
-                    _identity(source, f"{where}.slack_user", "slack", row["slack_team"], row["slack_user"])
+                    _identity(
+                        source,
+                        f"{where}.slack_user",
+                        "slack",
+                        row["slack_team"],
+                        row["slack_user"],
+                        f"{where}.slack_team",
+                    )
                 )
             if row["teams_aad_object_id"] or row["teams_tenant"]:
                 identities.append(

@@ -1,0 +1,609 @@
+"""Benchmark: the signed decision callback end to end against a running server on a loopback socket.
+
+Run: .venv/bin/python bench/bench_callbacks.py [--decisions 4000] [--concurrency 32] [--workers 1]
+
+Setup (in a temporary directory): an embedded PostgreSQL, the schema, the principals, one close, and N open gates
+inserted directly (approver role `controller`, quorum 1). Then `countersign serve` runs as a subprocess and C
+concurrent HTTP clients post one signed decision per gate as `alice.chen`: verify the HMAC, authorise (principal,
+role, separation of duties), insert the decision, append the hash-chained trace event, respond.
+
+Same-run baselines: `GET /healthz` (one `SELECT 1` through the same pool) at the same concurrency for the same
+number of requests, and `record_decision` called in-process over a pool of the same size (no HTTP), which
+separates the database path from the HTTP stack. CPU seconds per process and samples of `pg_stat_activity` show
+where the time goes. Afterwards it checks that the database holds exactly the decisions sent and that the trace
+chain verifies. Bounded: every phase stops issuing requests after PHASE_LIMIT_S and the whole script aborts
+itself (cleaning up) after ABORT_AFTER_SECONDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import httpx  # noqa: E402
+import psutil  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg_pool import AsyncConnectionPool  # noqa: E402
+
+from audit.trace import verify_chain  # noqa: E402
+from callbacks.decisions import DecisionRequest, record_decision  # noqa: E402
+from callbacks.principals import parse_principals, upsert_principals  # noqa: E402
+from callbacks.signature import sign  # noqa: E402
+from countersign import migrate  # noqa: E402
+from countersign.database import Database, start_embedded  # noqa: E402
+from countersign.runtime import load_rules  # noqa: E402
+from countersign.settings import load_settings  # noqa: E402
+from engine.books import load_books  # noqa: E402
+from engine.closes import start_close  # noqa: E402
+from synthetic import generate_books, load_profile  # noqa: E402
+
+SECRET = "bench-callback-secret"
+PRINCIPAL = "alice.chen"
+SEED = 42
+WARMUP_DECISIONS = 200
+SERVER_POOL_SIZE = 10  # countersign/app.py: AsyncConnectionPool(max_size=10)
+ABORT_AFTER_SECONDS = 300
+PHASE_LIMIT_S = 90.0
+HEALTH_WAIT_S = 60.0
+ACTIVITY_SAMPLE_S = 0.02
+TARGET_DECISIONS_PER_S = 500
+TARGET_P99_MS = 100.0
+
+
+class BenchAborted(RuntimeError):
+    pass
+
+
+class BenchFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    planned: int
+    wall_s: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    activity: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def done(self) -> int:
+        return len(self.latencies_ms)
+
+    @property
+    def rate_per_s(self) -> float:
+        return self.done / self.wall_s if self.wall_s else 0.0
+
+    def percentile_ms(self, p: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        if not ordered:
+            return math.nan
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+# --- CPU accounting ------------------------------------------------------------------------------------------
+
+
+def _tree_cpu(pid: int | None) -> dict[int, float]:
+    """CPU seconds (user + system) of a process and its live descendants, keyed by pid."""
+    if pid is None:
+        return {}
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return {}
+    out: dict[int, float] = {}
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        out[proc.pid] = times.user + times.system
+    return out
+
+
+def _delta(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+@dataclass
+class CpuWatch:
+    server_pid: int | None
+    postgres_pid: int | None
+
+    def snapshot(self) -> dict[str, Any]:
+        machine = psutil.cpu_times()
+        own = psutil.Process().cpu_times()
+        return {
+            "client": own.user + own.system,
+            "server": _tree_cpu(self.server_pid),
+            "postgres": _tree_cpu(self.postgres_pid),
+            "machine_busy": sum(machine) - machine.idle - getattr(machine, "iowait", 0.0),
+        }
+
+    @staticmethod
+    def spent(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+        return {
+            "client": after["client"] - before["client"],
+            "server": _delta(before["server"], after["server"]),
+            "postgres": _delta(before["postgres"], after["postgres"]),
+            "machine_busy": after["machine_busy"] - before["machine_busy"],
+        }
+
+
+# --- setup ---------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[str, int]) -> dict[str, list[str]]:
+    """Principals, books, one close, and `count` open controller gates per task prefix. Returns gate ids."""
+    policy, checklist = load_rules(load_settings())
+    async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
+        await upsert_principals(conn, parse_principals(REPO_ROOT / "config" / "principals.yaml"))
+        loaded = await load_books(conn, books_dir, loaded_by="bench")
+        close_id = await start_close(
+            conn,
+            entity=loaded.entity,
+            period=loaded.period,
+            book_set_id=loaded.book_set_id,
+            policy=policy,
+            checklist=checklist,
+            started_by="bench",
+        )
+        gates: dict[str, list[str]] = {}
+        for prefix, count in gate_sets.items():
+            ids = [str(uuid.uuid4()) for _ in range(count)]
+            tasks = [f"{prefix}_{i}" for i in range(count)]
+            await conn.execute(
+                "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
+                " prepared_by, requested_by, due_at, expires_at)"
+                " SELECT g, %s, t, 1, 'approval', 'medium', 1, 'controller', 'bench', '{}'::jsonb,"
+                " 'reconciliation-agent', '{}', now() + interval '1 day', now() + interval '2 days'"
+                " FROM unnest(%s::uuid[], %s::text[]) AS x(g, t)",
+                (close_id, ids, tasks),
+            )
+            gates[prefix] = ids
+        await conn.execute("ANALYZE")
+    return gates
+
+
+# --- the server ----------------------------------------------------------------------------------------------
+
+
+def app_factory() -> Any:
+    """For `--workers > 1`: uvicorn needs an import string; this builds the same app `countersign serve` does."""
+    from countersign.app import create_app
+    from countersign.runtime import boot
+
+    return create_app(boot(load_settings()))
+
+
+def server_command(port: int, workers: int, profile_out: Path | None) -> list[str]:
+    if workers > 1:
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "bench_callbacks:app_factory",
+            "--factory",
+            "--app-dir",
+            str(Path(__file__).resolve().parent),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "info",
+        ]
+    profiler = ["-m", "cProfile", "-o", str(profile_out)] if profile_out else []
+    return [sys.executable, *profiler, "-m", "countersign.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log_path: Path
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+    def stop(self) -> int | None:
+        """SIGINT first (uvicorn's graceful shutdown; cProfile writes its file), then SIGTERM, then SIGKILL."""
+        for sig, wait_s in ((signal.SIGINT, 20.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if self.process.poll() is not None:
+                break
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.process.poll()
+
+
+def start_server(database: Database, state_dir: Path, workers: int, profile_out: Path | None) -> Server:
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database.url,
+        "COUNTERSIGN_CALLBACK_SECRET": SECRET,
+        "COUNTERSIGN_STATE_DIR": str(state_dir),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    for key in ("COUNTERSIGN_ENGINE_DATABASE_URL", "COUNTERSIGN_CALLBACKS_DATABASE_URL"):
+        env.pop(key, None)
+    log_path = state_dir / "server.log"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            server_command(port, workers, profile_out),
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", log_path)
+    deadline = time.monotonic() + HEALTH_WAIT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise BenchFailed(f"server exited with {process.returncode} before it was healthy:\n{server.log_tail()}")
+        try:
+            if httpx.get(f"{server.base_url}/healthz", timeout=2.0, trust_env=False).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise BenchFailed(f"server not healthy after {HEALTH_WAIT_S:.0f} s:\n{server.log_tail()}")
+
+
+# --- load ----------------------------------------------------------------------------------------------------
+
+
+async def sample_activity(url: str, into: Counter[str], stop: asyncio.Event) -> None:
+    """Tally what the callbacks role's backends are doing, every ACTIVITY_SAMPLE_S."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        while not stop.is_set():
+            async with conn.cursor() as cur:
+                await cur.execute(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity"
+                    " WHERE usename = 'countersign_callbacks' AND pid <> pg_backend_pid()"
+                )
+                for state, wait_type, wait_event in await cur.fetchall():
+                    into[f"{state} / {wait_type or '-'}:{wait_event or '-'}"] += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), ACTIVITY_SAMPLE_S)
+
+
+async def drive(
+    result: PhaseResult,
+    items: list[str],
+    call: Callable[[str], Awaitable[int]],
+    concurrency: int,
+    cpu: CpuWatch,
+    owner_url: str,
+) -> PhaseResult:
+    """`concurrency` tasks take items from one queue; each call returns an HTTP-like status (200 is success)."""
+    queue: Iterator[str] = iter(items)
+    deadline = time.monotonic() + PHASE_LIMIT_S
+
+    async def client() -> None:
+        for item in queue:
+            if time.monotonic() > deadline:
+                return
+            started = time.perf_counter()
+            try:
+                status = await call(item)
+                detail = f"status {status}"
+            except (httpx.HTTPError, psycopg.Error) as exc:
+                status, detail = 0, f"{type(exc).__name__}: {exc}"
+            result.latencies_ms.append((time.perf_counter() - started) * 1000)
+            if status != 200:
+                result.errors += 1
+                if len(result.error_samples) < 5:
+                    result.error_samples.append(detail)
+
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(sample_activity(owner_url, result.activity, stop))
+    before = cpu.snapshot()
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    result.wall_s = time.perf_counter() - started
+    result.cpu_s = CpuWatch.spent(before, cpu.snapshot())
+    stop.set()
+    await sampler
+    return result
+
+
+def signed_decision(gate_id: str) -> tuple[str, bytes, dict[str, str]]:
+    body = json.dumps(
+        {"principal": PRINCIPAL, "decision": "approve", "reason": "bench", "nonce": uuid.uuid4().hex}
+    ).encode()
+    stamp = str(int(time.time()))
+    headers = {
+        "content-type": "application/json",
+        "x-countersign-timestamp": stamp,
+        "x-countersign-signature": sign(SECRET, stamp, body),
+    }
+    return f"/callbacks/gates/{gate_id}/decisions", body, headers
+
+
+async def run_load(
+    server: Server,
+    database: Database,
+    gates: dict[str, list[str]],
+    concurrency: int,
+    cpu: CpuWatch,
+    direct: bool,
+) -> list[PhaseResult]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=30.0, trust_env=False) as client:
+
+        async def post_decision(gate_id: str) -> int:
+            path, body, headers = signed_decision(gate_id)
+            return (await client.post(path, content=body, headers=headers)).status_code
+
+        async def get_health(_: str) -> int:
+            return (await client.get("/healthz")).status_code
+
+        n = len(gates["bench"])
+        warmup = await drive(
+            PhaseResult("warm-up decisions", len(gates["warmup"])),
+            gates["warmup"],
+            post_decision,
+            concurrency,
+            cpu,
+            database.url,
+        )
+        await drive(PhaseResult("warm-up healthz", 500), ["-"] * 500, get_health, concurrency, cpu, database.url)
+        decisions = await drive(
+            PhaseResult("decisions (HTTP)", n), gates["bench"], post_decision, concurrency, cpu, database.url
+        )
+        healthz = await drive(
+            PhaseResult("healthz baseline (HTTP)", n), ["-"] * n, get_health, concurrency, cpu, database.url
+        )
+    results = [warmup, decisions, healthz]
+    if direct:
+        pool = AsyncConnectionPool(
+            database.callbacks_url,
+            min_size=SERVER_POOL_SIZE,
+            max_size=SERVER_POOL_SIZE,
+            open=False,
+            kwargs={"autocommit": True},
+        )
+        await pool.open(wait=True)
+        try:
+
+            async def decide_in_process(gate_id: str) -> int:
+                request = DecisionRequest(gate_id, PRINCIPAL, "approve", "bench", uuid.uuid4().hex, "signed_callback")
+                async with pool.connection() as conn:
+                    outcome = await record_decision(conn, request)
+                return 200 if outcome.recorded else 500
+
+            results.append(
+                await drive(
+                    PhaseResult(f"record_decision in-process (no HTTP, pool {SERVER_POOL_SIZE})", n),
+                    gates["direct"],
+                    decide_in_process,
+                    concurrency,
+                    CpuWatch(None, cpu.postgres_pid),
+                    database.url,
+                )
+            )
+        finally:
+            await pool.close()
+    return results
+
+
+# --- checks and report ---------------------------------------------------------------------------------------
+
+
+async def check_database(database: Database, expected: dict[str, int]) -> list[str]:
+    problems: list[str] = []
+    async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT split_part(g.task, '_', 1), count(*) FROM gate_decision d JOIN gate g USING (gate_id)"
+                " GROUP BY 1"
+            )
+            found = {str(prefix): int(count) for prefix, count in await cur.fetchall()}
+            await cur.execute("SELECT count(*) FROM trace_event WHERE kind = 'gate_decided'")
+            row = await cur.fetchone()
+            traced = int(row[0]) if row else -1
+        for prefix, count in expected.items():
+            if found.get(prefix, 0) != count:
+                problems.append(f"{prefix}: expected {count} decisions in the database, found {found.get(prefix, 0)}")
+        if sum(found.values()) != sum(expected.values()):
+            problems.append(f"database holds {sum(found.values())} decisions, expected {sum(expected.values())}")
+        if traced != sum(expected.values()):
+            problems.append(f"{traced} gate_decided trace events for {sum(expected.values())} decisions")
+        started = time.perf_counter()
+        verdict = await verify_chain(conn)
+        verify_s = time.perf_counter() - started
+    state = "ok" if verdict.ok else f"BROKEN at seq {verdict.first_bad_seq}: {verdict.problem}"
+    print(f"trace chain: {verdict.size:,} events, {state} (verified in {verify_s:.2f} s)")
+    if not verdict.ok:
+        problems.append(f"trace chain does not verify: {verdict.problem}")
+    print(f"decisions in the database by gate set: {found}; gate_decided events: {traced:,}")
+    return problems
+
+
+def print_phase(result: PhaseResult) -> None:
+    print(f"\n{result.name}: {result.done:,} of {result.planned:,} requests in {result.wall_s:.2f} s")
+    print(f"  throughput: {result.rate_per_s:,.0f} req/s; errors (non-200): {result.errors}")
+    print(
+        f"  latency ms: p50 {result.percentile_ms(50):.1f}, p95 {result.percentile_ms(95):.1f},"
+        f" p99 {result.percentile_ms(99):.1f}, max {max(result.latencies_ms, default=math.nan):.1f}"
+    )
+    for sample in result.error_samples:
+        print(f"  error: {sample}")
+    if result.cpu_s and result.wall_s:
+        cores = ", ".join(f"{name} {seconds / result.wall_s:.2f}" for name, seconds in result.cpu_s.items())
+        per_request = ", ".join(
+            f"{name} {seconds / max(result.done, 1) * 1e6:,.0f}"
+            for name, seconds in result.cpu_s.items()
+            if name != "machine_busy"
+        )
+        print(f"  CPU cores busy (of {psutil.cpu_count()}): {cores}")
+        print(f"  CPU us per request: {per_request}")
+    total = sum(result.activity.values())
+    if total:
+        top = ", ".join(f"{state} {count / total:.0%}" for state, count in result.activity.most_common(6))
+        print(f"  callbacks backends (pg_stat_activity samples): {top}")
+
+
+def print_profile(path: Path, lines: int) -> None:
+    import pstats
+
+    if not path.exists():
+        print(f"\nno server profile written at {path.name}")
+        return
+    print("\nserver cProfile (whole server lifetime, main thread), top by own time:")
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("tottime").print_stats(lines)
+    print("top by cumulative time:")
+    stats.sort_stats("cumulative").print_stats(lines)
+
+
+def describe_machine() -> str:
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return (
+        f"python {platform.python_version()} on {platform.machine()}, cpus={len(os.sched_getaffinity(0))}; "
+        f"uvicorn loop={loop}, http={http}"
+    )
+
+
+# --- main ----------------------------------------------------------------------------------------------------
+
+
+def _abort(signum: int, frame: object) -> None:
+    raise BenchAborted(f"aborted after {ABORT_AFTER_SECONDS} s")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--decisions", type=int, default=4000, help="decisions to time (one per gate)")
+    parser.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--no-direct", action="store_true", help="skip the in-process record_decision baseline")
+    parser.add_argument(
+        "--profile-server", action="store_true", help="run the server under cProfile and print the top functions"
+    )
+    args = parser.parse_args(argv)
+    if args.decisions < 1 or args.concurrency < 1 or args.workers < 1:
+        parser.error("--decisions, --concurrency and --workers must be at least 1")
+    if args.profile_server and args.workers > 1:
+        parser.error("--profile-server needs --workers 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGALRM, _abort)
+    signal.alarm(ABORT_AFTER_SECONDS)
+    print(describe_machine())
+    n = args.decisions
+    gate_sets = {"bench": n, "warmup": WARMUP_DECISIONS, **({} if args.no_direct else {"direct": n})}
+    database: Database | None = None
+    server: Server | None = None
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="countersign-bench-") as tmp:
+        root = Path(tmp)
+        profile_out = root / "server.prof" if args.profile_server else None
+        try:
+            started = time.perf_counter()
+            database = start_embedded(root / "pgdata", cleanup_mode="delete")
+            migrate.upgrade(database)
+            books = root / "books"
+            generate_books(load_profile(REPO_ROOT / "config" / "profiles" / "default.yaml"), SEED, books)
+            gates = asyncio.run(prepare_database(database, books, gate_sets))
+            with psycopg.connect(database.url) as conn:
+                row = conn.execute("SHOW server_version").fetchone()
+            print(f"postgres {row[0] if row else '?'} (embedded, default settings)")
+            print(f"setup: {sum(gate_sets.values()):,} gates in {time.perf_counter() - started:.1f} s")
+
+            server = start_server(database, root / "state", args.workers, profile_out)
+            via = "countersign serve" if args.workers == 1 else "uvicorn --factory"
+            print(f"server: {via}, {args.workers} worker(s), {server.base_url}, pool max {SERVER_POOL_SIZE}/worker")
+            embedded = database.embedded_server
+            cpu = CpuWatch(server.process.pid, embedded.get_pid() if embedded is not None else None)
+            print(f"N={n:,} decisions, concurrency={args.concurrency}, principal {PRINCIPAL}")
+            results = asyncio.run(run_load(server, database, gates, args.concurrency, cpu, not args.no_direct))
+            for result in results:
+                print_phase(result)
+                if result.errors or result.done < result.planned:
+                    problems.append(f"{result.name}: {result.errors} errors, {result.done}/{result.planned} done")
+
+            decisions, healthz = results[1], results[2]
+            print(f"\nratio decisions/s / healthz req/s: {decisions.rate_per_s / healthz.rate_per_s:.2f}")
+            if len(results) > 3:
+                direct_ratio = decisions.rate_per_s / results[3].rate_per_s
+                print(f"ratio HTTP decisions/s / in-process decisions/s: {direct_ratio:.2f}")
+            expected = {prefix: len(ids) for prefix, ids in gates.items()}
+            problems += asyncio.run(check_database(database, expected))
+            meets = decisions.rate_per_s >= TARGET_DECISIONS_PER_S and decisions.percentile_ms(99) < TARGET_P99_MS
+            print(
+                f"target >= {TARGET_DECISIONS_PER_S} decisions/s and p99 < {TARGET_P99_MS:.0f} ms: "
+                f"{decisions.rate_per_s:,.0f}/s, p99 {decisions.percentile_ms(99):.1f} ms -> "
+                f"{'MET' if meets else 'MISSED'}"
+            )
+        except (BenchAborted, BenchFailed, KeyboardInterrupt) as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            if server is not None:
+                code = server.stop()
+                if problems:
+                    print(f"server log tail:\n{server.log_tail()}")
+                print(f"server stopped (exit code {code})")
+            if profile_out is not None:
+                print_profile(profile_out, 30)
+            if database is not None and database.embedded_server is not None:
+                database.embedded_server.cleanup()
+                print("embedded postgres stopped and deleted")
+            signal.alarm(0)
+    for problem in problems:
+        print(f"FAIL: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

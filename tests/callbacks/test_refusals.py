@@ -1,0 +1,108 @@
+"""Refusal reasons beyond identity: separation of duties, gate lifecycle, concurrent votes. All over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from engine.closes import close_status
+from engine.orchestrator import advance
+from tests.support import count, post_decision, start_default_close
+
+
+@pytest.fixture
+async def close_and_gate(conn: Any, runtime: Any, engine_ctx: Any, default_books: Any) -> tuple[str, str]:
+    close_id = await start_default_close(conn, runtime, default_books)
+    await advance(conn, close_id, engine_ctx)
+    status = await close_status(conn, close_id)
+    return close_id, next(g["gate_id"] for g in status["gates"] if g["task"] == "accruals")
+
+
+async def _refusal(api: Any, gate_id: str, principal: str, decision: str = "approve") -> tuple[int, str]:
+    response = await post_decision(api, gate_id, principal, decision)
+    return response.status_code, response.json().get("error", "")
+
+
+async def test_the_person_who_started_the_close_cannot_approve_its_work(
+    api: Any, conn: Any, close_and_gate: tuple[str, str]
+) -> None:
+    _, gate_id = close_and_gate
+    await conn.execute("UPDATE gate SET requested_by = '{bob.osei}' WHERE gate_id = %s", (gate_id,))
+    assert await _refusal(api, gate_id, "bob.osei") == (403, "preparer")
+    assert await _refusal(api, gate_id, " Bob.Osei\u200b") == (403, "preparer")
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+    assert await count(conn, "SELECT count(*) FROM trace_event WHERE payload->>'code' = 'preparer'") == 2
+
+
+async def test_a_close_started_by_a_person_records_them_as_requester(
+    conn: Any, runtime: Any, engine_ctx: Any, api: Any, default_books: Any
+) -> None:
+    from engine.books import load_books
+    from engine.closes import start_close
+    from tests.support import import_default_principals
+
+    await import_default_principals(conn)
+    loaded = await load_books(conn, default_books, loaded_by="test")
+    close_id = await start_close(
+        conn,
+        entity=loaded.entity,
+        period=loaded.period,
+        book_set_id=loaded.book_set_id,
+        policy=runtime.policy,
+        checklist=runtime.checklist,
+        started_by="alice.chen",
+    )
+    await advance(conn, close_id, engine_ctx)
+    status = await close_status(conn, close_id)
+    accruals = next(g for g in status["gates"] if g["task"] == "accruals")
+    assert "alice.chen" in accruals["requested_by"]
+    assert await _refusal(api, accruals["gate_id"], "alice.chen") == (403, "preparer")
+    assert (await post_decision(api, accruals["gate_id"], "bob.osei")).status_code == 200
+
+
+async def test_an_expired_gate_refuses_decisions(api: Any, conn: Any, close_and_gate: tuple[str, str]) -> None:
+    _, gate_id = close_and_gate
+    await conn.execute(
+        "UPDATE gate SET due_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE gate_id = %s",
+        (gate_id,),
+    )
+    assert await _refusal(api, gate_id, "alice.chen") == (403, "gate_expired")
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+async def test_a_cancelled_gate_refuses_decisions(api: Any, conn: Any, close_and_gate: tuple[str, str]) -> None:
+    _, gate_id = close_and_gate
+    await conn.execute("UPDATE gate SET lifecycle = 'cancelled' WHERE gate_id = %s", (gate_id,))
+    assert await _refusal(api, gate_id, "alice.chen") == (403, "gate_cancelled")
+
+
+async def test_a_decided_gate_refuses_a_further_vote_the_same_way(
+    api: Any, conn: Any, close_and_gate: tuple[str, str]
+) -> None:
+    _, gate_id = close_and_gate
+    assert (await post_decision(api, gate_id, "alice.chen")).status_code == 200
+    assert await _refusal(api, gate_id, "bob.osei") == (403, "already_decided")
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 1
+
+
+async def test_any_rejection_rejects_a_quorum_gate(api: Any, conn: Any, close_and_gate: tuple[str, str]) -> None:
+    _, gate_id = close_and_gate
+    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    first = await post_decision(api, gate_id, "alice.chen", "approve")
+    second = await post_decision(api, gate_id, "bob.osei", "reject")
+    assert first.json()["status"] == "open"
+    assert second.status_code == 200 and second.json()["status"] == "rejected"
+
+
+async def test_concurrent_votes_by_one_person_record_one_decision(
+    api: Any, conn: Any, close_and_gate: tuple[str, str]
+) -> None:
+    _, gate_id = close_and_gate
+    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    responses = await asyncio.gather(*(post_decision(api, gate_id, "alice.chen") for _ in range(8)))
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200] + [403] * 7
+    assert {r.json()["error"] for r in responses if r.status_code == 403} == {"already_voted"}
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 1

@@ -1,0 +1,187 @@
+"""The decision boundary in four layers. Each test here fails when its layer alone is removed.
+
+1. Runtime: `callbacks` refuses machines and the rest (tests/callbacks/test_signed_callback.py, test_refusals.py).
+2. Static: an import-linter contract says `engine` cannot import `callbacks` or `bot`.
+3. Database: the engine's role cannot write decisions; the callbacks role can only insert them.
+4. Single writer: no module outside `callbacks/` writes the decisions table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database
+from countersign.settings import PROJECT_ROOT
+
+PACKAGES = ("policy", "synthetic", "audit", "engine", "callbacks", "cards", "bot", "countersign")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+# --- layer 2: static ----------------------------------------------------------------------------------------
+
+
+def _engine_contract() -> dict[str, Any]:
+    config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["source_modules"] == ["engine"] and c["type"] == "forbidden")
+
+
+def test_the_import_contract_forbids_engine_from_reaching_callbacks_and_bot() -> None:
+    contract = _engine_contract()
+    assert {"callbacks", "bot"} <= set(contract["forbidden_modules"])
+    assert not contract.get("allow_indirect_imports", False)
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_repository_keeps_the_import_contracts() -> None:
+    done = _lint_imports(PROJECT_ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _throwaway_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for package in PACKAGES:
+        shutil.copytree(PROJECT_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+@pytest.mark.parametrize("violation", ["import callbacks.decisions\n", "from bot import *  # noqa: F403\n"])
+def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp_path: Path, violation: str) -> None:
+    root = _throwaway_copy(tmp_path)
+    (root / "engine" / "shortcut.py").write_text(violation)
+    done = _lint_imports(root)
+    assert done.returncode != 0
+    assert "engine never reaches the decision writer" in done.stdout
+    assert "BROKEN" in done.stdout
+
+
+def test_an_indirect_path_to_callbacks_also_breaks_the_contract(tmp_path: Path) -> None:
+    root = _throwaway_copy(tmp_path)
+    (root / "policy" / "leak.py").write_text("import callbacks.decisions\n")
+    (root / "engine" / "via_policy.py").write_text("import policy.leak\n")
+    done = _lint_imports(root)
+    assert done.returncode != 0 and "engine never reaches the decision writer" in done.stdout
+
+
+# --- layer 3: database ---------------------------------------------------------------------------------------
+
+
+def _as(database: Database, role: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(database.url_for(role), autocommit=True)
+
+
+WRITES = [
+    "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
+    " VALUES (gen_random_uuid(), 'alice.chen', 'approve', 'r', 'n', 'd', 'sql')",
+    "UPDATE gate_decision SET decision = 'approve'",
+    "DELETE FROM gate_decision",
+    "TRUNCATE gate_decision",
+]
+
+
+@pytest.mark.parametrize("statement", WRITES)
+def test_the_engine_role_cannot_write_decisions(database: Database, statement: str) -> None:
+    with _as(database, "engine") as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (ENGINE_ROLE,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            conn.execute(statement)
+
+
+@pytest.mark.parametrize("statement", WRITES[1:])
+def test_the_callbacks_role_may_only_insert_decisions(database: Database, statement: str) -> None:
+    with _as(database, "callbacks") as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (CALLBACKS_ROLE,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            conn.execute(statement)
+
+
+def test_decision_privileges_are_exactly_as_designed(database: Database) -> None:
+    with _as(database, "owner") as conn:
+        rows = conn.execute(
+            "SELECT grantee, privilege_type FROM information_schema.role_table_grants"
+            " WHERE table_name = 'gate_decision' AND grantee IN (%s, %s) ORDER BY 1, 2",
+            (ENGINE_ROLE, CALLBACKS_ROLE),
+        ).fetchall()
+    assert rows == [(CALLBACKS_ROLE, "INSERT"), (CALLBACKS_ROLE, "SELECT"), (ENGINE_ROLE, "SELECT")]
+
+
+@pytest.mark.parametrize("role", ["engine", "callbacks"])
+def test_application_roles_cannot_disable_the_triggers_that_guard_the_records(database: Database, role: str) -> None:
+    with _as(database, role) as conn:
+        for table in ("trace_event", "gate_decision", "journal"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="must be owner"):
+                conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER ALL")
+
+
+def test_the_runtime_connects_the_engine_and_callbacks_as_their_roles(runtime: Any) -> None:
+    for role, expected in (("engine", ENGINE_ROLE), ("callbacks", CALLBACKS_ROLE)):
+        with psycopg.connect(runtime.database.url_for(role)) as conn:
+            assert conn.execute("SELECT current_user").fetchone() == (expected,)
+
+
+# --- layer 4: single writer ----------------------------------------------------------------------------------
+
+WRITE_PATTERN = re.compile(
+    r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM|TRUNCATE(\s+TABLE)?|COPY|MERGE\s+INTO)\s+(ONLY\s+)?[\"']?(public\.)?gate_decision\b",
+    re.IGNORECASE,
+)
+IDENTIFIER_PATTERN = re.compile(r"Identifier\(\s*[\"']gate_decision[\"']")
+
+
+def decision_writers(root: Path) -> list[str]:
+    """Every module under `root` whose text writes the decisions table, as `path:line`."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            flat = re.sub(r"\"\s*\n\s*\"", "", text)  # join implicitly concatenated string literals
+            for pattern in (WRITE_PATTERN, IDENTIFIER_PATTERN):
+                for match in pattern.finditer(flat):
+                    line = flat.count("\n", 0, match.start()) + 1
+                    found.append(f"{path.relative_to(root)}:{line}")
+    return found
+
+
+def test_only_callbacks_writes_the_decisions_table() -> None:
+    writers = decision_writers(PROJECT_ROOT)
+    assert writers, "the scanner found no writer at all: callbacks/decisions.py must be found, or the scan is broken"
+    outside = [w for w in writers if not w.startswith("callbacks/")]
+    assert outside == []
+
+
+@pytest.mark.parametrize(
+    "smuggled",
+    [
+        'SQL = "INSERT INTO gate_decision (gate_id) VALUES (%s)"\n',
+        'SQL = ("UPDATE "\n       "gate_decision SET decision = %s")\n',
+        "from psycopg import sql\nQ = sql.SQL('DELETE FROM {}').format(sql.Identifier('gate_decision'))\n",
+        'SQL = "copy public.gate_decision from stdin"\n',
+    ],
+)
+def test_negative_control_a_second_writer_is_found(tmp_path: Path, smuggled: str) -> None:
+    root = _throwaway_copy(tmp_path)
+    (root / "engine" / "smuggler.py").write_text(smuggled)
+    outside = [w for w in decision_writers(root) if not w.startswith("callbacks/")]
+    assert outside and outside[0].startswith("engine/smuggler.py")
