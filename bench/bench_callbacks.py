@@ -156,6 +156,12 @@ class CpuWatch:
             "machine_busy": after["machine_busy"] - before["machine_busy"],
         }
 
+    @staticmethod
+    def with_other(spent: dict[str, float]) -> dict[str, float]:
+        """Add `other`: busy CPU on the machine not spent by the client, the server or Postgres (noise)."""
+        ours = spent["client"] + spent["server"] + spent["postgres"]
+        return {**spent, "other": max(0.0, spent["machine_busy"] - ours)}
+
 
 # --- setup ---------------------------------------------------------------------------------------------------
 
@@ -316,22 +322,22 @@ async def sample_activity(url: str, into: Counter[str], stop: asyncio.Event) -> 
 async def drive(
     result: PhaseResult,
     items: list[str],
-    call: Callable[[str], Awaitable[int]],
+    call: Callable[[int, str], Awaitable[int]],
     concurrency: int,
     cpu: CpuWatch,
     owner_url: str,
 ) -> PhaseResult:
-    """`concurrency` tasks take items from one queue; each call returns an HTTP-like status (200 is success)."""
+    """`concurrency` tasks take items from one queue; `call(task_index, item)` returns an HTTP-like status."""
     queue: Iterator[str] = iter(items)
     deadline = time.monotonic() + PHASE_LIMIT_S
 
-    async def client() -> None:
+    async def client(index: int) -> None:
         for item in queue:
             if time.monotonic() > deadline:
                 return
             started = time.perf_counter()
             try:
-                status = await call(item)
+                status = await call(index, item)
                 detail = f"status {status}"
             except (httpx.HTTPError, psycopg.Error) as exc:
                 status, detail = 0, f"{type(exc).__name__}: {exc}"
@@ -345,9 +351,9 @@ async def drive(
     sampler = asyncio.create_task(sample_activity(owner_url, result.activity, stop))
     before = cpu.snapshot()
     started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(concurrency)))
+    await asyncio.gather(*(client(i) for i in range(concurrency)))
     result.wall_s = time.perf_counter() - started
-    result.cpu_s = CpuWatch.spent(before, cpu.snapshot())
+    result.cpu_s = CpuWatch.with_other(CpuWatch.spent(before, cpu.snapshot()))
     stop.set()
     await sampler
     return result
@@ -373,16 +379,28 @@ async def run_load(
     concurrency: int,
     cpu: CpuWatch,
     direct: bool,
+    shared_client: bool,
 ) -> list[PhaseResult]:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=30.0, trust_env=False) as client:
+    # One AsyncClient (one keep-alive connection) per concurrent caller by default: httpcore's pool does
+    # O(connections^2) bookkeeping per request, so one shared 32-connection client costs the client more CPU
+    # than the server spends on /healthz, and the client shares the cores with the server and Postgres.
+    clients_count = 1 if shared_client else concurrency
+    per_client = concurrency if shared_client else 1
+    limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=30.0, trust_env=False)
+            )
+            for _ in range(clients_count)
+        ]
 
-        async def post_decision(gate_id: str) -> int:
+        async def post_decision(index: int, gate_id: str) -> int:
             path, body, headers = signed_decision(gate_id)
-            return (await client.post(path, content=body, headers=headers)).status_code
+            return (await clients[index % clients_count].post(path, content=body, headers=headers)).status_code
 
-        async def get_health(_: str) -> int:
-            return (await client.get("/healthz")).status_code
+        async def get_health(index: int, _: str) -> int:
+            return (await clients[index % clients_count].get("/healthz")).status_code
 
         n = len(gates["bench"])
         warmup = await drive(
@@ -412,7 +430,7 @@ async def run_load(
         await pool.open(wait=True)
         try:
 
-            async def decide_in_process(gate_id: str) -> int:
+            async def decide_in_process(_: int, gate_id: str) -> int:
                 request = DecisionRequest(gate_id, PRINCIPAL, "approve", "bench", uuid.uuid4().hex, "signed_callback")
                 async with pool.connection() as conn:
                     outcome = await record_decision(conn, request)
@@ -480,7 +498,7 @@ def print_phase(result: PhaseResult) -> None:
         per_request = ", ".join(
             f"{name} {seconds / max(result.done, 1) * 1e6:,.0f}"
             for name, seconds in result.cpu_s.items()
-            if name != "machine_busy"
+            if name not in ("machine_busy", "other")
         )
         print(f"  CPU cores busy (of {psutil.cpu_count()}): {cores}")
         print(f"  CPU us per request: {per_request}")
@@ -524,6 +542,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--decisions", type=int, default=4000, help="decisions to time (one per gate)")
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent HTTP clients")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--shared-client", action="store_true", help="one httpx.AsyncClient with C connections instead of C clients"
+    )
     parser.add_argument("--no-direct", action="store_true", help="skip the in-process record_decision baseline")
     parser.add_argument(
         "--profile-server", action="store_true", help="run the server under cProfile and print the top functions"
@@ -566,8 +587,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"server: {via}, {args.workers} worker(s), {server.base_url}, pool max {SERVER_POOL_SIZE}/worker")
             embedded = database.embedded_server
             cpu = CpuWatch(server.process.pid, embedded.get_pid() if embedded is not None else None)
-            print(f"N={n:,} decisions, concurrency={args.concurrency}, principal {PRINCIPAL}")
-            results = asyncio.run(run_load(server, database, gates, args.concurrency, cpu, not args.no_direct))
+            clients = "one shared httpx client" if args.shared_client else "one httpx client each"
+            print(f"N={n:,} decisions, concurrency={args.concurrency} ({clients}), principal {PRINCIPAL}")
+            results = asyncio.run(
+                run_load(server, database, gates, args.concurrency, cpu, not args.no_direct, args.shared_client)
+            )
             for result in results:
                 print_phase(result)
                 if result.errors or result.done < result.planned:
