@@ -63,6 +63,7 @@ SECRET = "bench-callback-secret"
 PRINCIPAL = "alice.chen"
 SEED = 42
 WARMUP_DECISIONS = 200
+HEALTHZ_WARMUP = 500
 SERVER_POOL_SIZE = 10  # countersign/app.py: AsyncConnectionPool(max_size=10)
 ABORT_AFTER_SECONDS = 300
 PHASE_LIMIT_S = 90.0
@@ -141,7 +142,7 @@ class CpuWatch:
         machine = psutil.cpu_times()
         own = psutil.Process().cpu_times()
         return {
-            "client": own.user + own.system,
+            "bench": own.user + own.system,
             "server": _tree_cpu(self.server_pid),
             "postgres": _tree_cpu(self.postgres_pid),
             "machine_busy": sum(machine) - machine.idle - getattr(machine, "iowait", 0.0),
@@ -150,7 +151,7 @@ class CpuWatch:
     @staticmethod
     def spent(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
         return {
-            "client": after["client"] - before["client"],
+            "bench": after["bench"] - before["bench"],
             "server": _delta(before["server"], after["server"]),
             "postgres": _delta(before["postgres"], after["postgres"]),
             "machine_busy": after["machine_busy"] - before["machine_busy"],
@@ -158,8 +159,8 @@ class CpuWatch:
 
     @staticmethod
     def with_other(spent: dict[str, float]) -> dict[str, float]:
-        """Add `other`: busy CPU on the machine not spent by the client, the server or Postgres (noise)."""
-        ours = spent["client"] + spent["server"] + spent["postgres"]
+        """Add `other`: busy CPU on the machine not spent by this process, the server or Postgres (noise)."""
+        ours = spent["bench"] + spent["server"] + spent["postgres"]
         return {**spent, "other": max(0.0, spent["machine_busy"] - ours)}
 
 
@@ -411,7 +412,14 @@ async def run_load(
             cpu,
             database.url,
         )
-        await drive(PhaseResult("warm-up healthz", 500), ["-"] * 500, get_health, concurrency, cpu, database.url)
+        await drive(
+            PhaseResult("warm-up healthz", HEALTHZ_WARMUP),
+            ["-"] * HEALTHZ_WARMUP,
+            get_health,
+            concurrency,
+            cpu,
+            database.url,
+        )
         decisions = await drive(
             PhaseResult("decisions (HTTP)", n), gates["bench"], post_decision, concurrency, cpu, database.url
         )
@@ -508,17 +516,63 @@ def print_phase(result: PhaseResult) -> None:
         print(f"  callbacks backends (pg_stat_activity samples): {top}")
 
 
-def print_profile(path: Path, lines: int) -> None:
+PROFILE_AREAS = (
+    ("psycopg", "psycopg"),
+    ("asyncio + selectors", "asyncio"),
+    ("asyncio + selectors", "selectors"),
+    ("uvicorn + h11", "uvicorn"),
+    ("uvicorn + h11", "h11"),
+    ("starlette + fastapi", "starlette"),
+    ("starlette + fastapi", "fastapi"),
+    ("countersign code", "callbacks"),
+    ("countersign code", "audit"),
+)
+PROFILE_FUNCTIONS = (  # (file suffix, function, per what)
+    ("uvicorn/protocols/http/h11_impl.py", "run_asgi", "request"),
+    ("callbacks/http.py", "decide", "decision"),
+    ("callbacks/decisions.py", "record_decision", "decision"),
+    ("callbacks/decisions.py", "_record", "decision"),
+    ("callbacks/decisions.py", "gate_outcome", "decision"),
+    ("callbacks/principals.py", "find_principal", "decision"),
+    ("audit/trace.py", "append_event", "decision"),
+    ("callbacks/signature.py", "verify", "decision"),
+    ("countersign/app.py", "healthz", "healthz request"),
+)
+
+
+def _area(filename: str) -> str:
+    parts = Path(filename).parts
+    for area, marker in PROFILE_AREAS:
+        if marker in parts or any(part.startswith(f"{marker}.") for part in parts[-1:]):
+            return area
+    return "builtins + other"
+
+
+def print_profile(path: Path, counts: dict[str, int], lines: int) -> None:
+    """Own time by area, then cumulative time of the request path's functions (coroutines: only while running)."""
     import pstats
 
     if not path.exists():
         print(f"\nno server profile written at {path.name}")
         return
-    print("\nserver cProfile (whole server lifetime, main thread), top by own time:")
     stats = pstats.Stats(str(path))
-    stats.sort_stats("tottime").print_stats(lines)
-    print("top by cumulative time:")
-    stats.sort_stats("cumulative").print_stats(lines)
+    raw: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
+    by_area: Counter[str] = Counter()
+    for (filename, _, name), (_, _, own_s, _, _) in raw.items():
+        by_area["idle (epoll wait)" if "epoll" in name else _area(filename)] += own_s
+    total = sum(by_area.values())
+    print(f"\nserver cProfile, whole server lifetime ({total:.1f} s profiled, profiler overhead included)")
+    print(
+        "  own time by area: " + ", ".join(f"{area} {s:.1f} s ({s / total:.0%})" for area, s in by_area.most_common())
+    )
+    print(f"  CPU inside request-path functions, callees included ({counts}):")
+    for suffix, function, per in PROFILE_FUNCTIONS:
+        for (filename, _, name), (_, _, _, cumulative_s, _) in raw.items():
+            if name == function and filename.endswith(suffix):
+                each_ms = cumulative_s / max(counts[per], 1) * 1000
+                print(f"    {suffix}:{function}: {cumulative_s:.2f} s, {each_ms:.2f} ms per {per}")
+    print(f"  top {lines} functions by own time:")
+    stats.strip_dirs().sort_stats("tottime").print_stats(lines)
 
 
 def describe_machine() -> str:
@@ -619,7 +673,10 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"server log tail:\n{server.log_tail()}")
                 print(f"server stopped (exit code {code})")
             if profile_out is not None:
-                print_profile(profile_out, 30)
+                decided = gate_sets["bench"] + gate_sets["warmup"]
+                healthz = gate_sets["bench"] + HEALTHZ_WARMUP
+                counts = {"decision": decided, "healthz request": healthz, "request": decided + healthz}
+                print_profile(profile_out, counts, 20)
             if database is not None and database.embedded_server is not None:
                 database.embedded_server.cleanup()
                 print("embedded postgres stopped and deleted")

@@ -170,22 +170,33 @@ async def record_decision(conn: AsyncConnection[Any], request: DecisionRequest) 
         async with conn.transaction():
             return await _record(conn, request)
     except DecisionRefused as refused:
-        async with conn.transaction():
-            await append_event(
-                conn,
-                actor="callbacks",
-                close_id=await _close_of(conn, request.gate_id),
-                kind="decision_refused",
-                payload={
-                    "gate_id": request.gate_id,
-                    "principal": request.principal,
-                    "decision": request.decision,
-                    "code": refused.code,
-                    "reason": str(refused),
-                    "channel": request.channel,
-                },
-            )
+        await _trace_refusal(conn, request, refused)
         raise
+
+
+async def refuse(conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str) -> DecisionRefused:
+    """Trace a refusal decided before a principal could be resolved (e.g. a platform says the user is a bot)."""
+    refused = DecisionRefused(request.gate_id, normalise_identity(request.principal), code, message)
+    await _trace_refusal(conn, request, refused)
+    return refused
+
+
+async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, refused: DecisionRefused) -> None:
+    async with conn.transaction():
+        await append_event(
+            conn,
+            actor="callbacks",
+            close_id=await _close_of(conn, request.gate_id),
+            kind="decision_refused",
+            payload={
+                "gate_id": request.gate_id,
+                "principal": request.principal,
+                "decision": request.decision,
+                "code": refused.code,
+                "reason": str(refused),
+                "channel": request.channel,
+            },
+        )
 
 
 async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:

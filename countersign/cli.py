@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import json
 import sys
 import time
@@ -18,6 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audit.export import FORMATS, export_events
 from audit.trace import iter_events, verify_chain
 from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
 from engine.books import BooksError, LoadedBooks, load_bank_feed
@@ -31,10 +30,12 @@ from engine.closes import (
     start_close,
 )
 from engine.orchestrator import advance
+from engine.outbox import enqueue_card_updates
 from policy import PolicyError
 from synthetic import ProfileError, generate_books, load_profile
 
 from . import migrate
+from .chat import ChatConfigError, build_senders, check_chat_settings
 from .eval_cli import eval_app
 from .runtime import Runtime, boot, connection, engine_context, ensure_books
 from .settings import load_settings
@@ -301,55 +302,22 @@ def trace_export(
     out: Annotated[Path | None, typer.Option(help="Output file (default: stdout).")] = None,
 ) -> None:
     """Export one close's trace events."""
-    if fmt not in ("json", "csv"):
-        fail(f"--format: must be json or csv, not {fmt!r}")
+    if fmt not in FORMATS:
+        fail(f"--format: must be one of {', '.join(FORMATS)}, not {fmt!r}")
     rt = runtime()
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> tuple[int, bytes]:
         async with connection(rt) as conn:
             await load_close(conn, close)
-            return [
-                {
-                    "seq": e.seq,
-                    "recorded_at": e.recorded_at,
-                    "close_id": e.close_id,
-                    "actor": e.actor,
-                    "kind": e.kind,
-                    "payload": e.payload,
-                    "versions": e.versions,
-                    "prev_hash": e.prev_hash.hex(),
-                    "hash": e.hash.hex(),
-                }
-                async for e in iter_events(conn, close_id=close)
-            ]
+            events = [e async for e in iter_events(conn, close_id=close)]
+        return len(events), export_events(events, fmt)
 
-    events = run(go)
-    if fmt == "json":
-        text = json.dumps(events, indent=2) + "\n"
-    else:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["seq", "recorded_at", "close_id", "actor", "kind", "payload", "versions", "prev_hash", "hash"])
-        for e in events:
-            writer.writerow(
-                [
-                    e["seq"],
-                    e["recorded_at"],
-                    e["close_id"],
-                    e["actor"],
-                    e["kind"],
-                    json.dumps(e["payload"], sort_keys=True),
-                    json.dumps(e["versions"], sort_keys=True),
-                    e["prev_hash"],
-                    e["hash"],
-                ]
-            )
-        text = buffer.getvalue()
+    count, data = run(go)
     if out is None:
-        sys.stdout.write(text)
+        sys.stdout.buffer.write(data)
     else:
-        out.write_text(text, encoding="utf-8")
-        console.print(f"wrote {len(events)} events to {out}")
+        out.write_bytes(data)
+        console.print(f"wrote {count} events to {out}")
 
 
 # --- processes -----------------------------------------------------------------------------------------------
@@ -396,6 +364,11 @@ def worker(
 ) -> None:
     """Advance every runnable close; many workers may run against one database."""
     rt = runtime()
+    try:
+        check_chat_settings(rt.settings)
+    except ChatConfigError as exc:
+        fail(str(exc))
+    senders = build_senders(rt.settings)
 
     async def one_pass() -> int:
         async with connection(rt) as conn:
@@ -406,7 +379,8 @@ def worker(
                 for close_id in ids:
                     report = await advance(conn, close_id, ctx)
                     for step in report.steps:
-                        console.print(f"{close_id[:8]} {step}", highlight=False)
+                        console.print(f"{close_id[:8]} {escape(step)}", highlight=False)
+            await run_outbox(conn, senders)
         return len(ids)
 
     passes = 0
@@ -426,6 +400,17 @@ def demo(seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")
     rt = runtime()
     ok = run(lambda: run_demo(rt, seed=seed, console=console))
     raise typer.Exit(0 if ok else 1)
+
+
+async def run_outbox(conn: Any, senders: dict[str, object]) -> None:
+    """Announce gate state changes and deliver what is due to Slack and Teams."""
+    from bot.delivery import deliver_due
+
+    async with conn.transaction():
+        await enqueue_card_updates(conn)
+    report = await deliver_due(conn, senders)  # type: ignore[arg-type]
+    for error in report.errors:
+        console.print(f"outbox: {escape(error)}", highlight=False)
 
 
 def main() -> None:

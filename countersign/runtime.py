@@ -20,6 +20,7 @@ from policy import Checklist, Policy, load_checklist, load_policy
 from synthetic import generate_books, load_profile, seed_from_name
 
 from . import migrate
+from .chat import channel_targets
 from .database import Database, open_database
 from .settings import Settings
 
@@ -76,14 +77,15 @@ async def connection(runtime: Runtime, role: str = "engine") -> AsyncIterator[As
 async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
     """Specialists in-process over ASGI by default; over HTTP when COUNTERSIGN_SPECIALISTS_URL is set."""
     url = runtime.settings.specialists_url
+    channels = channel_targets(runtime.settings)
     if url is None:
         async with open_in_process() as client:
-            yield EngineContext(runtime.policy, runtime.checklist, call=client.call)
+            yield EngineContext(runtime.policy, runtime.checklist, call=client.call, channels=channels)
         return
     async with httpx.AsyncClient() as http:
         remote = SpecialistClient(http, url.rstrip("/"))
         try:
-            yield EngineContext(runtime.policy, runtime.checklist, call=remote.call)
+            yield EngineContext(runtime.policy, runtime.checklist, call=remote.call, channels=channels)
         finally:
             await remote.aclose()
 

@@ -19,6 +19,24 @@ class Settings:
     specialists_url: str | None = None
     engine_database_url: str | None = None
     callbacks_database_url: str | None = None
+    slack_bot_token: str | None = None
+    slack_signing_secret: str | None = None
+    slack_api_url: str | None = None
+    slack_channel: str | None = None
+    teams_app_id: str | None = None
+    teams_app_password: str | None = None
+    teams_openid_metadata_url: str | None = None
+    teams_service_url: str | None = None
+    teams_conversation: str | None = None
+    teams_token_url: str | None = None
+
+    @property
+    def slack_enabled(self) -> bool:
+        return bool(self.slack_bot_token or self.slack_signing_secret)
+
+    @property
+    def teams_enabled(self) -> bool:
+        return self.teams_app_id is not None or bool(self.teams_app_password)
 
     @property
     def risk_path(self) -> Path:
@@ -46,4 +64,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         specialists_url=env.get("COUNTERSIGN_SPECIALISTS_URL") or None,
         engine_database_url=env.get("COUNTERSIGN_ENGINE_DATABASE_URL") or None,
         callbacks_database_url=env.get("COUNTERSIGN_CALLBACKS_DATABASE_URL") or None,
+        slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
+        slack_signing_secret=env.get("SLACK_SIGNING_SECRET") or None,
+        slack_api_url=env.get("SLACK_API_URL") or None,
+        slack_channel=env.get("COUNTERSIGN_SLACK_CHANNEL") or None,
+        teams_app_id=env.get("TEAMS_APP_ID"),
+        teams_app_password=env.get("TEAMS_APP_PASSWORD") or None,
+        teams_openid_metadata_url=env.get("TEAMS_OPENID_METADATA_URL") or None,
+        teams_service_url=env.get("COUNTERSIGN_TEAMS_SERVICE_URL") or None,
+        teams_conversation=env.get("COUNTERSIGN_TEAMS_CONVERSATION") or None,
+        teams_token_url=env.get("TEAMS_TOKEN_URL") or None,
     )

@@ -11,6 +11,8 @@ from psycopg import AsyncConnection, errors
 from audit.trace import append_event
 from policy import Checklist, Policy
 
+from .outbox import failed_deliveries
+
 
 class CloseNotFound(LookupError):
     def __init__(self, close_id: str) -> None:
@@ -215,6 +217,7 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
                     "channel": d[6],
                 }
             )
+    deliveries_failed = await failed_deliveries(conn, close.close_id)
     return {
         "close_id": close.close_id,
         "entity": close.entity,
@@ -252,4 +255,5 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
             }
             for g in gate_rows
         ],
+        "deliveries_failed": deliveries_failed,
     }

@@ -32,6 +32,7 @@ from .gates import (
     open_gate,
 )
 from .grounding import UngroundedFigureError, ground_figures
+from .outbox import ChannelTarget, enqueue_gate_cards
 from .postings import JournalLine, JournalRequest, PostingRefused, post_journal
 
 MAX_ROUNDS = 32
@@ -43,6 +44,7 @@ class EngineContext:
     checklist: Checklist
     call: SpecialistCall
     actor: str = "orchestrator"
+    channels: tuple[ChannelTarget, ...] = ()
 
 
 @dataclass
@@ -463,6 +465,7 @@ async def _record_result(
                 requested_by=requesters,
                 actor=ctx.actor,
             )
+            await enqueue_gate_cards(conn, close_id=close.close_id, gate_id=gate_id, channels=ctx.channels)
             report.steps.append(f"{task.id}: HALTED: {reason} (escalation gate {gate_id})")
             return
         requirement = derive_gate(ctx.policy, task, _gate_amount(task, result))
@@ -491,6 +494,7 @@ async def _record_result(
             requested_by=requesters,
             actor=ctx.actor,
         )
+        await enqueue_gate_cards(conn, close_id=close.close_id, gate_id=gate_id, channels=ctx.channels)
         report.steps.append(f"{task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
 
 

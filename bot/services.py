@@ -1,0 +1,27 @@
+"""What the chat adapters need from the rest of Countersign, injected by the composition root."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from engine.outbox import ChannelTarget
+
+Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
+StartClose = Callable[[str, str, str], Awaitable[str]]  # (entity, period, started_by) -> close id
+Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
+
+START_ROLES = frozenset({"accountant", "controller"})
+
+
+@dataclass(frozen=True)
+class ChatServices:
+    connect_callbacks: Connect  # the decision writer's role: record decisions
+    connect_engine: Connect  # read status, enqueue outbox messages
+    start_close: StartClose
+    deliver: Deliver
+    channels: tuple[ChannelTarget, ...] = ()

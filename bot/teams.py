@@ -1,0 +1,218 @@
+"""Teams: the Bot Framework protocol at `POST /api/messages`, kept thin.
+
+botbuilder authenticates the incoming JWT (issuer, audience = our app id, keys from the OpenID metadata, channel
+endorsement, service URL claim); every failure, whatever the SDK raises, is a 401. The turn itself is handled here:
+an `adaptiveCard/action` invoke decides through the same module as the signed callback and answers with the updated
+card; a message `close status` or `close trace export csv|json` is answered in the conversation. Outbound calls use our
+own small connector (bot/delivery.py), so the eventual move to the Microsoft 365 Agents SDK stays small.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from typing import Any
+
+from botbuilder.schema import Activity
+from botframework.connector.auth import (
+    BotFrameworkAuthentication,
+    BotFrameworkAuthenticationFactory,
+    JwtTokenExtractor,
+    PasswordServiceClientCredentialFactory,
+)
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from audit.export import FORMATS, export_events
+from audit.trace import iter_events
+from callbacks.decisions import DecisionConflict, DecisionRefused, DecisionRequest, record_decision, refuse
+from callbacks.principals import resolve_identity
+from cards import slack as slack_cards
+from cards import teams as teams_cards
+from engine.closes import close_status, latest_close_id
+from engine.outbox import enqueue_card_updates
+
+from .delivery import TeamsSender
+from .gate_cards import UnknownGate, load_gate_card, status_card, teams_gate_card
+from .services import ChatServices
+
+log = logging.getLogger("countersign.teams")
+
+BOT_FRAMEWORK_ISSUER = "https://api.botframework.com"
+VERBS = {"gate.approve": "approve", "gate.reject": "reject"}
+MAX_BODY_BYTES = 256 * 1024
+
+
+class TeamsConfigError(RuntimeError):
+    pass
+
+
+def build_authentication(app_id: str, app_password: str, openid_metadata_url: str | None) -> BotFrameworkAuthentication:
+    if not app_id:
+        # An empty app id makes the SDK skip authentication entirely.
+        raise TeamsConfigError("TEAMS_APP_ID is empty: refusing to start Teams without authentication")
+    return BotFrameworkAuthenticationFactory.create(
+        channel_service=None,
+        to_bot_from_channel_open_id_metadata_url=openid_metadata_url,
+        to_bot_from_channel_token_issuer=BOT_FRAMEWORK_ISSUER,
+        credential_factory=PasswordServiceClientCredentialFactory(app_id, app_password),
+    )
+
+
+def clear_metadata_cache() -> None:
+    """The SDK caches OpenID metadata per URL for the life of the process; tests with fresh keys clear it."""
+    JwtTokenExtractor.metadataCache = {}
+
+
+class TeamsAdapter:
+    def __init__(self, *, app_id: str, auth: BotFrameworkAuthentication, sender: TeamsSender, services: ChatServices):
+        self.app_id = app_id
+        self.auth = auth
+        self.sender = sender
+        self.services = services
+
+    async def handle(self, request: Request) -> Response:
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            return JSONResponse({"error": "body_too_large"}, status_code=413)
+        try:
+            body = await request.json()
+            activity = Activity().deserialize(body)
+        except Exception:
+            return JSONResponse({"error": "invalid_activity"}, status_code=400)
+        try:
+            await self.auth.authenticate_request(activity, request.headers.get("Authorization", ""))
+        except Exception as exc:  # the SDK raises many types for a bad token; every one of them is a 401
+            log.info("teams authentication failed: %s: %s", type(exc).__name__, exc)
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        if activity.type == "invoke" and activity.name == "adaptiveCard/action":
+            return await self._card_action(activity)
+        if activity.type == "message":
+            await self._message(activity)
+        return JSONResponse({}, status_code=200)
+
+    def _is_bot(self, activity: Activity) -> bool:
+        sender = activity.from_property
+        if sender is None:
+            return True
+        return (sender.role or "").lower() == "bot" or sender.id == f"28:{self.app_id}" or not sender.aad_object_id
+
+    @staticmethod
+    def _tenant(activity: Activity) -> str:
+        channel_data = activity.channel_data or {}
+        tenant = (channel_data.get("tenant") or {}).get("id") if isinstance(channel_data, dict) else None
+        if not tenant and activity.conversation is not None:
+            tenant = activity.conversation.tenant_id
+        return str(tenant or "")
+
+    async def _card_action(self, activity: Activity) -> Response:
+        value = activity.value if isinstance(activity.value, dict) else {}
+        action = value.get("action") or {}
+        data = action.get("data") or {}
+        decision = VERBS.get(str(action.get("verb"))) or (
+            data.get("decision") if data.get("decision") in ("approve", "reject") else None
+        )
+        if self._is_bot(activity):
+            card = teams_cards.error_card("Refused", "Bots and apps cannot decide gates.")
+            return JSONResponse(
+                {"statusCode": 403, "type": "application/vnd.microsoft.card.adaptive", "value": card}, status_code=403
+            )
+        try:
+            gate_id = str(uuid.UUID(str(data.get("gate_id"))))
+        except ValueError:
+            return self._invoke_card(teams_cards.error_card("Not recorded", "This card does not carry a gate id."))
+        if decision is None:
+            return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown action on this card."))
+        sender = activity.from_property
+        tenant = self._tenant(activity)
+        request = DecisionRequest(
+            gate_id=gate_id,
+            principal=f"teams:{tenant}:{sender.aad_object_id}",
+            decision=decision,
+            reason=f"{decision} via Teams",
+            nonce=f"teams:{activity.id or uuid.uuid4()}",
+            channel="teams",
+        )
+        async with self.services.connect_callbacks() as conn:
+            principal = await resolve_identity(conn, "teams", str(sender.aad_object_id), tenant)
+            if principal is not None:
+                request = DecisionRequest(
+                    gate_id, principal.principal_id, decision, request.reason, request.nonce, "teams"
+                )
+            try:
+                if principal is not None and not principal.is_human:
+                    raise await refuse(conn, request, "machine_principal", "this Teams identity is a machine")
+                outcome = await record_decision(conn, request)
+            except DecisionRefused as refused:
+                text = slack_cards.refusal_text(refused.code, str(refused))
+                return self._invoke_card(teams_cards.error_card("Not recorded", text))
+            except DecisionConflict as conflict:
+                return self._invoke_card(teams_cards.error_card("Not recorded", str(conflict)))
+        async with self.services.connect_engine() as conn:
+            try:
+                card = await load_gate_card(conn, gate_id)
+            except UnknownGate:
+                return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
+            message_ids = await enqueue_card_updates(conn, gate_id) if outcome.recorded else []
+        if message_ids:
+            await self.services.deliver(message_ids)
+        return self._invoke_card(teams_gate_card(card))
+
+    @staticmethod
+    def _invoke_card(card: dict[str, Any]) -> Response:
+        return JSONResponse(teams_cards.invoke_response(card), status_code=200)
+
+    async def _message(self, activity: Activity) -> None:
+        words = (activity.text or "").replace("<at>", " ").replace("</at>", " ").lower().split()
+        if "close" in words:
+            words = words[words.index("close") + 1 :]
+        else:
+            return
+        conversation = activity.conversation.id if activity.conversation else ""
+        reply: dict[str, Any]
+        if words[:1] == ["status"]:
+            reply = await self._status_reply()
+        elif words[:2] == ["trace", "export"] and len(words) >= 3 and words[2] in FORMATS:
+            reply = await self._export_reply(words[2], words[3] if len(words) > 3 else None)
+        else:
+            reply = {"type": "message", "text": "Try `close status` or `close trace export csv|json [CLOSE_ID]`."}
+        reply["replyToId"] = activity.id
+        await self.sender.send_activity(str(activity.service_url or ""), conversation, reply)
+
+    async def _status_reply(self) -> dict[str, Any]:
+        async with self.services.connect_engine() as conn:
+            close_id = await latest_close_id(conn)
+            if close_id is None:
+                return {"type": "message", "text": "No close has been started."}
+            status = await close_status(conn, close_id)
+        return _card_activity(teams_cards.status_message(status_card(status)))
+
+    async def _export_reply(self, fmt: str, close: str | None) -> dict[str, Any]:
+        async with self.services.connect_engine() as conn:
+            close_id = close or await latest_close_id(conn)
+            if close_id is None:
+                return {"type": "message", "text": "No close to export."}
+            status = await close_status(conn, close_id)
+            events = [e async for e in iter_events(conn, close_id=close_id)]
+        data = export_events(events, fmt)
+        name = f"countersign-trace-{status['entity']}-{status['period']}-{close_id[:8]}.{fmt}"
+        mime = "text/csv" if fmt == "csv" else "application/json"
+        return {
+            "type": "message",
+            "text": f"Trace export for {status['entity']} {status['period']}: {len(events)} events.",
+            "attachments": [
+                {
+                    "contentType": mime,
+                    "name": name,
+                    "contentUrl": f"data:{mime};base64,{base64.b64encode(data).decode()}",
+                }
+            ],
+        }
+
+
+def _card_activity(card: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}],
+    }

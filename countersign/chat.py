@@ -1,0 +1,52 @@
+"""Wiring the chat platforms: which channels gate cards go to, and the senders that deliver them."""
+
+from __future__ import annotations
+
+from engine.outbox import ChannelTarget
+
+from .settings import Settings
+
+
+class ChatConfigError(RuntimeError):
+    pass
+
+
+def check_chat_settings(settings: Settings) -> None:
+    """Refuse to start with a channel half-configured: a missing secret would mean unauthenticated requests."""
+    if settings.slack_enabled and not (settings.slack_bot_token and settings.slack_signing_secret):
+        raise ChatConfigError("Slack is enabled but SLACK_BOT_TOKEN or SLACK_SIGNING_SECRET is missing")
+    if settings.teams_enabled:
+        if not settings.teams_app_id:
+            raise ChatConfigError("TEAMS_APP_ID is empty: the Bot Framework SDK would skip authentication")
+        if not settings.teams_app_password:
+            raise ChatConfigError("Teams is enabled but TEAMS_APP_PASSWORD is missing")
+
+
+def channel_targets(settings: Settings) -> tuple[ChannelTarget, ...]:
+    targets = []
+    if settings.slack_enabled and settings.slack_channel:
+        targets.append(ChannelTarget("slack", settings.slack_channel))
+    if settings.teams_enabled and settings.teams_conversation:
+        targets.append(ChannelTarget("teams", settings.teams_conversation))
+    return tuple(targets)
+
+
+def build_senders(settings: Settings) -> dict[str, object]:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.delivery import SlackSender, TeamsSender
+
+    senders: dict[str, object] = {}
+    if settings.slack_bot_token:
+        client = (
+            AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url)
+            if settings.slack_api_url
+            else AsyncWebClient(token=settings.slack_bot_token)
+        )
+        senders["slack"] = SlackSender(client)
+    if settings.teams_app_id and settings.teams_app_password and settings.teams_service_url:
+        sender = TeamsSender(settings.teams_app_id, settings.teams_app_password, settings.teams_service_url)
+        if settings.teams_token_url:
+            sender.token_url = settings.teams_token_url
+        senders["teams"] = sender
+    return senders

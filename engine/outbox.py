@@ -1,0 +1,204 @@
+"""The outbox: messages to chat platforms, written in the same transaction as the fact they announce.
+
+A gate's card is enqueued once per configured channel (UNIQUE per gate, platform and channel); card updates are
+enqueued under a key that includes the gate state they show, so a state is announced once. Delivery (in `bot/`)
+claims due rows with SKIP LOCKED, so any number of workers can deliver without sending twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+MAX_ATTEMPTS = 8
+MAX_BACKOFF_S = 300.0
+
+
+@dataclass(frozen=True)
+class ChannelTarget:
+    platform: str  # "slack" | "teams"
+    channel: str  # Slack channel id, or Teams conversation id
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    message_id: int
+    dedupe_key: str
+    close_id: str | None
+    gate_id: str | None
+    platform: str
+    channel: str
+    kind: str
+    payload: dict[str, Any]
+    attempts: int
+
+
+async def enqueue(
+    conn: AsyncConnection[Any],
+    *,
+    dedupe_key: str,
+    platform: str,
+    channel: str,
+    kind: str,
+    close_id: str | None = None,
+    gate_id: str | None = None,
+    payload: dict[str, Any] | None = None,
+) -> int | None:
+    """Insert once; returns the new id, or None when the same message was already enqueued."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING message_id",
+            (dedupe_key, close_id, gate_id, platform, channel, kind, Jsonb(payload or {})),
+        )
+        row = await cur.fetchone()
+    return int(row[0]) if row else None
+
+
+async def enqueue_gate_cards(
+    conn: AsyncConnection[Any], *, close_id: str, gate_id: str, channels: tuple[ChannelTarget, ...]
+) -> None:
+    for target in channels:
+        await enqueue(
+            conn,
+            dedupe_key=f"gate_card:{gate_id}:{target.platform}:{target.channel}",
+            platform=target.platform,
+            channel=target.channel,
+            kind="gate_card",
+            close_id=close_id,
+            gate_id=gate_id,
+        )
+
+
+async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None = None) -> list[int]:
+    """For every posted gate card whose gate has moved on since it was rendered, enqueue one update."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT o.gate_id, o.close_id, o.platform, o.channel,"
+            "       s.status || ':' || s.approvals || ':' || s.rejections AS state,"
+            "       (SELECT u.rendered_state FROM outbox_message u"
+            "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
+            "           AND u.status = 'sent' ORDER BY u.sent_at DESC LIMIT 1) AS last_rendered"
+            "  FROM outbox_message o JOIN gate_state s USING (gate_id)"
+            " WHERE o.kind = 'gate_card' AND o.status = 'sent' AND (%s::uuid IS NULL OR o.gate_id = %s::uuid)",
+            (gate_id, gate_id),
+        )
+        rows = await cur.fetchall()
+    created = []
+    for gid, close_id, platform, channel, state, last_rendered in rows:
+        if state == last_rendered:
+            continue
+        new_id = await enqueue(
+            conn,
+            dedupe_key=f"card_update:{gid}:{platform}:{channel}:{state}",
+            platform=platform,
+            channel=channel,
+            kind="card_update",
+            close_id=str(close_id) if close_id else None,
+            gate_id=str(gid),
+            payload={"state": state},
+        )
+        if new_id is not None:
+            created.append(new_id)
+    return created
+
+
+def _row(r: tuple[Any, ...]) -> OutboxMessage:
+    return OutboxMessage(
+        int(r[0]), r[1], str(r[2]) if r[2] else None, str(r[3]) if r[3] else None, r[4], r[5], r[6], r[7], int(r[8])
+    )
+
+
+CLAIM_COLUMNS = "message_id, dedupe_key, close_id, gate_id, platform, channel, kind, payload, attempts"
+
+
+async def claim_due(
+    conn: AsyncConnection[Any], *, limit: int = 50, message_id: int | None = None
+) -> list[OutboxMessage]:
+    """Lock due messages for this transaction. Call inside `conn.transaction()` and settle each before it ends."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            f"SELECT {CLAIM_COLUMNS} FROM outbox_message"
+            " WHERE status = 'pending' AND next_attempt_at <= now() AND (%s::bigint IS NULL OR message_id = %s)"
+            " ORDER BY message_id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (message_id, message_id, limit),
+        )
+        return [_row(r) for r in await cur.fetchall()]
+
+
+async def mark_sent(
+    conn: AsyncConnection[Any], message_id: int, *, platform_message_id: str | None, rendered_state: str | None
+) -> None:
+    await conn.execute(
+        "UPDATE outbox_message SET status = 'sent', sent_at = now(), attempts = attempts + 1,"
+        " platform_message_id = %s, rendered_state = %s, last_error = NULL WHERE message_id = %s",
+        (platform_message_id, rendered_state, message_id),
+    )
+
+
+def backoff_s(attempts: int, retry_after_s: float | None) -> float:
+    """Exponential backoff (1, 2, 4 … s, capped), or the platform's Retry-After when it gave one."""
+    if retry_after_s is not None:
+        return min(max(retry_after_s, 0.0), MAX_BACKOFF_S)
+    return min(2.0**attempts, MAX_BACKOFF_S)
+
+
+async def mark_retry(
+    conn: AsyncConnection[Any], message: OutboxMessage, *, error: str, retry_after_s: float | None = None
+) -> str:
+    """Schedule another attempt, or give up after MAX_ATTEMPTS. Returns the new status."""
+    attempts = message.attempts + 1
+    if attempts >= MAX_ATTEMPTS:
+        await mark_failed(conn, message.message_id, error=f"gave up after {attempts} attempts: {error}")
+        return "failed"
+    await conn.execute(
+        "UPDATE outbox_message SET attempts = %s, last_error = %s,"
+        " next_attempt_at = now() + make_interval(secs => %s) WHERE message_id = %s",
+        (attempts, error[:1000], backoff_s(attempts - 1, retry_after_s), message.message_id),
+    )
+    return "pending"
+
+
+async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str) -> None:
+    await conn.execute(
+        "UPDATE outbox_message SET status = 'failed', attempts = attempts + 1, last_error = %s WHERE message_id = %s",
+        (error[:1000], message_id),
+    )
+
+
+async def posted_message_id(conn: AsyncConnection[Any], gate_id: str, platform: str, channel: str) -> str | None:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT platform_message_id FROM outbox_message WHERE kind = 'gate_card' AND status = 'sent'"
+            " AND gate_id = %s AND platform = %s AND channel = %s",
+            (gate_id, platform, channel),
+        )
+        row = await cur.fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+async def failed_deliveries(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT message_id, platform, channel, kind, gate_id, attempts, last_error, created_at FROM outbox_message"
+            " WHERE close_id = %s AND status = 'failed' ORDER BY message_id",
+            (close_id,),
+        )
+        rows = await cur.fetchall()
+    return [
+        {
+            "message_id": int(r[0]),
+            "platform": r[1],
+            "channel": r[2],
+            "kind": r[3],
+            "gate_id": str(r[4]) if r[4] else None,
+            "attempts": int(r[5]),
+            "error": r[6],
+            "created_at": r[7].isoformat() if isinstance(r[7], datetime) else r[7],
+        }
+        for r in rows
+    ]

@@ -1,0 +1,157 @@
+"""A local fake of the Slack Web API: a real HTTP server on loopback that answers GET and POST and records calls.
+
+Modelled on slack-bolt's own `tests/mock_web_api_server`. Only the methods Countersign calls are implemented.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+
+@dataclass
+class Call:
+    method: str
+    http_method: str
+    params: dict[str, Any]
+    body: bytes = b""
+
+
+@dataclass
+class FakeSlack:
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    uploads: dict[str, bytes] = field(default_factory=dict)
+    fail_next: dict[str, list[tuple[int, dict[str, str], dict[str, Any]]]] = field(default_factory=dict)
+    _ts: Any = field(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/api/"
+
+    def calls_to(self, method: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.method == method]
+
+    def add_user(
+        self, user_id: str, *, team: str, is_bot: bool = False, is_app_user: bool = False, deleted: bool = False
+    ) -> None:
+        self.users[user_id] = {
+            "id": user_id,
+            "team_id": team,
+            "name": user_id.lower(),
+            "is_bot": is_bot,
+            "is_app_user": is_app_user,
+            "deleted": deleted,
+        }
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        times: int = 1,
+    ) -> None:
+        self.fail_next.setdefault(method, []).extend(
+            [(status, headers or {}, body or {"ok": False, "error": "fake_failure"})] * times
+        )
+
+    def answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+        with self._lock:
+            queued = self.fail_next.get(method)
+            if queued:
+                return queued.pop(0)
+        if method == "auth.test":
+            return 200, {}, {"ok": True, "user_id": "UBOT", "bot_id": "BBOT", "team_id": "T01ACME", "team": "ACME"}
+        if method == "users.info":
+            user = self.users.get(str(params.get("user")))
+            if user is None:
+                return 200, {}, {"ok": False, "error": "user_not_found"}
+            return 200, {}, {"ok": True, "user": user}
+        if method in ("chat.postMessage", "chat.update"):
+            ts = params.get("ts") or f"1700000000.{next(self._ts):06d}"
+            return 200, {}, {"ok": True, "channel": params.get("channel"), "ts": ts}
+        if method == "chat.postEphemeral":
+            return 200, {}, {"ok": True, "message_ts": f"1700000001.{next(self._ts):06d}"}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._ts):08d}"
+            return (
+                200,
+                {},
+                {"ok": True, "file_id": file_id, "upload_url": self.url.replace("/api/", f"/upload/{file_id}")},
+            )
+        if method == "files.completeUploadExternal":
+            files = params.get("files")
+            parsed = json.loads(files) if isinstance(files, str) else files
+            return 200, {}, {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in parsed or []]}
+        if method == "files.info":
+            return 200, {}, {"ok": True, "file": {"id": params.get("file")}}
+        return 200, {}, {"ok": False, "error": "unknown_method"}
+
+    def start(self) -> FakeSlack:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _params(self, body: bytes) -> dict[str, Any]:
+                query = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
+                ctype = self.headers.get("content-type", "")
+                if body and "json" in ctype:
+                    query.update(json.loads(body))
+                elif body and "x-www-form-urlencoded" in ctype:
+                    query.update({k: v[0] for k, v in parse_qs(body.decode()).items()})
+                return query
+
+            def _handle(self, http_method: str) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path = urlparse(self.path).path
+                if path.startswith("/upload/"):
+                    file_id = path.rsplit("/", 1)[-1]
+                    with fake._lock:
+                        fake.uploads[file_id] = body
+                        fake.calls.append(Call("upload", http_method, {"file_id": file_id}, body))
+                    self.send_response(200)
+                    self.end_headers()
+                    self.wfile.write(b"OK")
+                    return
+                method = path.removeprefix("/api/")
+                params = self._params(body)
+                with fake._lock:
+                    fake.calls.append(Call(method, http_method, params, body))
+                status, headers, payload = fake.answer(method, params)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._handle("GET")
+
+            def do_POST(self) -> None:
+                self._handle("POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
