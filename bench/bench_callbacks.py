@@ -340,7 +340,9 @@ async def drive(
             try:
                 status = await call(index, item)
                 detail = f"status {status}"
-            except (httpx.HTTPError, psycopg.Error) as exc:
+            except BenchAborted:
+                raise
+            except Exception as exc:  # a refused or failed decision is an error to count, not a crash
                 status, detail = 0, f"{type(exc).__name__}: {exc}"
             result.latencies_ms.append((time.perf_counter() - started) * 1000)
             if status != 200:

@@ -102,9 +102,7 @@ class StatusCard:
     gates: tuple[GateCard, ...]
 
     @classmethod
-    def from_status_json(
-        cls, d: Mapping[str, Any], task_titles: Mapping[str, str] = DEFAULT_TASK_TITLES
-    ) -> StatusCard:
+    def from_status_json(cls, d: Mapping[str, Any], task_titles: Mapping[str, str] = DEFAULT_TASK_TITLES) -> StatusCard:
         """Build from the `close status --json` object. Its gates carry no summary: they get an empty one."""
         reader = _Reader(d, "", "close status JSON")
         entity = reader.text("entity")
@@ -148,9 +146,7 @@ def task_title(task: str, task_titles: Mapping[str, str] = DEFAULT_TASK_TITLES) 
     return task_titles.get(task, task)
 
 
-def _gate_from_status(
-    g: _Reader, close_id: str, entity: str, period: str, task_titles: Mapping[str, str]
-) -> GateCard:
+def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str, task_titles: Mapping[str, str]) -> GateCard:
     task = g.text("task")
     decisions = tuple(
         DecisionLine(

@@ -119,6 +119,7 @@ def _mount_chat(app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_
         from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 
         from bot.slack import build_slack_app
+        from bot.slack_signature import SlackSignatureRejected, verify_slack_request
 
         assert settings.slack_bot_token and settings.slack_signing_secret
         slack_handler = AsyncSlackRequestHandler(
@@ -130,8 +131,14 @@ def _mount_chat(app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_
             )
         )
 
+        signing_secret = settings.slack_signing_secret
+
         @app.post("/slack/events")
         async def slack_events(request: Request) -> Response:
+            try:
+                verify_slack_request(signing_secret, request.headers, await request.body())
+            except SlackSignatureRejected as exc:
+                return JSONResponse({"error": "signature_rejected", "detail": exc.reason}, status_code=401)
             return await slack_handler.handle(request)
 
     if settings.teams_enabled:

@@ -1,0 +1,187 @@
+"""What a gate's summary shows an approver: figures and evidence lines, the same for Slack and Teams.
+
+Summaries are free-form JSON written by the engine (`engine/orchestrator.py::_gate_summary`), so reading them is
+lenient: a missing or odd value is shown as it is (or as "—") rather than stopping the card from rendering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cards.formatting import count, money, share_percent
+from cards.model import DEFAULT_TASK_TITLES
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    title: str
+    facts: tuple[Fact, ...] = ()
+    lines: tuple[str, ...] = ()
+    narrative: str | None = None
+
+
+def halt_reason(summary: Mapping[str, Any]) -> str | None:
+    """An escalation gate's summary is `{"reason": ..., "result": <task summary>}`."""
+    reason = summary.get("reason")
+    return reason if isinstance(reason, str) and reason else None
+
+
+def evidence_for(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
+    result = summary.get("result")
+    if isinstance(result, Mapping):
+        return evidence_for(result)
+    kind = summary.get("kind")
+    if kind == "signoff" or "tasks" in summary:
+        return _signoff(summary)
+    if kind == "bank" or "accounts" in summary:
+        return (_bank(summary),)
+    if kind == "subledger" or "control_account" in summary:
+        return (_subledger(summary),)
+    if kind == "intercompany" or "pairs" in summary:
+        return (_intercompany(summary),)
+    if "flagged" in summary or "narrative" in summary:
+        return (_variance(summary),)
+    if "journal_lines" in summary or "total" in summary:
+        return (_accruals(summary),)
+    return _generic(summary)
+
+
+def _bank(summary: Mapping[str, Any]) -> Evidence:
+    accounts = _objects(summary.get("accounts"))
+    lines: list[str] = []
+    bank_total = 0
+    unmatched_total = 0
+    for account in accounts:
+        bank = count(account.get("bank_lines"))
+        matched = count(account.get("matched"))
+        gl = count(account.get("gl_lines"))
+        name = _text(account.get("account"))
+        if bank is None or matched is None:
+            line = f"Account {name}: bank lines {_text(bank)}, matched {_text(matched)}"
+        else:
+            unmatched = max(bank - matched, 0)
+            bank_total += bank
+            unmatched_total += unmatched
+            line = f"Account {name}: {unmatched} of {bank} bank lines unmatched, {matched} matched"
+            if "unmatched_share" in account:
+                line += f" ({share_percent(account.get('unmatched_share'))} unmatched)"
+        if gl is not None:
+            line += f"; {gl} GL lines"
+        if account.get("halt") is True:
+            line += " — over tolerance"
+        lines.append(line)
+    facts = (
+        Fact("Accounts", str(len(accounts))),
+        Fact("Bank lines", str(bank_total)),
+        Fact("Unmatched bank lines", str(unmatched_total)),
+    )
+    return Evidence("Bank accounts", facts=facts, lines=tuple(lines))
+
+
+def _subledger(summary: Mapping[str, Any]) -> Evidence:
+    facts = (
+        Fact("Control account", _text(summary.get("control_account"))),
+        Fact("Control balance", money(summary.get("control_balance"))),
+        Fact("Subledger total", money(summary.get("subledger_total"))),
+        Fact("Difference", money(summary.get("difference"))),
+    )
+    return Evidence("Control account against subledger", facts=facts)
+
+
+def _intercompany(summary: Mapping[str, Any]) -> Evidence:
+    pairs = _objects(summary.get("pairs"))
+    lines: list[str] = []
+    outside = 0
+    for pair in pairs:
+        within = pair.get("within_tolerance")
+        if within is False:
+            outside += 1
+        line = (
+            f"{_text(pair.get('counterparty'))} on {_text(pair.get('account'))}: "
+            f"ours {money(pair.get('our_balance'))}, theirs {money(pair.get('their_balance'))}, "
+            f"difference {money(pair.get('difference'))}"
+        )
+        if within is True:
+            line += " — within tolerance"
+        elif within is False:
+            line += " — outside tolerance"
+        lines.append(line)
+    facts = (Fact("Pairs", str(len(pairs))), Fact("Outside tolerance", str(outside)))
+    return Evidence("Intercompany pairs", facts=facts, lines=tuple(lines))
+
+
+def _variance(summary: Mapping[str, Any]) -> Evidence:
+    flagged = _objects(summary.get("flagged"))
+    lines: list[str] = []
+    for line in flagged:
+        pct = line.get("variance_budget_pct")
+        percent = "no budget" if pct is None else f"{_text(pct)}% of budget"
+        lines.append(
+            f"{_text(line.get('account'))} {_text(line.get('name'))}: actual {money(line.get('actual'))} "
+            f"against budget {money(line.get('budget'))}, variance {money(line.get('variance_budget'))} ({percent})"
+        )
+    narrative = summary.get("narrative")
+    return Evidence(
+        "Flagged variance lines",
+        facts=(Fact("Flagged lines", str(len(flagged))),),
+        lines=tuple(lines),
+        narrative=narrative if isinstance(narrative, str) and narrative else None,
+    )
+
+
+def _accruals(summary: Mapping[str, Any]) -> Evidence:
+    journal_lines = _objects(summary.get("journal_lines"))
+    lines = tuple(
+        f"{_text(line.get('account'))}  {money(line.get('amount'))}  {_text(line.get('description'))}"
+        for line in journal_lines
+    )
+    facts = (Fact("Total accrued", money(summary.get("total"))), Fact("Journal lines", str(len(journal_lines))))
+    return Evidence("Accrual journal", facts=facts, lines=lines)
+
+
+def _signoff(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
+    tasks = _objects(summary.get("tasks"))
+    task_lines = tuple(
+        f"{DEFAULT_TASK_TITLES.get(_text(t.get('task')), _text(t.get('task')))}: {_text(t.get('status'))}"
+        f" (attempt {_text(t.get('attempt'))})"
+        for t in tasks
+    )
+    done = sum(1 for t in tasks if t.get("status") == "done")
+    journals = _objects(summary.get("journals"))
+    journal_lines = tuple(
+        f"Journal {_text(j.get('journal_id'))}: {_text(j.get('memo'))} — debits {money(j.get('debits'))}"
+        for j in journals
+    )
+    return (
+        Evidence("Close tasks", facts=(Fact("Tasks done", f"{done} of {len(tasks)}"),), lines=task_lines),
+        Evidence("Journals posted", facts=(Fact("Journals", str(len(journals))),), lines=journal_lines),
+    )
+
+
+def _generic(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
+    facts = tuple(
+        Fact(str(key), _text(value))
+        for key, value in summary.items()
+        if key != "kind" and (value is None or isinstance(value, str | int | float | bool))
+    )
+    return (Evidence("Figures", facts=facts),) if facts else ()
+
+
+def _objects(value: object) -> list[Mapping[str, Any]]:
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        return []
+    return [item for item in value if isinstance(item, Mapping)]
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "—"
+    return str(value)

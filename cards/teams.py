@@ -1,0 +1,346 @@
+"""Teams Adaptive Cards 1.5 (the highest version Teams renders) for the same five messages as cards/slack.py.
+
+Decisions use Universal Actions: `Action.Execute` with verb `gate.approve`/`gate.reject` and
+`data: {"gate_id", "decision"}`, each with an `Action.Submit` fallback carrying the same data for clients
+without Universal Actions. Text given to us (rules, reasons, narratives, names, evidence lines) goes into
+`TextRun`s, which Adaptive Cards never read as markdown. No `refresh` block: it needs Teams user ids
+(`refresh.userIds`, at most 60), which only the adapter knows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from cards.evidence import Evidence, Fact, evidence_for, halt_reason
+from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
+from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard, task_title
+from cards.refusals import refusal_wording
+from cards.text import ELLIPSIS, fit
+
+SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
+CARD_VERSION = "1.5"
+INVOKE_RESPONSE_TYPE = "application/vnd.microsoft.card.adaptive"
+APPROVE_VERB = "gate.approve"
+REJECT_VERB = "gate.reject"
+
+# Teams rejects bot messages over about 28 KB; these caps keep every card well under that.
+CARD_BYTES_MAX = 28_000
+TEXT_MAX = 2000
+NARRATIVE_MAX = 3000
+LINE_MAX = 400
+LINES_SHOWN_MAX = 15
+GATES_SHOWN_MAX = 20
+DECISIONS_SHOWN_MAX = 20
+FACTS_SHOWN_MAX = 12
+
+Element = dict[str, Any]
+Card = dict[str, Any]
+
+
+# --- public cards -----------------------------------------------------------------------------------------
+
+
+def gate_message(card: GateCard) -> Card:
+    headline = f"Approval needed: {card.task_title}"
+    body = [
+        *_gate_heading(card, headline),
+        _titled("Why policy requires it", [_verbatim(card.rule, TEXT_MAX)]),
+        _gate_facts(card),
+        *_overdue_banner(card),
+        *_evidence(evidence_for(card.summary)),
+        *_decisions(card.decisions),
+    ]
+    return _card(body, _decision_actions(card, "Approve"), _fallback_text(card, headline))
+
+
+def halt_message(card: GateCard) -> Card:
+    reason = halt_reason(card.summary) or "The task halted and needs a person to investigate."
+    headline = f"Halted: {card.task_title}"
+    body = [
+        *_gate_heading(card, headline),
+        _titled("What halted", [_verbatim(reason, TEXT_MAX)], style="attention"),
+        _titled("Why a person must look", [_verbatim(card.rule, TEXT_MAX)]),
+        _gate_facts(card),
+        *_overdue_banner(card),
+        *_evidence(evidence_for(card.summary)),
+        *_decisions(card.decisions),
+    ]
+    return _card(body, _decision_actions(card, "Approve re-run"), _fallback_text(card, headline, reason))
+
+
+def decided_message(card: GateCard) -> Card:
+    headline = f"{STATUS_HEADLINES[card.status]}: {card.task_title}"
+    reason = halt_reason(card.summary) if card.kind == "escalation" else None
+    facts = [
+        Fact("Outcome", STATUS_HEADLINES[card.status]),
+        Fact("Quorum", quorum_progress(card)),
+        Fact("Tier", card.tier),
+        Fact("Was due", utc_time(card.due_at)),
+    ]
+    body = [
+        *_gate_heading(card, headline),
+        *([_titled("What halted", [_verbatim(reason, TEXT_MAX)])] if reason else []),
+        _titled("Why policy required it", [_verbatim(card.rule, TEXT_MAX)]),
+        _fact_set(facts),
+        *_evidence(evidence_for(card.summary)),
+        *(_decisions(card.decisions) or [_text("No decisions were recorded.", isSubtle=True)]),
+    ]
+    return _card(body, None, _fallback_text(card, headline))
+
+
+def status_message(status: StatusCard) -> Card:
+    headline = f"Close {status.entity} {status.period}: {status.status}"
+    done = sum(1 for t in status.tasks if t.status == "done")
+    open_gates = [g for g in status.gates if g.status == "open"]
+    body: list[Element] = [
+        _heading(headline),
+        _text(f"Close {status.close_id}", isSubtle=True, spacing="none"),
+    ]
+    if status.status_reason:
+        body.append(_titled("Why", [_verbatim(status.status_reason, TEXT_MAX)], style="attention"))
+    body.append(
+        _fact_set(
+            [
+                Fact("Tasks done", f"{done} of {len(status.tasks)}"),
+                Fact("Open gates", str(len(open_gates))),
+                Fact("Overdue gates", str(sum(1 for g in open_gates if g.overdue))),
+            ]
+        )
+    )
+    task_facts = [
+        Fact(task_title(t.task), f"{t.status} (attempt {t.attempt})" + (f" — {t.reason}" if t.reason else ""))
+        for t in status.tasks
+    ]
+    body.append(_titled("Tasks", [_fact_set(task_facts)]))
+    gate_items = [_status_gate(g) for g in status.gates[:GATES_SHOWN_MAX]]
+    gate_items += _more(len(status.gates) - GATES_SHOWN_MAX, "gates")
+    body.append(_titled("Gates", gate_items or [_text("No gates opened.", isSubtle=True)]))
+    waiting = ", ".join(f"{g.task_title} ({g.approvals_missing} × {g.approver_role})" for g in open_gates)
+    return _card(body, None, headline + (f"; waiting on {waiting}" if waiting else ""))
+
+
+def trace_export_message(card: TraceExportCard) -> Card:
+    headline = f"Trace exported: {card.entity} {card.period}"
+    facts = [
+        Fact("Format", card.format.upper()),
+        Fact("Events", str(card.events)),
+        Fact("Sequence", f"{card.first_seq}–{card.last_seq}" if card.events else "none"),
+        Fact("File", card.filename),
+        Fact("Close", card.close_id),
+    ]
+    body = [
+        _heading(headline),
+        _fact_set(facts),
+        _titled("Head hash", [_verbatim(card.head_hash_hex or "none", 200, monospace=True)]),
+    ]
+    return _card(body, None, f"{headline}: {card.events} events in {card.filename}")
+
+
+def error_card(title: str, detail: str) -> Card:
+    """What the person who clicked sees when a decision is refused (the 403 cases)."""
+    body = [
+        {
+            "type": "TextBlock",
+            "text": fit(title, 150),
+            "size": "large",
+            "weight": "bolder",
+            "color": "attention",
+            "wrap": True,
+            "style": "heading",
+        },
+        _verbatim(detail, TEXT_MAX),
+    ]
+    return _card(body, None, f"{title}: {detail}")
+
+
+def refusal_card(reason_code: str, detail: str) -> Card:
+    text = refusal_wording(reason_code)
+    if detail and detail != reason_code:
+        text += f"\n{detail}"
+    return error_card("Not recorded", text)
+
+
+def invoke_response(card: Card) -> dict[str, Any]:
+    """The body of the HTTP answer to an `adaptiveCard/action` invoke: the card replaces the one clicked."""
+    return {"statusCode": 200, "type": INVOKE_RESPONSE_TYPE, "value": card}
+
+
+# --- gate pieces ------------------------------------------------------------------------------------------
+
+
+def _gate_heading(card: GateCard, headline: str) -> list[Element]:
+    return [
+        _heading(headline),
+        _text(
+            f"{card.entity} · {card.period} · {card.kind} gate {card.gate_id}",
+            isSubtle=True,
+            spacing="none",
+        ),
+    ]
+
+
+def _gate_facts(card: GateCard) -> Element:
+    return _fact_set(
+        [
+            Fact("Tier", card.tier),
+            Fact("Approvals", quorum_progress(card)),
+            Fact("Still needed", str(card.approvals_missing)),
+            Fact("Due", utc_time(card.due_at) + (" (overdue)" if card.overdue else "")),
+        ]
+    )
+
+
+def _overdue_banner(card: GateCard) -> list[Element]:
+    if not (card.overdue and card.status == "open"):
+        return []
+    return [_text("Overdue: this gate is past its due time.", color="attention", weight="bolder")]
+
+
+def _decision_actions(card: GateCard, approve_title: str) -> list[Element]:
+    return [
+        _execute(approve_title, APPROVE_VERB, card.gate_id, "approve", "positive"),
+        _execute("Reject", REJECT_VERB, card.gate_id, "reject", "destructive"),
+    ]
+
+
+def _execute(title: str, verb: str, gate_id: str, decision: str, style: str) -> Element:
+    data = {"gate_id": gate_id, "decision": decision}
+    return {
+        "type": "Action.Execute",
+        "title": title,
+        "verb": verb,
+        "data": data,
+        "style": style,
+        "fallback": {"type": "Action.Submit", "title": title, "data": dict(data), "style": style},
+    }
+
+
+def _decisions(decisions: Sequence[DecisionLine]) -> list[Element]:
+    if not decisions:
+        return []
+    items = [_verbatim(_decision_line(d), LINE_MAX) for d in decisions[:DECISIONS_SHOWN_MAX]]
+    return [_titled("Decisions", items + _more(len(decisions) - DECISIONS_SHOWN_MAX, "decisions"))]
+
+
+def _decision_line(d: DecisionLine) -> str:
+    line = f"{fit(d.name, 120)} ({fit(d.principal, 80)}) {decision_verb(d.decision)} {utc_time(d.decided_at)}"
+    line += f" via {fit(d.channel, 40)}"
+    return line + (f": “{fit(d.reason, 200)}”" if d.reason else "")
+
+
+def _status_gate(gate: GateCard) -> Element:
+    title = f"{gate.task_title} {gate.kind} gate (tier {gate.tier})"
+    if gate.status == "open":
+        detail = f"{waiting_on(gate)}, due {_teams_time(gate.due_at)}" + (" — overdue" if gate.overdue else "")
+        color = "attention" if gate.overdue else "warning"
+    else:
+        detail = f"{gate.status} ({quorum_progress(gate)})"
+        color = "good" if gate.status == "approved" else "default"
+    return {
+        "type": "Container",
+        "items": [
+            _text(title, weight="bolder"),
+            _text(detail, color=color, spacing="none"),
+        ],
+    }
+
+
+def _evidence(evidence: Iterable[Evidence]) -> list[Element]:
+    containers = []
+    for item in evidence:
+        items: list[Element] = []
+        if item.facts:
+            items.append(_fact_set(item.facts))
+        items += [_verbatim(line, LINE_MAX) for line in item.lines[:LINES_SHOWN_MAX]]
+        items += _more(len(item.lines) - LINES_SHOWN_MAX, "more")
+        if item.narrative:
+            items.append(_verbatim(_cut_note(item.narrative, NARRATIVE_MAX), NARRATIVE_MAX + 40))
+        containers.append(_titled(item.title, items or [_text("Nothing to show.", isSubtle=True)]))
+    return containers
+
+
+def _fallback_text(card: GateCard, headline: str, detail: str | None = None) -> str:
+    text = f"{headline} for {card.entity} {card.period} ({quorum_progress(card)})"
+    return f"{text}: {detail}" if detail else text
+
+
+# --- Adaptive Card primitives -----------------------------------------------------------------------------
+
+
+def _card(body: list[Element], actions: list[Element] | None, fallback_text: str) -> Card:
+    card: Card = {
+        "$schema": SCHEMA_URL,
+        "type": "AdaptiveCard",
+        "version": CARD_VERSION,
+        "fallbackText": fit(fallback_text, TEXT_MAX),
+        "body": body,
+    }
+    if actions:
+        card["actions"] = actions
+    if len(json.dumps(card, ensure_ascii=False).encode("utf-8")) > CARD_BYTES_MAX:
+        # Unreachable with the caps above for any realistic summary; if it happens, keep the decision path.
+        card["body"] = [*body[:3], _text("Some figures are too large for a Teams card; see the close status.")]
+    return card
+
+
+def _heading(text: str) -> Element:
+    return {
+        "type": "TextBlock",
+        "text": fit(text, 150),
+        "size": "large",
+        "weight": "bolder",
+        "wrap": True,
+        "style": "heading",
+    }
+
+
+def _text(text: str, **options: Any) -> Element:
+    """Text we wrote ourselves (markdown allowed)."""
+    return {"type": "TextBlock", "text": fit(text, TEXT_MAX), "wrap": True, **options}
+
+
+def _verbatim(text: str, limit: int, monospace: bool = False) -> Element:
+    """Text from people or data: a TextRun, which Adaptive Cards never read as markdown."""
+    run: Element = {"type": "TextRun", "text": fit(text, limit) or " "}
+    if monospace:
+        run["fontType"] = "monospace"
+    return {"type": "RichTextBlock", "inlines": [run]}
+
+
+def _titled(title: str, items: list[Element], style: str | None = None) -> Element:
+    container: Element = {
+        "type": "Container",
+        "items": [_text(title, weight="bolder", **({"color": style} if style else {})), *items],
+        "spacing": "medium",
+    }
+    return container
+
+
+def _fact_set(facts: Iterable[Fact]) -> Element:
+    shown = list(facts)
+    rows = [{"title": fit(f.label, 100), "value": fit(f.value or "—", LINE_MAX)} for f in shown[:FACTS_SHOWN_MAX]]
+    if len(shown) > FACTS_SHOWN_MAX:
+        rows.append({"title": "…", "value": f"+{len(shown) - FACTS_SHOWN_MAX} more"})
+    return {"type": "FactSet", "facts": rows}
+
+
+def _more(hidden: int, noun: str) -> list[Element]:
+    return [_text(f"+{hidden} {noun}", isSubtle=True, spacing="small")] if hidden > 0 else []
+
+
+def _cut_note(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    kept = fit(text, limit)
+    return f"{kept}\n+{len(text) - (len(kept) - len(ELLIPSIS))} more characters"
+
+
+def _teams_time(iso: str) -> str:
+    """For TextBlocks only: DATE()/TIME() render in the reader's time zone and need strict RFC 3339."""
+    parsed = parse_time(iso)
+    if parsed is None:
+        return fit(iso, 100)
+    stamp = parsed.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{{{{DATE({stamp}, SHORT)}}}} {{{{TIME({stamp})}}}}"

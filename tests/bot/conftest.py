@@ -1,0 +1,153 @@
+"""Slack and Teams wired to local fakes: a fake Slack Web API server, locally signed Bot Framework tokens,
+and respx for Teams' outbound connector calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+import pytest_asyncio
+import respx
+from slack_sdk.signature import SignatureVerifier
+
+from bot.teams import clear_metadata_cache
+from callbacks.principals import Identity, Principal, upsert_principals
+from countersign.app import create_app
+from countersign.runtime import Runtime
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.teams_auth import FakeBotFrameworkAuth
+
+SLACK_SECRET = "slack-signing-secret-for-tests"
+SLACK_CHANNEL = "C0CLOSE"
+TEAM = "T01ACME"
+TEAMS_APP_ID = "11111111-2222-3333-4444-555555555555"
+TENANT = "72f988bf-tenant"
+SERVICE_URL = "https://smba.test.example/emea/"
+TEAMS_CONVERSATION = "19:close-channel@thread.tacv2"
+TOKEN_URL = "https://login.test.example/botframework.com/oauth2/v2.0/token"
+
+PEOPLE = [
+    Principal("dana.reyes", "human", "Dana Reyes", ("accountant",),
+              (Identity("slack", TEAM.casefold(), "u0dana"), Identity("teams", TENANT.casefold(), "aad-dana"))),
+    Principal("alice.chen", "human", "Alice Chen", ("controller",),
+              (Identity("slack", TEAM.casefold(), "u0alice"), Identity("teams", TENANT.casefold(), "aad-alice"))),
+    Principal("bob.osei", "human", "Bob Osei", ("cfo", "controller"),
+              (Identity("slack", TEAM.casefold(), "u0bob"), Identity("teams", TENANT.casefold(), "aad-bob"))),
+    Principal("carol.main", "human", "Carol Main", ("cfo",),
+              (Identity("slack", TEAM.casefold(), "u0carol"), Identity("teams", TENANT.casefold(), "aad-carol"))),
+]
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[FakeSlack]:
+    fake = FakeSlack().start()
+    for user in ("U0DANA", "U0ALICE", "U0BOB", "U0CAROL", "U0MALLORY"):
+        fake.add_user(user, team=TEAM)
+    fake.add_user("UBOTTY", team=TEAM, is_bot=True)
+    fake.add_user("U0GONE", team=TEAM, deleted=True)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fake_teams_auth() -> Iterator[FakeBotFrameworkAuth]:
+    clear_metadata_cache()
+    fake = FakeBotFrameworkAuth().start()
+    yield fake
+    fake.stop()
+    clear_metadata_cache()
+
+
+@pytest.fixture
+def teams_connector() -> Iterator[respx.MockRouter]:
+    """Teams' outbound side: token endpoint and conversation activities, recorded by respx."""
+    with respx.mock(assert_all_called=False, assert_all_mocked=False) as router:
+        router.post(TOKEN_URL).mock(return_value=httpx.Response(200, json={"access_token": "t0k", "expires_in": 3600}))
+        counter = iter(range(1, 10_000))
+        router.post(url__startswith=SERVICE_URL.rstrip("/") + "/v3/conversations/").mock(
+            side_effect=lambda request: httpx.Response(200, json={"id": f"activity-{next(counter)}"})
+        )
+        router.put(url__startswith=SERVICE_URL.rstrip("/") + "/v3/conversations/").mock(
+            return_value=httpx.Response(200, json={"id": "updated"})
+        )
+        router.route(host="countersign.test").pass_through()
+        yield router
+
+
+@pytest.fixture
+def chat_runtime(runtime: Runtime, fake_slack: FakeSlack, fake_teams_auth: FakeBotFrameworkAuth) -> Runtime:
+    settings = replace(
+        runtime.settings,
+        slack_bot_token="xoxb-test",
+        slack_signing_secret=SLACK_SECRET,
+        slack_api_url=fake_slack.url,
+        slack_channel=SLACK_CHANNEL,
+        teams_app_id=TEAMS_APP_ID,
+        teams_app_password="teams-password",
+        teams_openid_metadata_url=fake_teams_auth.metadata_url,
+        teams_service_url=SERVICE_URL,
+        teams_conversation=TEAMS_CONVERSATION,
+        teams_token_url=TOKEN_URL,
+    )
+    return replace(runtime, settings=settings)
+
+
+@pytest_asyncio.fixture
+async def chat_api(chat_runtime: Runtime, conn: Any, teams_connector: respx.MockRouter) -> AsyncIterator[httpx.AsyncClient]:
+    await upsert_principals(conn, PEOPLE)
+    app = create_app(chat_runtime)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://countersign.test") as client:
+            yield client
+
+
+def slack_headers(body: bytes, *, secret: str = SLACK_SECRET, timestamp: int | None = None,
+                  content_type: str = "application/x-www-form-urlencoded") -> dict[str, str]:
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body.decode())
+    return {"x-slack-request-timestamp": stamp, "x-slack-signature": signature, "content-type": content_type}
+
+
+def button_click(gate_id: str, user: str, decision: str = "approve", *, action_ts: str = "1700000100.000001",
+                 message_ts: str = "1700000000.000001") -> bytes:
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user, "team_id": TEAM},
+        "team": {"id": TEAM},
+        "api_app_id": "A0COUNTERSIGN",
+        "token": "legacy",
+        "container": {"type": "message", "channel_id": SLACK_CHANNEL, "message_ts": message_ts},
+        "channel": {"id": SLACK_CHANNEL},
+        "trigger_id": "trigger",
+        "response_url": "https://hooks.slack.invalid/actions/x",
+        "actions": [
+            {"action_id": f"gate_{decision}", "block_id": f"gate:{gate_id}", "value": gate_id, "type": "button",
+             "action_ts": action_ts}
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def slash_command(text: str, user: str) -> bytes:
+    return urlencode({
+        "token": "legacy", "team_id": TEAM, "channel_id": SLACK_CHANNEL, "user_id": user, "command": "/close",
+        "text": text, "response_url": "https://hooks.slack.invalid/commands/x", "trigger_id": "trigger",
+        "api_app_id": "A0COUNTERSIGN",
+    }).encode()
+
+
+async def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met within the time limit")

@@ -1,0 +1,231 @@
+"""Slack end to end through the FastAPI app, against a local fake Slack Web API server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from bot.delivery import deliver_due
+from bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
+from countersign.chat import build_senders
+from countersign.runtime import engine_context
+from countersign.settings import PROJECT_ROOT
+from engine.closes import close_status
+from engine.orchestrator import advance
+from tests.bot.conftest import SLACK_CHANNEL, button_click, slack_headers, slash_command, wait_until
+from tests.support import count, start_default_close
+
+# Slack's published example (docs "Verifying requests from Slack"; python-slack-sdk's signature tests).
+VECTOR_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+VECTOR_TIMESTAMP = "1531420618"
+VECTOR_BODY = (
+    "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&"
+    "channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&"
+    "response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&"
+    "trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c"
+)
+VECTOR_SIGNATURE = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+
+
+def test_slacks_published_signature_vector_passes_our_verifier() -> None:
+    body = VECTOR_BODY.encode()
+    assert slack_signature(VECTOR_SECRET, VECTOR_TIMESTAMP, body) == VECTOR_SIGNATURE
+    headers = {"x-slack-request-timestamp": VECTOR_TIMESTAMP, "x-slack-signature": VECTOR_SIGNATURE}
+    verify_slack_request(VECTOR_SECRET, headers, body, now_s=1531420618)
+    with pytest.raises(SlackSignatureRejected):
+        verify_slack_request(VECTOR_SECRET, headers, body + b"-", now_s=1531420618)
+    with pytest.raises(SlackSignatureRejected, match="five minutes"):
+        verify_slack_request(VECTOR_SECRET, headers, body, now_s=1531420618 + 301)
+
+
+async def _close_with_cards(conn: Any, chat_runtime: Any, default_books: Any) -> tuple[str, dict[str, Any]]:
+    close_id = await start_default_close(conn, chat_runtime, default_books)
+    async with engine_context(chat_runtime) as ctx:
+        await advance(conn, close_id, ctx)
+    await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
+    return close_id, await close_status(conn, close_id)
+
+
+def _gate(status: dict[str, Any], task: str) -> str:
+    return next(g["gate_id"] for g in status["gates"] if g["task"] == task)
+
+
+async def test_each_gate_card_is_posted_once_per_channel(conn: Any, chat_api: Any, chat_runtime: Any,
+                                                         default_books: Any, fake_slack: Any) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    posts = fake_slack.calls_to("chat.postMessage")
+    assert len(posts) == len(status["gates"]) == 3
+    assert {p.params["channel"] for p in posts} == {SLACK_CHANNEL}
+    halt = next(p for p in posts if "17 of 17" in json.dumps(p.params))
+    assert halt is not None
+    await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
+    assert len(fake_slack.calls_to("chat.postMessage")) == 3
+    assert await count(conn, "SELECT count(*) FROM outbox_message WHERE platform_message_id IS NOT NULL") == 6
+
+
+async def test_fifty_identical_clicks_record_one_decision_and_one_update(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    gate_id = _gate(status, "accruals")
+    body = button_click(gate_id, "U0ALICE")
+    headers = slack_headers(body)
+    responses = await asyncio.gather(*(chat_api.post("/slack/events", content=body, headers=headers) for _ in range(50)))
+    assert {r.status_code for r in responses} == {200}
+    await wait_until(lambda: len(fake_slack.calls_to("users.info")) >= 50)
+    await wait_until(lambda: len(fake_slack.calls_to("chat.update")) >= 1)
+    await asyncio.sleep(0.5)  # let any stragglers finish before counting
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 1
+    updates = fake_slack.calls_to("chat.update")
+    assert len(updates) == 1
+    assert updates[0].params["channel"] == SLACK_CHANNEL
+    assert "alice" in json.dumps(updates[0].params).lower()
+    assert fake_slack.calls_to("chat.postEphemeral") == []
+
+
+@pytest.mark.parametrize("user", ["UBOTTY", "U0GONE"])
+async def test_a_bot_or_deactivated_user_cannot_decide(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, user: str
+) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    body = button_click(_gate(status, "accruals"), user)
+    assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'decision_refused'") == 1
+    assert fake_slack.calls_to("chat.update") == []
+
+
+async def test_an_unmapped_slack_user_is_refused(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    body = button_click(_gate(status, "accruals"), "U0MALLORY")
+    await chat_api.post("/slack/events", content=body, headers=slack_headers(body))
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+async def test_forged_or_stale_slack_requests_are_401(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    body = button_click(_gate(status, "accruals"), "U0ALICE")
+    forged = await chat_api.post("/slack/events", content=body, headers=slack_headers(body, secret="wrong"))
+    stale = await chat_api.post(
+        "/slack/events", content=body, headers=slack_headers(body, timestamp=int(time.time()) - 301)
+    )
+    assert forged.status_code == stale.status_code == 401
+    await asyncio.sleep(0.3)
+    assert fake_slack.calls_to("users.info") == []
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+async def test_close_status_answers_in_channel(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    await _close_with_cards(conn, chat_runtime, default_books)
+    before = len(fake_slack.calls_to("chat.postMessage"))
+    body = slash_command("status", "U0ALICE")
+    assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postMessage")) == before + 1)
+    message = json.dumps(fake_slack.calls_to("chat.postMessage")[-1].params)
+    assert "bank_reconciliation" in message or "Bank reconciliation" in message
+
+
+async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, database: Any
+) -> None:
+    close_id, _ = await _close_with_cards(conn, chat_runtime, default_books)
+    body = slash_command(f"trace export csv {close_id}", "U0ALICE")
+    assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
+    await wait_until(lambda: len(fake_slack.calls_to("files.completeUploadExternal")) == 1)
+    assert len(fake_slack.uploads) == 1
+    uploaded = next(iter(fake_slack.uploads.values()))
+    cli = subprocess.run(
+        [sys.executable, "-m", "countersign.cli", "trace", "export", "--close", close_id, "--format", "csv"],
+        env={**os.environ, "DATABASE_URL": database.url, "COUNTERSIGN_CONFIG_DIR": str(PROJECT_ROOT / "config")},
+        capture_output=True,
+        timeout=120,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert uploaded == cli.stdout
+    assert fake_slack.calls_to("files.upload") == []  # the retired method is never used
+
+
+async def test_close_start_is_role_checked(
+    conn: Any, chat_api: Any, chat_runtime: Any, fake_slack: Any
+) -> None:
+    refused = slash_command("start NEWCO 2026-10", "U0CAROL")  # cfo: may approve, may not start
+    await chat_api.post("/slack/events", content=refused, headers=slack_headers(refused))
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    assert await count(conn, "SELECT count(*) FROM close_run") == 0
+    allowed = slash_command("start NEWCO 2026-10", "U0DANA")
+    await chat_api.post("/slack/events", content=allowed, headers=slack_headers(allowed))
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postMessage")) == 1, timeout_s=60)
+    assert await count(conn, "SELECT count(*) FROM close_run WHERE started_by = 'dana.reyes'") == 1
+
+
+async def test_unknown_subcommands_get_usage(conn: Any, chat_api: Any, fake_slack: Any) -> None:
+    body = slash_command("frobnicate", "U0ALICE")
+    await chat_api.post("/slack/events", content=body, headers=slack_headers(body))
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    assert "Usage" in fake_slack.calls_to("chat.postEphemeral")[0].params["text"]
+
+
+async def test_event_retries_are_handled_once(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    await _close_with_cards(conn, chat_runtime, default_books)
+    before = len(fake_slack.calls_to("chat.postMessage"))
+    event = {
+        "token": "legacy", "team_id": "T01ACME", "api_app_id": "A0COUNTERSIGN", "type": "event_callback",
+        "event_id": "Ev0001", "event_time": int(time.time()),
+        "event": {"type": "app_mention", "user": "U0ALICE", "text": "<@UBOT> close status", "channel": SLACK_CHANNEL,
+                  "ts": "1700000200.000100", "event_ts": "1700000200.000100"},
+    }
+    body = json.dumps(event).encode()
+    for retry in (None, "1", "2"):
+        headers = slack_headers(body, content_type="application/json")
+        if retry:
+            headers |= {"x-slack-retry-num": retry, "x-slack-retry-reason": "http_timeout"}
+        assert (await chat_api.post("/slack/events", content=body, headers=headers)).status_code == 200
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postMessage")) >= before + 1)
+    await asyncio.sleep(0.5)
+    assert len(fake_slack.calls_to("chat.postMessage")) == before + 1
+
+
+async def test_rate_limited_posts_wait_for_retry_after_then_succeed(
+    conn: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, teams_connector: Any
+) -> None:
+    fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "7"}, body={"ok": False, "error": "ratelimited"})
+    close_id, _ = await _close_with_cards(conn, chat_runtime, default_books)
+    row = await (await conn.execute(
+        "SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) FROM outbox_message"
+        " WHERE last_error LIKE '%429%'"
+    )).fetchone()
+    assert row is not None and row[0] == "pending" and row[1] == 1 and 5 < float(row[2]) <= 7.5
+    await conn.execute("UPDATE outbox_message SET next_attempt_at = now() WHERE status = 'pending'")
+    report = await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
+    assert report.sent == 1
+    assert await count(conn, "SELECT count(*) FROM outbox_message WHERE status <> 'sent'") == 0
+    assert (await close_status(conn, close_id))["deliveries_failed"] == []
+
+
+async def test_a_permanent_failure_shows_in_close_status(
+    conn: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, teams_connector: Any
+) -> None:
+    fake_slack.fail("chat.postMessage", 200, body={"ok": False, "error": "channel_not_found"}, times=3)
+    close_id, status = await _close_with_cards(conn, chat_runtime, default_books)
+    failed = status["deliveries_failed"]
+    assert len(failed) == 3 and all("channel_not_found" in f["error"] for f in failed)
+    assert {f["platform"] for f in failed} == {"slack"}
+
+

@@ -1,0 +1,150 @@
+"""Teams through the FastAPI app: locally signed Bot Framework tokens, respx for the outbound connector."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from bot.delivery import deliver_due
+from countersign.app import MissingSecret, create_app
+from countersign.chat import build_senders
+from countersign.runtime import engine_context
+from engine.closes import close_status
+from engine.orchestrator import advance
+from tests.bot.conftest import SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TENANT
+from tests.support import count, start_default_close
+
+
+def invoke(gate_id: str, aad: str | None, decision: str = "approve", *, role: str = "user",
+           sender_id: str = "29:user", activity_id: str = "invoke-1") -> dict[str, Any]:
+    sender: dict[str, Any] = {"id": sender_id, "name": "Someone", "role": role}
+    if aad:
+        sender["aadObjectId"] = aad
+    return {
+        "type": "invoke",
+        "name": "adaptiveCard/action",
+        "id": activity_id,
+        "channelId": "msteams",
+        "serviceUrl": SERVICE_URL,
+        "from": sender,
+        "recipient": {"id": f"28:{TEAMS_APP_ID}", "name": "Countersign"},
+        "conversation": {"id": TEAMS_CONVERSATION, "tenantId": TENANT, "conversationType": "channel"},
+        "channelData": {"tenant": {"id": TENANT}},
+        "replyToId": "activity-1",
+        "value": {"action": {"type": "Action.Execute", "verb": f"gate.{decision}",
+                             "data": {"gate_id": gate_id, "decision": decision}}, "trigger": "manual"},
+    }
+
+
+def message(text: str, aad: str = "aad-alice") -> dict[str, Any]:
+    return {
+        "type": "message", "id": "msg-1", "channelId": "msteams", "serviceUrl": SERVICE_URL, "text": text,
+        "from": {"id": "29:alice", "name": "Alice", "aadObjectId": aad, "role": "user"},
+        "recipient": {"id": f"28:{TEAMS_APP_ID}"},
+        "conversation": {"id": TEAMS_CONVERSATION, "tenantId": TENANT},
+        "channelData": {"tenant": {"id": TENANT}},
+    }
+
+
+async def _gate(conn: Any, chat_runtime: Any, default_books: Any, task: str = "accruals") -> tuple[str, str]:
+    close_id = await start_default_close(conn, chat_runtime, default_books)
+    async with engine_context(chat_runtime) as ctx:
+        await advance(conn, close_id, ctx)
+    await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
+    status = await close_status(conn, close_id)
+    return close_id, next(g["gate_id"] for g in status["gates"] if g["task"] == task)
+
+
+def _auth(fake_teams_auth: Any, **kwargs: Any) -> dict[str, str]:
+    return {"Authorization": "Bearer " + fake_teams_auth.token(app_id=TEAMS_APP_ID, service_url=SERVICE_URL, **kwargs)}
+
+
+async def test_a_valid_token_decides_and_returns_the_updated_card(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any
+) -> None:
+    _, gate_id = await _gate(conn, chat_runtime, default_books)
+    response = await chat_api.post("/api/messages", json=invoke(gate_id, "aad-alice"), headers=_auth(fake_teams_auth))
+    assert response.status_code == 200
+    body = response.json()
+    assert body["statusCode"] == 200 and body["type"] == "application/vnd.microsoft.card.adaptive"
+    assert body["value"]["type"] == "AdaptiveCard"
+    assert "Action.Execute" not in json.dumps(body["value"])  # decided: no buttons left
+    assert await count(conn, "SELECT count(*) FROM gate_decision WHERE principal_id = 'alice.chen'") == 1
+    puts = [c for c in teams_connector.calls if c.request.method == "PUT"]
+    assert len(puts) == 1  # the posted card updated for everyone
+    assert b"alice" in puts[0].request.content.lower()
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["forged", "expired", "wrong_audience", "wrong_issuer", "unknown_kid", "missing", "garbage"],
+)
+async def test_every_authentication_failure_is_401(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any,
+    variant: str,
+) -> None:
+    _, gate_id = await _gate(conn, chat_runtime, default_books)
+    headers = {
+        "forged": lambda: _auth(fake_teams_auth, signing_key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+        "expired": lambda: _auth(fake_teams_auth, expires_in_s=-3600),
+        "wrong_audience": lambda: _auth(fake_teams_auth, audience="someone-else"),
+        "wrong_issuer": lambda: _auth(fake_teams_auth, issuer="https://evil.example"),
+        "unknown_kid": lambda: _auth(fake_teams_auth, kid="not-a-key"),
+        "missing": lambda: {},
+        "garbage": lambda: {"Authorization": "Bearer not.a.jwt"},
+    }[variant]()
+    response = await chat_api.post("/api/messages", json=invoke(gate_id, "aad-alice"), headers=headers)
+    assert response.status_code == 401
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+@pytest.mark.parametrize(
+    ("role", "sender_id", "aad"),
+    [("bot", "29:someone", "aad-alice"), ("user", f"28:{TEAMS_APP_ID}", "aad-alice"), ("user", "29:x", None)],
+)
+async def test_a_bot_sender_gets_a_403_card(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any,
+    role: str, sender_id: str, aad: str | None,
+) -> None:
+    _, gate_id = await _gate(conn, chat_runtime, default_books)
+    activity = invoke(gate_id, aad, role=role, sender_id=sender_id)
+    response = await chat_api.post("/api/messages", json=activity, headers=_auth(fake_teams_auth))
+    assert response.status_code == 403
+    assert response.json()["value"]["type"] == "AdaptiveCard"
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+async def test_a_refused_human_gets_a_card_saying_why(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any
+) -> None:
+    _, gate_id = await _gate(conn, chat_runtime, default_books)
+    response = await chat_api.post("/api/messages", json=invoke(gate_id, "aad-carol"), headers=_auth(fake_teams_auth))
+    assert response.status_code == 200
+    assert "role" in json.dumps(response.json()["value"]).lower()
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+async def test_close_status_and_trace_export_messages_are_answered(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any
+) -> None:
+    await _gate(conn, chat_runtime, default_books)
+    before = len(teams_connector.calls)
+    for text in ("close status", "close trace export csv"):
+        response = await chat_api.post("/api/messages", json=message(text), headers=_auth(fake_teams_auth))
+        assert response.status_code == 200
+    replies = [c for c in teams_connector.calls[before:] if c.request.url.path.endswith("/activities/msg-1")]
+    assert len(replies) == 2
+    assert b"AdaptiveCard" in replies[0].request.content
+    assert b"data:text/csv;base64," in replies[1].request.content
+
+
+def test_an_empty_teams_app_id_refuses_to_start(chat_runtime: Any) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(MissingSecret, match="TEAMS_APP_ID"):
+        create_app(replace(chat_runtime, settings=replace(chat_runtime.settings, teams_app_id="")))
+    with pytest.raises(MissingSecret, match="SLACK"):
+        create_app(replace(chat_runtime, settings=replace(chat_runtime.settings, slack_signing_secret=None)))
