@@ -10,19 +10,19 @@ from typing import Any
 
 from .trace import TraceEvent
 
-CSV_COLUMNS = ("seq", "recorded_at", "close_id", "actor", "kind", "payload", "versions", "prev_hash", "hash")
+CSV_COLUMNS = ("seq", "ts", "close_id", "actor", "kind", "payload", "version_set", "prev_hash", "hash")
 FORMATS = ("json", "csv")
 
 
 def event_record(event: TraceEvent) -> dict[str, Any]:
     return {
         "seq": event.seq,
-        "recorded_at": event.recorded_at,
+        "ts": event.ts,
         "close_id": event.close_id,
         "actor": event.actor,
         "kind": event.kind,
         "payload": dict(event.payload),
-        "versions": dict(event.versions),
+        "version_set": dict(event.version_set),
         "prev_hash": event.prev_hash.hex(),
         "hash": event.hash.hex(),
     }
@@ -41,12 +41,12 @@ def export_events(events: Iterable[TraceEvent], fmt: str) -> bytes:
         writer.writerow(
             [
                 r["seq"],
-                r["recorded_at"],
+                r["ts"],
                 r["close_id"],
                 r["actor"],
                 r["kind"],
                 json.dumps(r["payload"], sort_keys=True, ensure_ascii=False),
-                json.dumps(r["versions"], sort_keys=True, ensure_ascii=False),
+                json.dumps(r["version_set"], sort_keys=True, ensure_ascii=False),
                 r["prev_hash"],
                 r["hash"],
             ]

@@ -165,10 +165,12 @@ class MerkleTree:
 
 
 def inclusion_proof(index: int, leaf_hashes: Sequence[bytes]) -> list[bytes]:
+    """One-off PATH; builds the whole tree (O(n)), so keep a `MerkleTree` for many proofs."""
     return MerkleTree(leaf_hashes).inclusion_proof(index)
 
 
 def consistency_proof(old_size: int, leaf_hashes: Sequence[bytes]) -> list[bytes]:
+    """One-off PROOF; builds the whole tree (O(n)), so keep a `MerkleTree` for many proofs."""
     return MerkleTree(leaf_hashes).consistency_proof(old_size)
 
 

@@ -1,8 +1,11 @@
 """The close trace: one append-only, hash-chained log of everything that happened.
 
-`hash(n) = SHA-256(hash(n-1) || canonical(event n))`, with 32 zero bytes before the first event. Sequence
-numbers are gap-free because they come from the locked head row, inside the transaction that records the
-effect, not from a Postgres sequence (which skips on rollback).
+Two phases. `append_event` writes to `trace_pending` inside the caller's transaction, so an event exists exactly when
+its effect committed, and no global lock sits on the request path. `seal_pending` then takes pending events in
+batches under one advisory lock, numbers them without gaps, chains them —
+`hash(n) = SHA-256(hash(n-1) || canonical(event n))`, 32 zero bytes before the first — and moves them to
+`trace_event`, where UPDATE, DELETE and TRUNCATE raise. The same canonical bytes are the Merkle leaves
+(audit/merkle.py).
 """
 
 from __future__ import annotations
@@ -20,23 +23,30 @@ from psycopg.types.json import Jsonb
 from .canonical import canonical_bytes, normalise
 
 GENESIS_HASH = bytes(32)
-VERIFY_BATCH_ROWS = 5_000
+READ_BATCH_ROWS = 5_000
+SEAL_BATCH_ROWS = 2_000
+MAX_SEAL_ROUNDS = 10_000
+SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
+EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash, hash"
 
 
 @dataclass(frozen=True)
 class TraceEvent:
     seq: int
-    recorded_at: str
+    ts: str
     close_id: str | None
     actor: str
     kind: str
     payload: Mapping[str, Any]
-    versions: Mapping[str, Any]
+    version_set: Mapping[str, Any]
     prev_hash: bytes
     hash: bytes
 
     def body(self) -> dict[str, Any]:
-        return event_body(self.seq, self.recorded_at, self.close_id, self.actor, self.kind, self.payload, self.versions)
+        return event_body(self.seq, self.ts, self.close_id, self.actor, self.kind, self.payload, self.version_set)
+
+    def canonical(self) -> bytes:
+        return canonical_bytes(self.body())
 
 
 @dataclass(frozen=True)
@@ -50,26 +60,26 @@ class VerifyResult:
 
 def event_body(
     seq: int,
-    recorded_at: str,
+    ts: str,
     close_id: str | None,
     actor: str,
     kind: str,
     payload: Mapping[str, Any],
-    versions: Mapping[str, Any],
+    version_set: Mapping[str, Any],
 ) -> dict[str, Any]:
     return {
         "seq": seq,
-        "recorded_at": recorded_at,
+        "ts": ts,
         "close_id": close_id,
         "actor": actor,
         "kind": kind,
         "payload": dict(payload),
-        "versions": dict(versions),
+        "version_set": dict(version_set),
     }
 
 
-def chain_hash(prev_hash: bytes, body: Mapping[str, Any]) -> bytes:
-    return hashlib.sha256(prev_hash + canonical_bytes(body)).digest()
+def chain_hash(prev_hash: bytes, canonical_event: bytes) -> bytes:
+    return hashlib.sha256(prev_hash + canonical_event).digest()
 
 
 def utc_timestamp(now: datetime | None = None) -> str:
@@ -85,72 +95,132 @@ async def append_event(
     payload: Mapping[str, Any],
     close_id: UUID | str | None = None,
     versions: Mapping[str, Any] | None = None,
-) -> TraceEvent:
-    """Append one event inside the caller's transaction; it commits or rolls back with the effect it records."""
+) -> int:
+    """Queue one event inside the caller's transaction; it commits or rolls back with the effect it records.
+
+    Returns the pending id. The event gets its sequence number and hash when `seal_pending` runs.
+    """
     clean_payload = normalise(dict(payload))
     clean_versions = normalise(dict(versions or {}))
-    close = str(close_id) if close_id is not None else None
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO trace_pending (ts, close_id, actor, kind, payload, version_set)"
+            " VALUES (%s, %s, %s, %s, %s, %s) RETURNING pending_id",
+            (
+                utc_timestamp(),
+                str(close_id) if close_id is not None else None,
+                actor,
+                kind,
+                Jsonb(clean_payload),
+                Jsonb(clean_versions),
+            ),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def register_close_versions(
+    conn: AsyncConnection[Any], close_id: UUID | str, version_set: Mapping[str, Any]
+) -> None:
+    """The version set (app, policy and checklist hashes, profile and seed …) every event of this close carries."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO trace_context (close_id, version_set) VALUES (%s, %s) ON CONFLICT (close_id) DO NOTHING",
+            (str(close_id), Jsonb(normalise(dict(version_set)))),
+        )
+
+
+async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
     async with conn.cursor() as cur:
         await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton FOR UPDATE")
         head = await cur.fetchone()
         if head is None:
             raise RuntimeError("trace_head row is missing: the audit schema is not migrated")
-        prev_seq, prev_hash = int(head[0]), bytes(head[1])
-        seq = prev_seq + 1
-        recorded_at = utc_timestamp()
-        body = event_body(seq, recorded_at, close, actor, kind, clean_payload, clean_versions)
-        digest = chain_hash(prev_hash, body)
+        seq, prev = int(head[0]), bytes(head[1])
         await cur.execute(
-            "INSERT INTO trace_event (seq, recorded_at, close_id, actor, kind, payload, versions, prev_hash, hash)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                seq,
-                recorded_at,
-                close,
-                actor,
-                kind,
-                Jsonb(clean_payload),
-                Jsonb(clean_versions),
-                prev_hash,
-                digest,
-            ),
+            "SELECT p.pending_id, p.ts, p.close_id, p.actor, p.kind, p.payload, p.version_set, c.version_set"
+            " FROM trace_pending p LEFT JOIN trace_context c USING (close_id)"
+            " ORDER BY p.pending_id LIMIT %s FOR UPDATE OF p",
+            (limit,),
         )
-        await cur.execute("UPDATE trace_head SET seq = %s, hash = %s WHERE singleton", (seq, digest))
-    return TraceEvent(seq, recorded_at, close, actor, kind, clean_payload, clean_versions, prev_hash, digest)
+        pending = await cur.fetchall()
+        if not pending:
+            return 0
+        rows = []
+        for _, ts, close_id, actor, kind, payload, own_versions, close_versions in pending:
+            seq += 1
+            version_set = {**(close_versions or {}), **(own_versions or {})}
+            close = str(close_id) if close_id is not None else None
+            digest = chain_hash(prev, canonical_bytes(event_body(seq, ts, close, actor, kind, payload, version_set)))
+            rows.append((seq, ts, close, actor, kind, Jsonb(payload), Jsonb(version_set), prev, digest))
+            prev = digest
+        async with cur.copy(f"COPY trace_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
+            for record in rows:
+                await copy.write_row(record)
+        await cur.execute("DELETE FROM trace_pending WHERE pending_id = ANY(%s)", ([int(p[0]) for p in pending],))
+        await cur.execute("UPDATE trace_head SET seq = %s, hash = %s WHERE singleton", (seq, prev))
+    return len(pending)
+
+
+async def seal_pending(conn: AsyncConnection[Any], *, batch_rows: int = SEAL_BATCH_ROWS) -> int:
+    """Chain every pending event. `conn` must be in autocommit mode. Returns how many this call sealed.
+
+    Never blocks behind another sealer: if one is running, it will see our committed events, because a sealer
+    checks the queue again after each release of the lock.
+    """
+    total = 0
+    for _ in range(MAX_SEAL_ROUNDS):
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute("SELECT pg_try_advisory_xact_lock(%s)", (SEAL_LOCK,))
+            locked = await cur.fetchone()
+            if not locked or not locked[0]:
+                return total
+            sealed = await _seal_batch(conn, batch_rows)
+        total += sealed
+        if sealed == 0:
+            async with conn.cursor() as cur:
+                await cur.execute("SELECT EXISTS (SELECT 1 FROM trace_pending)")
+                more = await cur.fetchone()
+            if not more or not more[0]:
+                return total
+    return total
 
 
 def _row_to_event(row: tuple[Any, ...]) -> TraceEvent:
-    seq, recorded_at, close_id, actor, kind, payload, versions, prev_hash, digest = row
+    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest = row
     return TraceEvent(
         int(seq),
-        str(recorded_at),
+        str(ts),
         str(close_id) if close_id is not None else None,
         str(actor),
         str(kind),
         payload,
-        versions,
+        version_set,
         bytes(prev_hash),
         bytes(digest),
     )
 
 
-async def iter_events(conn: AsyncConnection[Any], *, close_id: UUID | str | None = None) -> AsyncIterator[TraceEvent]:
-    """Events in sequence order, read in bounded batches."""
-    after = 0
+async def iter_events(
+    conn: AsyncConnection[Any], *, close_id: UUID | str | None = None, after_seq: int = 0, upto_seq: int | None = None
+) -> AsyncIterator[TraceEvent]:
+    """Sealed events in sequence order, read in bounded batches."""
+    after = after_seq
     while True:
         async with conn.cursor() as cur:
-            if close_id is None:
-                await cur.execute(
-                    "SELECT seq, recorded_at, close_id, actor, kind, payload, versions, prev_hash, hash"
-                    " FROM trace_event WHERE seq > %s ORDER BY seq LIMIT %s",
-                    (after, VERIFY_BATCH_ROWS),
-                )
-            else:
-                await cur.execute(
-                    "SELECT seq, recorded_at, close_id, actor, kind, payload, versions, prev_hash, hash"
-                    " FROM trace_event WHERE seq > %s AND close_id = %s ORDER BY seq LIMIT %s",
-                    (after, str(close_id), VERIFY_BATCH_ROWS),
-                )
+            await cur.execute(
+                f"SELECT {EVENT_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
+                " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY seq LIMIT %s",
+                (
+                    after,
+                    upto_seq,
+                    upto_seq,
+                    None if close_id is None else str(close_id),
+                    None if close_id is None else str(close_id),
+                    READ_BATCH_ROWS,
+                ),
+            )
             rows = await cur.fetchall()
         if not rows:
             return
@@ -161,20 +231,33 @@ async def iter_events(conn: AsyncConnection[Any], *, close_id: UUID | str | None
 
 
 async def verify_chain(conn: AsyncConnection[Any]) -> VerifyResult:
-    """Recompute the whole chain from the database; name the first sequence number that diverges."""
+    """Recompute the whole chain from the database; name the first sequence number that diverges and how."""
     expected_prev = GENESIS_HASH
     expected_seq = 1
     async for event in iter_events(conn):
         if event.seq != expected_seq:
             return VerifyResult(
-                False, expected_seq - 1, expected_prev, expected_seq, f"sequence gap: found {event.seq}"
+                False,
+                expected_seq - 1,
+                expected_prev,
+                expected_seq,
+                f"sequence gap: expected {expected_seq}, found {event.seq}",
             )
         if event.prev_hash != expected_prev:
-            return VerifyResult(False, expected_seq - 1, expected_prev, event.seq, "prev_hash does not link")
-        recomputed = chain_hash(expected_prev, event.body())
-        if recomputed != event.hash:
             return VerifyResult(
-                False, expected_seq - 1, expected_prev, event.seq, "event content does not match its hash"
+                False,
+                expected_seq - 1,
+                expected_prev,
+                event.seq,
+                "prev_hash does not link to the previous event's hash",
+            )
+        if chain_hash(expected_prev, event.canonical()) != event.hash:
+            return VerifyResult(
+                False,
+                expected_seq - 1,
+                expected_prev,
+                event.seq,
+                "content (seq, ts, actor, kind, payload or version set) does not match its hash",
             )
         expected_prev = event.hash
         expected_seq += 1
@@ -183,5 +266,12 @@ async def verify_chain(conn: AsyncConnection[Any]) -> VerifyResult:
         head = await cur.fetchone()
     size = expected_seq - 1
     if head is None or int(head[0]) != size or bytes(head[1]) != expected_prev:
-        return VerifyResult(False, size, expected_prev, size + 1, "head does not match the last event")
+        recorded = int(head[0]) if head else 0
+        return VerifyResult(
+            False,
+            size,
+            expected_prev,
+            size + 1,
+            f"the head says {recorded} events but the log holds {size}: events are missing",
+        )
     return VerifyResult(True, size, expected_prev)

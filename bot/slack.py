@@ -11,7 +11,6 @@ import logging
 import uuid
 from typing import Any
 
-from cards.model import TraceExportCard
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
@@ -22,6 +21,7 @@ from audit.trace import iter_events
 from callbacks.decisions import DecisionConflict, DecisionRefused, DecisionRequest, record_decision, refuse
 from callbacks.principals import resolve_identity
 from cards import slack as slack_cards
+from cards.model import TraceExportCard
 from engine.closes import CloseNotFound, close_status, latest_close_id
 from engine.outbox import enqueue_card_updates
 

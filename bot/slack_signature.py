@@ -25,9 +25,7 @@ def slack_signature(secret: str, timestamp: str, body: bytes) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-def verify_slack_request(
-    secret: str, headers: Mapping[str, str], body: bytes, *, now_s: float | None = None
-) -> None:
+def verify_slack_request(secret: str, headers: Mapping[str, str], body: bytes, *, now_s: float | None = None) -> None:
     timestamp = headers.get("x-slack-request-timestamp") or headers.get("X-Slack-Request-Timestamp")
     signature = headers.get("x-slack-signature") or headers.get("X-Slack-Signature")
     if not timestamp or not signature:

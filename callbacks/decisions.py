@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, errors
 
-from audit.trace import append_event
+from audit.trace import append_event, seal_pending
 
 from .principals import Principal, find_principal, normalise_identity
 
@@ -168,10 +168,13 @@ async def record_decision(conn: AsyncConnection[Any], request: DecisionRequest) 
         raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
     try:
         async with conn.transaction():
-            return await _record(conn, request)
+            outcome = await _record(conn, request)
     except DecisionRefused as refused:
         await _trace_refusal(conn, request, refused)
         raise
+    finally:
+        await seal_pending(conn)
+    return outcome
 
 
 async def refuse(conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str) -> DecisionRefused:

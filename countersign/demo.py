@@ -255,7 +255,7 @@ def print_timeline(events: list[TraceEvent], console: Console) -> None:
         target = str(e.payload.get("to", ""))
         arrow = f"{e.actor} → {target}" if target else e.actor
         console.print(
-            f"{e.seq:>5}  {e.recorded_at[11:23]}  {escape(arrow):<44} {e.kind:<20} {escape(describe(e))}",
+            f"{e.seq:>5}  {e.ts[11:23]}  {escape(arrow):<44} {e.kind:<20} {escape(describe(e))}",
             highlight=False,
             soft_wrap=True,
         )

@@ -42,7 +42,7 @@ class Runtime:
     checklist: Checklist
 
     def versions(self) -> dict[str, Any]:
-        return {"app": app_version(), "risk": self.policy.digest, "checklist": self.checklist.digest}
+        return {"app_version": app_version()}
 
 
 def load_rules(settings: Settings) -> tuple[Policy, Checklist]:

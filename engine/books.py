@@ -19,7 +19,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from audit.trace import append_event
+from audit.trace import append_event, seal_pending
 
 MAX_FIELD_CHARS = 512
 
@@ -306,6 +306,7 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
                 "seed": manifest.get("seed"),
             },
         )
+    await seal_pending(conn)
     return LoadedBooks(book_set_id, entity, period, currency, digest, gl_count, feed_version)
 
 
@@ -370,4 +371,5 @@ async def load_bank_feed(
             close_id=close_id,
             payload={"book_set_id": book_set_id, "feed_version": version, "source": path.name},
         )
+    await seal_pending(conn)
     return version

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from psycopg import AsyncConnection, errors
 
-from audit.trace import append_event
+from audit.trace import append_event, register_close_versions, seal_pending
 from policy import Checklist, Policy
 
 from .outbox import failed_deliveries
+
+
+def _app_version() -> str:
+    try:
+        return metadata.version("countersign")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 class CloseNotFound(LookupError):
@@ -119,6 +127,18 @@ async def start_close(
                     "INSERT INTO close_task (close_id, task) VALUES (%s, %s)",
                     [(close_id, task_id) for task_id in checklist.topological_order()],
                 )
+                await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
+                manifest_row = await cur.fetchone()
+            manifest = manifest_row[0] if manifest_row else {}
+            version_set = {
+                "app_version": _app_version(),
+                "risk_yaml_sha256": policy.digest,
+                "checklist_sha256": checklist.digest,
+                "synthetic_profile": manifest.get("profile"),
+                "synthetic_seed": manifest.get("seed"),
+                **(versions or {}),
+            }
+            await register_close_versions(conn, close_id, version_set)
             await append_event(
                 conn,
                 actor=started_by,
@@ -131,11 +151,11 @@ async def start_close(
                     "tasks": list(checklist.topological_order()),
                     "to": "orchestrator",
                 },
-                versions={"risk": policy.digest, "checklist": checklist.digest, **(versions or {})},
             )
     except errors.UniqueViolation:
         existing = await find_close(conn, entity, period)
         raise CloseAlreadyExists(entity, period, existing or "?") from None
+    await seal_pending(conn)
     return close_id
 
 

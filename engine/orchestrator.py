@@ -17,7 +17,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from audit.trace import append_event
+from audit.trace import append_event, seal_pending
 from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, derive_gate
 
 from . import inputs
@@ -80,6 +80,7 @@ async def advance(conn: AsyncConnection[Any], close_id: str, ctx: EngineContext)
             if not progressed:
                 break
         report.status = await refresh_close_status(conn, close.close_id, ctx.actor)
+        await seal_pending(conn)
     finally:
         async with conn.cursor() as cur:
             await cur.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(close.close_id),))

@@ -388,12 +388,12 @@ INSERT INTO trace_head (singleton, seq, hash) VALUES (true, 0, decode(repeat('00
 
 CREATE TABLE trace_event (
     seq         bigint PRIMARY KEY CHECK (seq >= 1),
-    recorded_at text NOT NULL,
+    ts          text NOT NULL,
     close_id    uuid,
     actor       text NOT NULL,
     kind        text NOT NULL,
     payload     jsonb NOT NULL,
-    versions    jsonb NOT NULL,
+    version_set jsonb NOT NULL,
     prev_hash   bytea NOT NULL CHECK (length(prev_hash) = 32),
     hash        bytea NOT NULL CHECK (length(hash) = 32)
 );
@@ -401,7 +401,7 @@ CREATE INDEX trace_event_close ON trace_event (close_id, seq);
 
 CREATE FUNCTION refuse_trace_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'the close trace is append-only: % on trace_event is not allowed', TG_OP
+    RAISE EXCEPTION 'the close trace is append-only: % on % is not allowed', TG_OP, TG_TABLE_NAME
         USING ERRCODE = 'insufficient_privilege';
 END $$;
 CREATE TRIGGER trace_event_append_only BEFORE UPDATE OR DELETE ON trace_event

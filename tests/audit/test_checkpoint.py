@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,20 +29,20 @@ from audit.checkpoint import (
     sign_note,
 )
 
-GO = json.loads(
+GO: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[1] / "data" / "note" / "go_sumdb_note_vectors.json").read_text("utf-8")
 )
-TEXT = GO["text"].encode("utf-8")
-SIGNED = GO["signed_note"].encode("utf-8")
-PETER_LINE = GO["peter_signature_line"]
-ENOCH_LINE = GO["enoch_signature_line"]
+TEXT: bytes = GO["text"].encode("utf-8")
+SIGNED: bytes = GO["signed_note"].encode("utf-8")
+PETER_LINE: str = GO["peter_signature_line"]
+ENOCH_LINE: str = GO["enoch_signature_line"]
 
 # The example body in C2SP tlog-checkpoint.md (github.com/C2SP/C2SP).
 C2SP_EXAMPLE_BODY = b"example.com/behind-the-sofa\n20852163\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n"
 
 
 def _note(*lines: str) -> bytes:
-    return GO["text"].encode("utf-8") + b"\n" + "".join(lines).encode("utf-8")
+    return TEXT + b"\n" + "".join(lines).encode("utf-8")
 
 
 def test_go_keys_parse_and_encode_back_unchanged() -> None:
@@ -65,9 +66,9 @@ def test_go_signed_note_opens_to_its_text() -> None:
 def test_every_single_byte_change_to_the_go_note_is_rejected() -> None:
     verifier = parse_verifier_key(GO["verifier_key"])
     for position in range(len(SIGNED)):
-        for change in (lambda b: (b + 1) % 256, lambda b: b ^ 0x40):
+        for replacement in ((SIGNED[position] + 1) % 256, SIGNED[position] ^ 0x40):
             tampered = bytearray(SIGNED)
-            tampered[position] = change(tampered[position])
+            tampered[position] = replacement
             with pytest.raises(NoteError):
                 open_note(bytes(tampered), verifier)
 
@@ -170,7 +171,7 @@ def test_generated_keys_round_trip_and_sign() -> None:
     assert "PRIVATE" not in repr(signer)
 
 
-@pytest.mark.parametrize("name", ["", "a b", "a+b", "a\u00a0b", "a\nb"])
+@pytest.mark.parametrize("name", ["", "a b", "a+b", "a\u00a0b", "a\nb", "a\x01b", "a\ud800b"])
 def test_key_names_with_spaces_pluses_or_nothing_are_refused(name: str) -> None:
     with pytest.raises(NoteKeyError):
         generate_signer(name)
@@ -198,6 +199,25 @@ def test_checkpoint_note_that_is_not_a_checkpoint_raises_checkpoint_error() -> N
     signer = generate_signer("log")
     with pytest.raises(CheckpointError):
         open_checkpoint(sign_note(b"just one line\n", signer), signer.verifier())
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"origin": ""},
+        {"origin": "a\nb"},
+        {"origin": "a\ud800"},
+        {"size": -1},
+        {"size": 2**64},
+        {"size": True},
+        {"root": bytes(31)},
+        {"extensions": ("",)},
+        {"extensions": ("a\tb",)},
+    ],
+)
+def test_checkpoint_fields_that_cannot_be_written_are_refused(fields: dict[str, Any]) -> None:
+    with pytest.raises(CheckpointError):
+        Checkpoint(**{"origin": "log", "size": 1, "root": bytes(32), **fields})
 
 
 ROOT_B64 = "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I="

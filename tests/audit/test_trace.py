@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from audit.canonical import NonCanonicalValue, canonical_bytes
-from audit.trace import append_event, verify_chain
+from audit.trace import append_event, seal_pending, verify_chain
 from tests.support import count
 
 
@@ -20,6 +20,7 @@ async def _append(conn: Any, n: int) -> None:
     for i in range(n):
         async with conn.transaction():
             await append_event(conn, actor="orchestrator", kind="step", payload={"i": i, "amount": Decimal("1.50")})
+    await seal_pending(conn)
 
 
 async def test_update_delete_and_truncate_raise(conn: Any) -> None:

@@ -34,14 +34,34 @@ TEAMS_CONVERSATION = "19:close-channel@thread.tacv2"
 TOKEN_URL = "https://login.test.example/botframework.com/oauth2/v2.0/token"
 
 PEOPLE = [
-    Principal("dana.reyes", "human", "Dana Reyes", ("accountant",),
-              (Identity("slack", TEAM.casefold(), "u0dana"), Identity("teams", TENANT.casefold(), "aad-dana"))),
-    Principal("alice.chen", "human", "Alice Chen", ("controller",),
-              (Identity("slack", TEAM.casefold(), "u0alice"), Identity("teams", TENANT.casefold(), "aad-alice"))),
-    Principal("bob.osei", "human", "Bob Osei", ("cfo", "controller"),
-              (Identity("slack", TEAM.casefold(), "u0bob"), Identity("teams", TENANT.casefold(), "aad-bob"))),
-    Principal("carol.main", "human", "Carol Main", ("cfo",),
-              (Identity("slack", TEAM.casefold(), "u0carol"), Identity("teams", TENANT.casefold(), "aad-carol"))),
+    Principal(
+        "dana.reyes",
+        "human",
+        "Dana Reyes",
+        ("accountant",),
+        (Identity("slack", TEAM.casefold(), "u0dana"), Identity("teams", TENANT.casefold(), "aad-dana")),
+    ),
+    Principal(
+        "alice.chen",
+        "human",
+        "Alice Chen",
+        ("controller",),
+        (Identity("slack", TEAM.casefold(), "u0alice"), Identity("teams", TENANT.casefold(), "aad-alice")),
+    ),
+    Principal(
+        "bob.osei",
+        "human",
+        "Bob Osei",
+        ("cfo", "controller"),
+        (Identity("slack", TEAM.casefold(), "u0bob"), Identity("teams", TENANT.casefold(), "aad-bob")),
+    ),
+    Principal(
+        "carol.main",
+        "human",
+        "Carol Main",
+        ("cfo",),
+        (Identity("slack", TEAM.casefold(), "u0carol"), Identity("teams", TENANT.casefold(), "aad-carol")),
+    ),
 ]
 
 
@@ -100,7 +120,9 @@ def chat_runtime(runtime: Runtime, fake_slack: FakeSlack, fake_teams_auth: FakeB
 
 
 @pytest_asyncio.fixture
-async def chat_api(chat_runtime: Runtime, conn: Any, teams_connector: respx.MockRouter) -> AsyncIterator[httpx.AsyncClient]:
+async def chat_api(
+    chat_runtime: Runtime, conn: Any, teams_connector: respx.MockRouter
+) -> AsyncIterator[httpx.AsyncClient]:
     await upsert_principals(conn, PEOPLE)
     app = create_app(chat_runtime)
     async with app.router.lifespan_context(app):
@@ -109,15 +131,26 @@ async def chat_api(chat_runtime: Runtime, conn: Any, teams_connector: respx.Mock
             yield client
 
 
-def slack_headers(body: bytes, *, secret: str = SLACK_SECRET, timestamp: int | None = None,
-                  content_type: str = "application/x-www-form-urlencoded") -> dict[str, str]:
+def slack_headers(
+    body: bytes,
+    *,
+    secret: str = SLACK_SECRET,
+    timestamp: int | None = None,
+    content_type: str = "application/x-www-form-urlencoded",
+) -> dict[str, str]:
     stamp = str(int(time.time()) if timestamp is None else timestamp)
     signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body.decode())
     return {"x-slack-request-timestamp": stamp, "x-slack-signature": signature, "content-type": content_type}
 
 
-def button_click(gate_id: str, user: str, decision: str = "approve", *, action_ts: str = "1700000100.000001",
-                 message_ts: str = "1700000000.000001") -> bytes:
+def button_click(
+    gate_id: str,
+    user: str,
+    decision: str = "approve",
+    *,
+    action_ts: str = "1700000100.000001",
+    message_ts: str = "1700000000.000001",
+) -> bytes:
     payload = {
         "type": "block_actions",
         "user": {"id": user, "team_id": TEAM},
@@ -129,19 +162,32 @@ def button_click(gate_id: str, user: str, decision: str = "approve", *, action_t
         "trigger_id": "trigger",
         "response_url": "https://hooks.slack.invalid/actions/x",
         "actions": [
-            {"action_id": f"gate_{decision}", "block_id": f"gate:{gate_id}", "value": gate_id, "type": "button",
-             "action_ts": action_ts}
+            {
+                "action_id": f"gate_{decision}",
+                "block_id": f"gate:{gate_id}",
+                "value": gate_id,
+                "type": "button",
+                "action_ts": action_ts,
+            }
         ],
     }
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
 def slash_command(text: str, user: str) -> bytes:
-    return urlencode({
-        "token": "legacy", "team_id": TEAM, "channel_id": SLACK_CHANNEL, "user_id": user, "command": "/close",
-        "text": text, "response_url": "https://hooks.slack.invalid/commands/x", "trigger_id": "trigger",
-        "api_app_id": "A0COUNTERSIGN",
-    }).encode()
+    return urlencode(
+        {
+            "token": "legacy",
+            "team_id": TEAM,
+            "channel_id": SLACK_CHANNEL,
+            "user_id": user,
+            "command": "/close",
+            "text": text,
+            "response_url": "https://hooks.slack.invalid/commands/x",
+            "trigger_id": "trigger",
+            "api_app_id": "A0COUNTERSIGN",
+        }
+    ).encode()
 
 
 async def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:

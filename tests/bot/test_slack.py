@@ -57,8 +57,9 @@ def _gate(status: dict[str, Any], task: str) -> str:
     return next(g["gate_id"] for g in status["gates"] if g["task"] == task)
 
 
-async def test_each_gate_card_is_posted_once_per_channel(conn: Any, chat_api: Any, chat_runtime: Any,
-                                                         default_books: Any, fake_slack: Any) -> None:
+async def test_each_gate_card_is_posted_once_per_channel(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
     _, status = await _close_with_cards(conn, chat_runtime, default_books)
     posts = fake_slack.calls_to("chat.postMessage")
     assert len(posts) == len(status["gates"]) == 3
@@ -77,7 +78,9 @@ async def test_fifty_identical_clicks_record_one_decision_and_one_update(
     gate_id = _gate(status, "accruals")
     body = button_click(gate_id, "U0ALICE")
     headers = slack_headers(body)
-    responses = await asyncio.gather(*(chat_api.post("/slack/events", content=body, headers=headers) for _ in range(50)))
+    responses = await asyncio.gather(
+        *(chat_api.post("/slack/events", content=body, headers=headers) for _ in range(50))
+    )
     assert {r.status_code for r in responses} == {200}
     await wait_until(lambda: len(fake_slack.calls_to("users.info")) >= 50)
     await wait_until(lambda: len(fake_slack.calls_to("chat.update")) >= 1)
@@ -160,9 +163,7 @@ async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
     assert fake_slack.calls_to("files.upload") == []  # the retired method is never used
 
 
-async def test_close_start_is_role_checked(
-    conn: Any, chat_api: Any, chat_runtime: Any, fake_slack: Any
-) -> None:
+async def test_close_start_is_role_checked(conn: Any, chat_api: Any, chat_runtime: Any, fake_slack: Any) -> None:
     refused = slash_command("start NEWCO 2026-10", "U0CAROL")  # cfo: may approve, may not start
     await chat_api.post("/slack/events", content=refused, headers=slack_headers(refused))
     await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
@@ -186,10 +187,20 @@ async def test_event_retries_are_handled_once(
     await _close_with_cards(conn, chat_runtime, default_books)
     before = len(fake_slack.calls_to("chat.postMessage"))
     event = {
-        "token": "legacy", "team_id": "T01ACME", "api_app_id": "A0COUNTERSIGN", "type": "event_callback",
-        "event_id": "Ev0001", "event_time": int(time.time()),
-        "event": {"type": "app_mention", "user": "U0ALICE", "text": "<@UBOT> close status", "channel": SLACK_CHANNEL,
-                  "ts": "1700000200.000100", "event_ts": "1700000200.000100"},
+        "token": "legacy",
+        "team_id": "T01ACME",
+        "api_app_id": "A0COUNTERSIGN",
+        "type": "event_callback",
+        "event_id": "Ev0001",
+        "event_time": int(time.time()),
+        "event": {
+            "type": "app_mention",
+            "user": "U0ALICE",
+            "text": "<@UBOT> close status",
+            "channel": SLACK_CHANNEL,
+            "ts": "1700000200.000100",
+            "event_ts": "1700000200.000100",
+        },
     }
     body = json.dumps(event).encode()
     for retry in (None, "1", "2"):
@@ -207,10 +218,12 @@ async def test_rate_limited_posts_wait_for_retry_after_then_succeed(
 ) -> None:
     fake_slack.fail("chat.postMessage", 429, headers={"Retry-After": "7"}, body={"ok": False, "error": "ratelimited"})
     close_id, _ = await _close_with_cards(conn, chat_runtime, default_books)
-    row = await (await conn.execute(
-        "SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) FROM outbox_message"
-        " WHERE last_error LIKE '%429%'"
-    )).fetchone()
+    row = await (
+        await conn.execute(
+            "SELECT status, attempts, extract(epoch FROM next_attempt_at - now()) FROM outbox_message"
+            " WHERE last_error LIKE '%429%'"
+        )
+    ).fetchone()
     assert row is not None and row[0] == "pending" and row[1] == 1 and 5 < float(row[2]) <= 7.5
     await conn.execute("UPDATE outbox_message SET next_attempt_at = now() WHERE status = 'pending'")
     report = await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
@@ -223,9 +236,7 @@ async def test_a_permanent_failure_shows_in_close_status(
     conn: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, teams_connector: Any
 ) -> None:
     fake_slack.fail("chat.postMessage", 200, body={"ok": False, "error": "channel_not_found"}, times=3)
-    close_id, status = await _close_with_cards(conn, chat_runtime, default_books)
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
     failed = status["deliveries_failed"]
     assert len(failed) == 3 and all("channel_not_found" in f["error"] for f in failed)
     assert {f["platform"] for f in failed} == {"slack"}
-
-

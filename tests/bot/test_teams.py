@@ -18,8 +18,15 @@ from tests.bot.conftest import SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TE
 from tests.support import count, start_default_close
 
 
-def invoke(gate_id: str, aad: str | None, decision: str = "approve", *, role: str = "user",
-           sender_id: str = "29:user", activity_id: str = "invoke-1") -> dict[str, Any]:
+def invoke(
+    gate_id: str,
+    aad: str | None,
+    decision: str = "approve",
+    *,
+    role: str = "user",
+    sender_id: str = "29:user",
+    activity_id: str = "invoke-1",
+) -> dict[str, Any]:
     sender: dict[str, Any] = {"id": sender_id, "name": "Someone", "role": role}
     if aad:
         sender["aadObjectId"] = aad
@@ -34,14 +41,24 @@ def invoke(gate_id: str, aad: str | None, decision: str = "approve", *, role: st
         "conversation": {"id": TEAMS_CONVERSATION, "tenantId": TENANT, "conversationType": "channel"},
         "channelData": {"tenant": {"id": TENANT}},
         "replyToId": "activity-1",
-        "value": {"action": {"type": "Action.Execute", "verb": f"gate.{decision}",
-                             "data": {"gate_id": gate_id, "decision": decision}}, "trigger": "manual"},
+        "value": {
+            "action": {
+                "type": "Action.Execute",
+                "verb": f"gate.{decision}",
+                "data": {"gate_id": gate_id, "decision": decision},
+            },
+            "trigger": "manual",
+        },
     }
 
 
 def message(text: str, aad: str = "aad-alice") -> dict[str, Any]:
     return {
-        "type": "message", "id": "msg-1", "channelId": "msteams", "serviceUrl": SERVICE_URL, "text": text,
+        "type": "message",
+        "id": "msg-1",
+        "channelId": "msteams",
+        "serviceUrl": SERVICE_URL,
+        "text": text,
         "from": {"id": "29:alice", "name": "Alice", "aadObjectId": aad, "role": "user"},
         "recipient": {"id": f"28:{TEAMS_APP_ID}"},
         "conversation": {"id": TEAMS_CONVERSATION, "tenantId": TENANT},
@@ -83,12 +100,19 @@ async def test_a_valid_token_decides_and_returns_the_updated_card(
     ["forged", "expired", "wrong_audience", "wrong_issuer", "unknown_kid", "missing", "garbage"],
 )
 async def test_every_authentication_failure_is_401(
-    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any,
+    conn: Any,
+    chat_api: Any,
+    chat_runtime: Any,
+    default_books: Any,
+    fake_teams_auth: Any,
+    teams_connector: Any,
     variant: str,
 ) -> None:
     _, gate_id = await _gate(conn, chat_runtime, default_books)
     headers = {
-        "forged": lambda: _auth(fake_teams_auth, signing_key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+        "forged": lambda: _auth(
+            fake_teams_auth, signing_key=rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        ),
         "expired": lambda: _auth(fake_teams_auth, expires_in_s=-3600),
         "wrong_audience": lambda: _auth(fake_teams_auth, audience="someone-else"),
         "wrong_issuer": lambda: _auth(fake_teams_auth, issuer="https://evil.example"),
@@ -106,8 +130,15 @@ async def test_every_authentication_failure_is_401(
     [("bot", "29:someone", "aad-alice"), ("user", f"28:{TEAMS_APP_ID}", "aad-alice"), ("user", "29:x", None)],
 )
 async def test_a_bot_sender_gets_a_403_card(
-    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_teams_auth: Any, teams_connector: Any,
-    role: str, sender_id: str, aad: str | None,
+    conn: Any,
+    chat_api: Any,
+    chat_runtime: Any,
+    default_books: Any,
+    fake_teams_auth: Any,
+    teams_connector: Any,
+    role: str,
+    sender_id: str,
+    aad: str | None,
 ) -> None:
     _, gate_id = await _gate(conn, chat_runtime, default_books)
     activity = invoke(gate_id, aad, role=role, sender_id=sender_id)

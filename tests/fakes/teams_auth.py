@@ -27,7 +27,9 @@ def _b64(n: int) -> str:
 @dataclass
 class FakeBotFrameworkAuth:
     kid: str = "countersign-test-key"
-    key: rsa.RSAPrivateKey = field(default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    key: rsa.RSAPrivateKey = field(
+        default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    )
     server: ThreadingHTTPServer | None = None
 
     @property
