@@ -23,8 +23,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy --strict policy synthetic audit engine/grounding.py engine/specialists
-	$(BIN)/mypy engine callbacks countersign
+	$(BIN)/mypy --strict policy synthetic audit cards engine/grounding.py engine/specialists
+	$(BIN)/mypy engine callbacks bot countersign
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

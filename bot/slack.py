@@ -66,13 +66,21 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
         await ack()
 
     async def decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient) -> None:
-        await _decide(body, action, client, services)
+        try:
+            await _decide(body, action, client, services)
+        except Exception:  # after ack() nobody awaits this task: log loudly rather than lose it
+            log.exception("deciding a Slack button click failed")
+            raise
 
     for action_id in ACTIONS:
         app.action(action_id)(ack=ack_only, lazy=[decide])
 
     async def run_command(command: dict[str, Any], client: AsyncWebClient) -> None:
-        await _command(command, client, services)
+        try:
+            await _command(command, client, services)
+        except Exception:
+            log.exception("running a Slack /close command failed")
+            raise
 
     app.command("/close")(ack=ack_only, lazy=[run_command])
 

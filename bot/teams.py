@@ -28,7 +28,6 @@ from audit.export import FORMATS, export_events
 from audit.trace import iter_events
 from callbacks.decisions import DecisionConflict, DecisionRefused, DecisionRequest, record_decision, refuse
 from callbacks.principals import resolve_identity
-from cards import slack as slack_cards
 from cards import teams as teams_cards
 from engine.closes import close_status, latest_close_id
 from engine.outbox import enqueue_card_updates
@@ -114,9 +113,10 @@ class TeamsAdapter:
             data.get("decision") if data.get("decision") in ("approve", "reject") else None
         )
         if self._is_bot(activity):
-            card = teams_cards.error_card("Refused", "Bots and apps cannot decide gates.")
+            refusal = teams_cards.error_card("Refused", "Bots and apps cannot decide gates.")
             return JSONResponse(
-                {"statusCode": 403, "type": "application/vnd.microsoft.card.adaptive", "value": card}, status_code=403
+                {"statusCode": 403, "type": "application/vnd.microsoft.card.adaptive", "value": refusal},
+                status_code=403,
             )
         try:
             gate_id = str(uuid.UUID(str(data.get("gate_id"))))
@@ -145,8 +145,7 @@ class TeamsAdapter:
                     raise await refuse(conn, request, "machine_principal", "this Teams identity is a machine")
                 outcome = await record_decision(conn, request)
             except DecisionRefused as refused:
-                text = slack_cards.refusal_text(refused.code, str(refused))
-                return self._invoke_card(teams_cards.error_card("Not recorded", text))
+                return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:
                 return self._invoke_card(teams_cards.error_card("Not recorded", str(conflict)))
         async with self.services.connect_engine() as conn:

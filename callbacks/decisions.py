@@ -181,6 +181,7 @@ async def refuse(conn: AsyncConnection[Any], request: DecisionRequest, code: str
     """Trace a refusal decided before a principal could be resolved (e.g. a platform says the user is a bot)."""
     refused = DecisionRefused(request.gate_id, normalise_identity(request.principal), code, message)
     await _trace_refusal(conn, request, refused)
+    await seal_pending(conn)
     return refused
 
 

@@ -14,12 +14,13 @@ import pytest
 
 from bot.delivery import deliver_due
 from bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
+from callbacks.principals import upsert_principals
 from countersign.chat import build_senders
 from countersign.runtime import engine_context
 from countersign.settings import PROJECT_ROOT
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.bot.conftest import SLACK_CHANNEL, button_click, slack_headers, slash_command, wait_until
+from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, button_click, slack_headers, slash_command, wait_until
 from tests.support import count, start_default_close
 
 # Slack's published example (docs "Verifying requests from Slack"; python-slack-sdk's signature tests).
@@ -47,6 +48,7 @@ def test_slacks_published_signature_vector_passes_our_verifier() -> None:
 
 async def _close_with_cards(conn: Any, chat_runtime: Any, default_books: Any) -> tuple[str, dict[str, Any]]:
     close_id = await start_default_close(conn, chat_runtime, default_books)
+    await upsert_principals(conn, PEOPLE)  # the default import above knows no chat identities
     async with engine_context(chat_runtime) as ctx:
         await advance(conn, close_id, ctx)
     await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]

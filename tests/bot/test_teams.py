@@ -9,12 +9,13 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.delivery import deliver_due
+from callbacks.principals import upsert_principals
 from countersign.app import MissingSecret, create_app
 from countersign.chat import build_senders
 from countersign.runtime import engine_context
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.bot.conftest import SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TENANT
+from tests.bot.conftest import PEOPLE, SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TENANT
 from tests.support import count, start_default_close
 
 
@@ -68,6 +69,7 @@ def message(text: str, aad: str = "aad-alice") -> dict[str, Any]:
 
 async def _gate(conn: Any, chat_runtime: Any, default_books: Any, task: str = "accruals") -> tuple[str, str]:
     close_id = await start_default_close(conn, chat_runtime, default_books)
+    await upsert_principals(conn, PEOPLE)  # the default import above knows no chat identities
     async with engine_context(chat_runtime) as ctx:
         await advance(conn, close_id, ctx)
     await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
