@@ -20,7 +20,7 @@ from countersign.runtime import engine_context
 from countersign.settings import PROJECT_ROOT
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, button_click, slack_headers, slash_command, wait_until
+from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAM, button_click, slack_headers, slash_command, wait_until
 from tests.support import count, start_default_close
 
 # Slack's published example (docs "Verifying requests from Slack"; python-slack-sdk's signature tests).
@@ -100,11 +100,18 @@ async def test_a_bot_or_deactivated_user_cannot_decide(
     conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, user: str
 ) -> None:
     _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    # Even when the Slack account maps to a human with the right role, Slack's word that it is a bot (or
+    # deactivated) wins: users.info is checked before the principal.
+    await conn.execute(
+        "INSERT INTO principal_identity (principal_id, channel, tenant, external_id)"
+        " VALUES ('bob.osei', 'slack', %s, %s)",
+        (TEAM.casefold(), user.casefold()),
+    )
     body = button_click(_gate(status, "accruals"), user)
     assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
     await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
-    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'decision_refused'") == 1
+    assert await count(conn, "SELECT count(*) FROM trace_event WHERE payload->>'code' = 'machine_principal'") == 1
     assert fake_slack.calls_to("chat.update") == []
 
 
