@@ -35,6 +35,8 @@ class Sender(Protocol):
 
     async def update(self, channel: str, message_id: str, card: Any) -> None: ...
 
+    async def post_text(self, channel: str, text: str) -> str: ...
+
     def render(self, card: Any) -> Any: ...
 
 
@@ -60,6 +62,10 @@ class SlackSender:
 
     async def update(self, channel: str, message_id: str, card: Any) -> None:
         await self._call(self.client.chat_update, channel=channel, ts=message_id, **self.render(card))
+
+    async def post_text(self, channel: str, text: str) -> str:
+        response = await self._call(self.client.chat_postMessage, channel=channel, text=text)
+        return str(response["ts"])
 
     async def _call(self, method: Any, **kwargs: Any) -> Any:
         try:
@@ -138,6 +144,9 @@ class TeamsSender:
     async def post(self, channel: str, card: Any) -> str:
         return await self.send_activity(self.service_url, channel, self._activity(card))
 
+    async def post_text(self, channel: str, text: str) -> str:
+        return await self.send_activity(self.service_url, channel, {"type": "message", "text": text})
+
     async def update(self, channel: str, message_id: str, card: Any) -> None:
         url = f"{self.service_url.rstrip('/')}/v3/conversations/{channel}/activities/{message_id}"
         headers = {"Authorization": f"Bearer {await self._bearer()}"}
@@ -178,11 +187,17 @@ async def _deliver_one(
         report.failed += 1
         return
     try:
+        if message.kind == "notice":
+            notice_id = await sender.post_text(message.channel, str(message.payload.get("text", "")))
+            await mark_sent(conn, message.message_id, platform_message_id=notice_id, rendered_state=None)
+            report.sent += 1
+            return
         if message.gate_id is None:
             raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
         card = await load_gate_card(conn, message.gate_id)
+        platform_id: str | None
         if message.kind == "gate_card":
-            platform_id: str | None = await sender.post(message.channel, card)
+            platform_id = await sender.post(message.channel, card)
         elif message.kind == "card_update":
             platform_id = await posted_message_id(conn, message.gate_id, message.platform, message.channel)
             if platform_id is None:

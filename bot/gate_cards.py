@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cards.model import DecisionLine, GateCard, StatusCard
 from psycopg import AsyncConnection
 
 from cards import slack as slack_cards
 from cards import teams as teams_cards
+from cards.model import DecisionLine, GateCard, StatusCard
 
 TASK_TITLES = {
     "bank_reconciliation": "Bank reconciliation",

@@ -16,8 +16,19 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audit.bundle import BundleInvalid, build_bundle, verify_bundle
 from audit.export import FORMATS, export_events
-from audit.trace import iter_events, verify_chain
+from audit.log import (
+    LogInconsistent,
+    check_extends,
+    consistency_json,
+    inclusion_json,
+    latest_checkpoint,
+    load_tree,
+    sign_log_checkpoint,
+    tree_root,
+)
+from audit.trace import iter_events, seal_pending, verify_chain
 from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
 from engine.books import BooksError, LoadedBooks, load_bank_feed
 from engine.closes import (
@@ -37,6 +48,7 @@ from synthetic import ProfileError, generate_books, load_profile
 from . import migrate
 from .chat import ChatConfigError, build_senders, check_chat_settings
 from .eval_cli import eval_app
+from .keys import load_trace_signer, verifier_key_text
 from .runtime import Runtime, boot, connection, engine_context, ensure_books
 from .settings import load_settings
 
@@ -57,7 +69,13 @@ console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
 
+
+class ProofRequestError(ValueError):
+    pass
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (
+    ProofRequestError,
     BooksError,
     CloseAlreadyExists,
     CloseNotFound,
@@ -280,37 +298,102 @@ def principals_import(
 
 
 @trace_app.command("verify")
-def trace_verify() -> None:
-    """Recompute the hash chain; exit 1 naming the first divergent sequence number."""
+def trace_verify(
+    close: Annotated[str | None, typer.Option("--close", help="Also report this close's events.")] = None,
+    bundle: Annotated[Path | None, typer.Option(help="Verify an evidence bundle offline (no database).")] = None,
+    key: Annotated[str | None, typer.Option(help="With --bundle: the verifier key you trust (pins it).")] = None,
+) -> None:
+    """Recompute the hash chain and check it against the last signed checkpoint; exit 1 naming what broke."""
+    if bundle is not None:
+        _verify_bundle_offline(bundle, key)
+        return
     rt = runtime()
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, Any, Any, int | None]:
         async with connection(rt) as conn:
-            return await verify_chain(conn)
+            await seal_pending(conn)
+            result = await verify_chain(conn)
+            tree = await load_tree(conn) if result.ok else None
+            checkpoint_error = None
+            latest = await latest_checkpoint(conn)
+            if tree is not None:
+                try:
+                    check_extends(tree, latest)
+                except LogInconsistent as exc:
+                    checkpoint_error = exc
+            count = None
+            if close is not None:
+                await load_close(conn, close)
+                count = len([e async for e in iter_events(conn, close_id=close)])
+        return result, tree, checkpoint_error or latest, count
 
-    result = run(go)
+    result, tree, checkpoint, close_events = run(go)
     if not result.ok:
         err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {escape(result.problem or '')}")
         raise typer.Exit(1)
-    console.print(f"trace intact: {result.size} events, head {result.head_hash.hex()}")
+    if isinstance(checkpoint, LogInconsistent):
+        err.print(f"[bold red]trace broken:[/] {escape(str(checkpoint))}")
+        raise typer.Exit(1)
+    console.print(f"trace intact: tree size {tree.size}, root {tree_root(tree).hex()}")
+    if checkpoint is not None:
+        console.print(
+            f"consistent with the checkpoint signed at tree size {checkpoint.tree_size} ({checkpoint.key_name})"
+        )
+    if close_events is not None:
+        console.print(f"close {close}: {close_events} events")
+
+
+def _verify_bundle_offline(path: Path, key: str | None) -> None:
+    try:
+        report = verify_bundle(path.read_bytes(), pinned_key=key)
+    except OSError as exc:
+        fail(f"{path.name}: {exc.strerror}")
+        return
+    except BundleInvalid as exc:
+        err.print(f"[bold red]bundle invalid:[/] {escape(exc.reason)}")
+        raise typer.Exit(1) from exc
+    console.print(
+        f"bundle verified: {report.events} events of close {report.close_id} included in tree size "
+        f"{report.tree_size}, root {report.root.hex()}, signed by {report.key_name} ({report.origin})"
+    )
+    if key is None:
+        console.print("note: checked against the key inside the bundle; pin the key you trust with --key")
 
 
 @trace_app.command("export")
 def trace_export(
     close: Annotated[str, typer.Option("--close", help="Close id.")],
-    fmt: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
-    out: Annotated[Path | None, typer.Option(help="Output file (default: stdout).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="json, csv or bundle.")] = "json",
+    out: Annotated[Path | None, typer.Option(help="Output file (default: stdout; required for bundle).")] = None,
 ) -> None:
-    """Export one close's trace events."""
-    if fmt not in FORMATS:
-        fail(f"--format: must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    """Export one close's trace events, or an evidence bundle an auditor verifies offline."""
+    if fmt not in (*FORMATS, "bundle"):
+        fail(f"--format: must be one of {', '.join((*FORMATS, 'bundle'))}, not {fmt!r}")
+    if fmt == "bundle" and out is None:
+        fail("--out: a bundle is a zip file; name where to write it")
     rt = runtime()
 
     async def go() -> tuple[int, bytes]:
         async with connection(rt) as conn:
             await load_close(conn, close)
-            events = [e async for e in iter_events(conn, close_id=close)]
-        return len(events), export_events(events, fmt)
+            await seal_pending(conn)
+            if fmt != "bundle":
+                events = [e async for e in iter_events(conn, close_id=close)]
+                return len(events), export_events(events, fmt)
+            signer = load_trace_signer(rt.settings)
+            await sign_log_checkpoint(conn, signer, rt.settings.trace_origin, actor="countersign-cli")
+            latest = await latest_checkpoint(conn)
+            assert latest is not None
+            tree = await load_tree(conn, size=latest.tree_size)
+            events = [e async for e in iter_events(conn, close_id=close, upto_seq=latest.tree_size)]
+            data = build_bundle(
+                close_id=close,
+                events=events,
+                tree=tree,
+                checkpoint_note=latest.note,
+                verifier_key=verifier_key_text(signer),
+            )
+            return len(events), data
 
     count, data = run(go)
     if out is None:
@@ -318,6 +401,66 @@ def trace_export(
     else:
         out.write_bytes(data)
         console.print(f"wrote {count} events to {out}")
+
+
+@trace_app.command("show")
+def trace_show(close: Annotated[str, typer.Option("--close", help="Close id.")]) -> None:
+    """The close as a readable timeline of who handed what to whom."""
+    from .timeline import print_timeline
+
+    rt = runtime()
+
+    async def go() -> list[Any]:
+        async with connection(rt) as conn:
+            await load_close(conn, close)
+            await seal_pending(conn)
+            return [e async for e in iter_events(conn, close_id=close)]
+
+    print_timeline(run(go), console)
+
+
+@trace_app.command("prove")
+def trace_prove(
+    seq: Annotated[int, typer.Option(help="Sequence number of the event.")],
+    size: Annotated[int | None, typer.Option(help="Tree size (default: the whole log).")] = None,
+) -> None:
+    """An RFC 9162 inclusion proof for one event, as JSON (hashes in hex)."""
+    rt = runtime()
+
+    async def go() -> dict[str, Any]:
+        async with connection(rt) as conn:
+            await seal_pending(conn)
+            try:
+                tree = await load_tree(conn, size=size)
+            except ValueError as exc:
+                raise ProofRequestError(f"--size: {exc}") from exc
+        if not 1 <= seq <= tree.size:
+            raise ProofRequestError(f"--seq: {seq} is not in a tree of size {tree.size}")
+        return inclusion_json(tree, seq - 1)
+
+    sys.stdout.write(json.dumps(run(go), indent=2) + "\n")
+
+
+@trace_app.command("consistency")
+def trace_consistency(
+    from_size: Annotated[int, typer.Option("--from", help="The older tree size.")],
+    to_size: Annotated[int, typer.Option("--to", help="The newer tree size.")],
+) -> None:
+    """An RFC 9162 consistency proof between two tree sizes, as JSON (hashes in hex)."""
+    rt = runtime()
+
+    async def go() -> dict[str, Any]:
+        if not 0 <= from_size <= to_size:
+            raise ProofRequestError(f"--from/--to: need 0 <= from ({from_size}) <= to ({to_size})")
+        async with connection(rt) as conn:
+            await seal_pending(conn)
+            try:
+                tree = await load_tree(conn, size=to_size)
+            except ValueError as exc:
+                raise ProofRequestError(f"--to: {exc}") from exc
+        return consistency_json(tree, from_size)
+
+    sys.stdout.write(json.dumps(run(go), indent=2) + "\n")
 
 
 # --- processes -----------------------------------------------------------------------------------------------
@@ -369,6 +512,7 @@ def worker(
     except ChatConfigError as exc:
         fail(str(exc))
     senders = build_senders(rt.settings)
+    signer = load_trace_signer(rt.settings)
 
     async def one_pass() -> int:
         async with connection(rt) as conn:
@@ -380,6 +524,9 @@ def worker(
                     report = await advance(conn, close_id, ctx)
                     for step in report.steps:
                         console.print(f"{close_id[:8]} {escape(step)}", highlight=False)
+            await sign_log_checkpoint(
+                conn, signer, rt.settings.trace_origin, actor="countersign-worker", min_new_events=2
+            )
             await run_outbox(conn, senders)
         return len(ids)
 

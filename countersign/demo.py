@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from audit.trace import TraceEvent, iter_events, verify_chain
+from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from callbacks.signature import sign
 from engine.books import load_bank_feed, load_books
@@ -30,6 +30,7 @@ from synthetic import generate_books, load_profile
 
 from .app import create_app
 from .runtime import Runtime, connection, engine_context
+from .timeline import print_timeline
 
 MAX_ROUNDS = 20
 
@@ -216,46 +217,3 @@ async def _book_set(conn: Any, close_id: str) -> int:
         await cur.execute("SELECT book_set_id FROM close_run WHERE close_id = %s", (close_id,))
         row = await cur.fetchone()
     return int(row[0])
-
-
-def describe(event: TraceEvent) -> str:
-    p = event.payload
-    kind = event.kind
-    if kind in ("dispatched",):
-        return f"{p.get('task')} (attempt {p.get('attempt')})"
-    if kind == "specialist_result":
-        s = p.get("summary", {})
-        if s.get("halted"):
-            return f"{p.get('task')}: halted — {s.get('halt_reason')}"
-        return f"{p.get('task')}: result"
-    if kind == "task_halted":
-        return f"{p.get('task')}: {p.get('reason')}"
-    if kind == "gate_opened":
-        return f"{p.get('task')} {p.get('gate_kind')} gate, tier {p.get('tier')}, quorum {p.get('quorum')}"
-    if kind == "gate_decided":
-        return f"{p.get('decision')} {p.get('task')} ({p.get('approvals')}/{p.get('quorum')}) via {p.get('channel')}"
-    if kind == "decision_refused":
-        return f"{p.get('principal')}: {p.get('code')}"
-    if kind == "journal_posted":
-        return f"journal {p.get('journal_id')}: {p.get('memo')}"
-    if kind == "gate_passed":
-        return f"{p.get('task')} {p.get('gate_kind')} gate {p.get('outcome')} ({str(p.get('gate_id'))[:8]})"
-    if kind in ("task_started", "task_done", "task_requeued"):
-        return str(p.get("task"))
-    if kind == "close_status":
-        return f"{p.get('status')}" + (f" — {p.get('reason')}" if p.get("reason") else "")
-    if kind == "bank_feed_loaded":
-        return f"bank feed version {p.get('feed_version')} ({p.get('source')})"
-    return ", ".join(f"{k}={v}" for k, v in p.items() if isinstance(v, str | int) and k != "to")[:90]
-
-
-def print_timeline(events: list[TraceEvent], console: Console) -> None:
-    console.rule("[bold]Timeline: who handed what to whom[/]")
-    for e in events:
-        target = str(e.payload.get("to", ""))
-        arrow = f"{e.actor} → {target}" if target else e.actor
-        console.print(
-            f"{e.seq:>5}  {e.ts[11:23]}  {escape(arrow):<44} {e.kind:<20} {escape(describe(e))}",
-            highlight=False,
-            soft_wrap=True,
-        )

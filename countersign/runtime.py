@@ -22,6 +22,7 @@ from synthetic import generate_books, load_profile, seed_from_name
 from . import migrate
 from .chat import channel_targets
 from .database import Database, open_database
+from .keys import load_trace_signer
 from .settings import Settings
 
 DEFAULT_PROFILE = "default"
@@ -78,14 +79,20 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
     """Specialists in-process over ASGI by default; over HTTP when COUNTERSIGN_SPECIALISTS_URL is set."""
     url = runtime.settings.specialists_url
     channels = channel_targets(runtime.settings)
+    signer = load_trace_signer(runtime.settings)
+    origin = runtime.settings.trace_origin
     if url is None:
         async with open_in_process() as client:
-            yield EngineContext(runtime.policy, runtime.checklist, call=client.call, channels=channels)
+            yield EngineContext(
+                runtime.policy, runtime.checklist, call=client.call, channels=channels, signer=signer, origin=origin
+            )
         return
     async with httpx.AsyncClient() as http:
         remote = SpecialistClient(http, url.rstrip("/"))
         try:
-            yield EngineContext(runtime.policy, runtime.checklist, call=remote.call, channels=channels)
+            yield EngineContext(
+                runtime.policy, runtime.checklist, call=remote.call, channels=channels, signer=signer, origin=origin
+            )
         finally:
             await remote.aclose()
 

@@ -29,6 +29,8 @@ class Settings:
     teams_service_url: str | None = None
     teams_conversation: str | None = None
     teams_token_url: str | None = None
+    trace_signing_key: str | None = None
+    trace_origin: str = "countersign.local/close-trace"
 
     @property
     def slack_enabled(self) -> bool:
@@ -74,4 +76,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         teams_service_url=env.get("COUNTERSIGN_TEAMS_SERVICE_URL") or None,
         teams_conversation=env.get("COUNTERSIGN_TEAMS_CONVERSATION") or None,
         teams_token_url=env.get("TEAMS_TOKEN_URL") or None,
+        trace_signing_key=env.get("COUNTERSIGN_TRACE_SIGNING_KEY") or None,
+        trace_origin=env.get("COUNTERSIGN_TRACE_ORIGIN") or "countersign.local/close-trace",
     )

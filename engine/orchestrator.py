@@ -17,6 +17,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from audit.checkpoint import NoteSigner
+from audit.log import sign_log_checkpoint
 from audit.trace import append_event, seal_pending
 from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, derive_gate
 
@@ -32,7 +34,7 @@ from .gates import (
     open_gate,
 )
 from .grounding import UngroundedFigureError, ground_figures
-from .outbox import ChannelTarget, enqueue_gate_cards
+from .outbox import ChannelTarget, enqueue, enqueue_gate_cards
 from .postings import JournalLine, JournalRequest, PostingRefused, post_journal
 
 MAX_ROUNDS = 32
@@ -45,6 +47,8 @@ class EngineContext:
     call: SpecialistCall
     actor: str = "orchestrator"
     channels: tuple[ChannelTarget, ...] = ()
+    signer: NoteSigner | None = None  # signs a trace checkpoint at every sign-off
+    origin: str = "countersign.local/close-trace"
 
 
 @dataclass
@@ -81,10 +85,41 @@ async def advance(conn: AsyncConnection[Any], close_id: str, ctx: EngineContext)
                 break
         report.status = await refresh_close_status(conn, close.close_id, ctx.actor)
         await seal_pending(conn)
+        if report.status == "closed" and close.status != "closed" and ctx.signer is not None:
+            await _sign_closing_checkpoint(conn, close, ctx, report)
     finally:
         async with conn.cursor() as cur:
             await cur.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(close.close_id),))
     return report
+
+
+async def _sign_closing_checkpoint(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, report: AdvanceReport
+) -> None:
+    """Sign-off always ends with a signed checkpoint, announced in the close's channels as a witness."""
+    assert ctx.signer is not None
+    stored = await sign_log_checkpoint(conn, ctx.signer, ctx.origin, actor=ctx.actor, close_id=close.close_id)
+    if stored is None:
+        return
+    async with conn.transaction():
+        for target in ctx.channels:
+            await enqueue(
+                conn,
+                dedupe_key=f"checkpoint:{stored.tree_size}:{target.platform}:{target.channel}",
+                platform=target.platform,
+                channel=target.channel,
+                kind="notice",
+                close_id=close.close_id,
+                payload={"text": checkpoint_notice(stored.note.decode(), close.entity, close.period)},
+            )
+    report.steps.append(f"trace checkpoint signed at tree size {stored.tree_size}")
+
+
+def checkpoint_notice(note: str, entity: str, period: str) -> str:
+    return (
+        f"Close trace checkpoint after sign-off of {entity} {period}. Keep this message: it witnesses the log.\n"
+        f"```\n{note}```"
+    )
 
 
 async def _task_rows(conn: AsyncConnection[Any], close_id: str) -> dict[str, tuple[str, int, Any]]:
