@@ -11,16 +11,20 @@ batches under one advisory lock, numbers them without gaps, chains them —
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 from psycopg import AsyncConnection
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from .canonical import canonical_bytes, normalise
+from .killpoints import kill_point
 
 GENESIS_HASH = bytes(32)
 READ_BATCH_ROWS = 5_000
@@ -28,6 +32,30 @@ SEAL_BATCH_ROWS = 2_000
 MAX_SEAL_ROUNDS = 10_000
 SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
 EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash, hash"
+
+# Verifying fast. jsonb floats load as a float subclass (still named "float", equal and printed the same) that orjson
+# refuses to serialise; the verifier then canonicalises with orjson directly (sorted keys, 53-bit integers), which
+# gives canonical_bytes' bytes unless a float, an unsafe integer (both refused, so the event takes canonical_bytes)
+# or a character beyond U+FFFF is present: orjson sorts keys by code point, RFC 8785 by UTF-16 code unit, and the
+# two orders differ only there. Any mismatch with the stored hash is re-checked with canonical_bytes.
+_JsonFloat = type("float", (float,), {"__slots__": ()})
+_FAST_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_BEYOND_BMP = re.compile(rb"[\xf0-\xf4]")  # lead bytes of 4-byte UTF-8 sequences
+
+
+_JSON_DECODER = json.JSONDecoder(parse_float=_JsonFloat)
+
+
+def _loads_jsonb(data: str | bytes) -> Any:
+    return _JSON_DECODER.decode(data.decode() if isinstance(data, bytes) else data)
+
+
+def _fast_canonical(event: TraceEvent) -> bytes | None:
+    try:
+        data = orjson.dumps(event.body(), option=_FAST_CANONICAL)
+    except orjson.JSONEncodeError:
+        return None
+    return data if data.isascii() or not _BEYOND_BMP.search(data) else None
 
 
 @dataclass(frozen=True)
@@ -158,6 +186,7 @@ async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
         async with cur.copy(f"COPY trace_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
             for record in rows:
                 await copy.write_row(record)
+        kill_point("trace.mid_seal")
         await cur.execute("DELETE FROM trace_pending WHERE pending_id = ANY(%s)", ([int(p[0]) for p in pending],))
         await cur.execute("UPDATE trace_head SET seq = %s, hash = %s WHERE singleton", (seq, prev))
     return len(pending)
@@ -209,6 +238,7 @@ async def iter_events(
     after = after_seq
     while True:
         async with conn.cursor() as cur:
+            set_json_loads(_loads_jsonb, cur)
             await cur.execute(
                 f"SELECT {EVENT_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
                 " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY seq LIMIT %s",
@@ -251,7 +281,8 @@ async def verify_chain(conn: AsyncConnection[Any]) -> VerifyResult:
                 event.seq,
                 "prev_hash does not link to the previous event's hash",
             )
-        if chain_hash(expected_prev, event.canonical()) != event.hash:
+        digest = chain_hash(expected_prev, _fast_canonical(event) or event.canonical())
+        if digest != event.hash and chain_hash(expected_prev, event.canonical()) != event.hash:
             return VerifyResult(
                 False,
                 expected_seq - 1,

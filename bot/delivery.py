@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from audit.killpoints import kill_point
 from engine.outbox import OutboxMessage, claim_due, mark_failed, mark_retry, mark_sent, posted_message_id
 
 from .gate_cards import card_state, load_gate_card, slack_gate_message, teams_gate_card
@@ -197,6 +198,7 @@ async def _deliver_one(
         card = await load_gate_card(conn, message.gate_id)
         platform_id: str | None
         if message.kind == "gate_card":
+            kill_point("card.before_post")
             platform_id = await sender.post(message.channel, card)
         elif message.kind == "card_update":
             platform_id = await posted_message_id(conn, message.gate_id, message.platform, message.channel)

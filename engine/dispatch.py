@@ -16,6 +16,7 @@ import orjson
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from audit.killpoints import kill_point
 from audit.trace import append_event
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
@@ -147,6 +148,7 @@ async def _dispatch_locked(
         )
     try:
         result = await call(specialist, payload, key)
+        kill_point("dispatch.after_call")
     except Exception as exc:
         async with conn.transaction():
             async with conn.cursor() as cur:

@@ -18,6 +18,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from audit.checkpoint import NoteSigner
+from audit.killpoints import kill_point
 from audit.log import sign_log_checkpoint
 from audit.trace import append_event, seal_pending
 from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, derive_gate
@@ -180,6 +181,7 @@ async def _apply_gate_outcomes(
             continue
         if gate.status not in ("approved", "rejected"):
             continue
+        kill_point("gates.before_apply")
         async with conn.transaction():
             if not await mark_gate_applied(conn, gate.gate_id):
                 continue
@@ -375,6 +377,7 @@ async def _run_ready_tasks(
             failed_this_call.add(task_id)
             report.steps.append(f"{task_id}: failed: {exc}")
             continue
+        kill_point("task.after_result")
         await _record_result(conn, close, ctx, task, attempt, result, report)
         progressed = True
     return progressed

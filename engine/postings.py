@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from psycopg import AsyncConnection, errors
 
+from audit.killpoints import kill_point
 from audit.trace import append_event
 
 
@@ -131,6 +132,7 @@ async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, p
                         for line_no, line in enumerate(request.lines, start=1)
                     ],
                 )
+                kill_point("posting.mid")
                 # Check the deferred balance trigger now, inside this savepoint, so a bad journal fails here.
                 await cur.execute("SET CONSTRAINTS journal_balanced, journal_line_balanced IMMEDIATE")
                 await cur.execute("SET CONSTRAINTS journal_balanced, journal_line_balanced DEFERRED")

@@ -119,3 +119,17 @@ async def engine_ctx(runtime: Runtime) -> AsyncIterator[Any]:
 
     async with engine_context(runtime) as ctx:
         yield ctx
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[Any]:
+    """A local fake Slack Web API server with a few users (see tests/fakes/slack_api.py)."""
+    from tests.fakes.slack_api import FakeSlack
+
+    fake = FakeSlack().start()
+    for user in ("U0DANA", "U0ALICE", "U0BOB", "U0CAROL", "U0MALLORY"):
+        fake.add_user(user, team="T01ACME")
+    fake.add_user("UBOTTY", team="T01ACME", is_bot=True)
+    fake.add_user("U0GONE", team="T01ACME", deleted=True)
+    yield fake
+    fake.stop()

@@ -66,17 +66,6 @@ PEOPLE = [
 
 
 @pytest.fixture
-def fake_slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack().start()
-    for user in ("U0DANA", "U0ALICE", "U0BOB", "U0CAROL", "U0MALLORY"):
-        fake.add_user(user, team=TEAM)
-    fake.add_user("UBOTTY", team=TEAM, is_bot=True)
-    fake.add_user("U0GONE", team=TEAM, deleted=True)
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def fake_teams_auth() -> Iterator[FakeBotFrameworkAuth]:
     clear_metadata_cache()
     fake = FakeBotFrameworkAuth().start()

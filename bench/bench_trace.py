@@ -1,0 +1,597 @@
+"""Benchmark: the close trace — concurrent append + seal, verification of 1,000,000 events, Merkle proofs.
+
+Run: .venv/bin/python bench/bench_trace.py [--writers 8] [--events 100000] [--events-b1 20000]
+     [--verify-events 1000000] [--proofs 1000]
+
+Setup: an embedded PostgreSQL (default settings, fsync on) in a temporary directory, one freshly migrated database
+per phase, deleted at the end (also on errors and on the self-abort after ABORT_AFTER_SECONDS).
+
+a. Appends end to end. C writers (one autocommit connection each) commit transactions of B events through
+   `append_event` and call `seal_pending` after each commit, as the application does; the clock stops when every
+   event is sealed. Then: `verify_chain` ok, seq gap-free (max(seq) == count(*)), nothing left pending. Same-run
+   baseline: the same writers INSERT the same rows (same statement shape, same Python normalisation) into a plain,
+   logged table with no queue, no sealer and no chain, so the ratio is the cost of sealing and chaining. Phases
+   run for B = 10 and B = 1. Each phase stops issuing transactions after PHASE_LIMIT_S.
+b. Verification of a large log. The log is filled by COPYing rows pre-chained in Python with the trace's own
+   `event_body`, `canonical_bytes` and `chain_hash` (the head row is set to match). Then `verify_chain` end to end,
+   and separately: reading the events through `iter_events` into memory (DB + row decoding), and the pure-Python
+   part over those in-memory events (canonical bytes + SHA-256 chain), split into canonicalisation and hashing.
+c. Proofs on that log: `load_tree` time (DB read + leaf hashes + tree), the tree build alone, then mean / p99 /
+   max of `inclusion_proof` and `consistency_proof` over random indexes (every inclusion proof and a few
+   consistency proofs are checked with the RFC 9162 verifiers, untimed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import math
+import os
+import platform
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import orjson  # noqa: E402
+import psutil  # noqa: E402
+import psycopg  # noqa: E402
+from psycopg.types.json import Jsonb  # noqa: E402
+
+from audit.canonical import canonical_bytes, normalise  # noqa: E402
+from audit.log import load_tree  # noqa: E402
+from audit.merkle import MerkleTree, root_from_leaf_hashes, verify_consistency, verify_inclusion  # noqa: E402
+from audit.trace import (  # noqa: E402
+    EVENT_COLUMNS,
+    GENESIS_HASH,
+    TraceEvent,
+    append_event,
+    chain_hash,
+    event_body,
+    iter_events,
+    register_close_versions,
+    seal_pending,
+    utc_timestamp,
+    verify_chain,
+)
+from countersign import migrate  # noqa: E402
+from countersign.database import Database, start_embedded, with_database_name  # noqa: E402
+
+ABORT_AFTER_SECONDS = 360
+PHASE_LIMIT_S = 90.0
+FILL_CHUNK_ROWS = 50_000
+CONSISTENCY_CHECKS = 3
+SEED = 7
+TARGET_EVENTS_PER_S = 5_000
+TARGET_VERIFY_S = 10.0
+TARGET_PROOF_MS = 1.0
+CLOSES = 12
+VERSION_SET = {
+    "app": "0.4.0",
+    "policy_sha256": "9f2c" * 16,
+    "checklist_sha256": "41ab" * 16,
+    "profile": "default",
+    "seed": 42,
+}
+PLAIN_TABLE = """
+CREATE TABLE bench_plain (
+    id          bigserial PRIMARY KEY,
+    ts          text NOT NULL,
+    close_id    uuid,
+    actor       text NOT NULL,
+    kind        text NOT NULL,
+    payload     jsonb NOT NULL,
+    version_set jsonb NOT NULL
+)
+"""
+
+
+class BenchAborted(RuntimeError):
+    pass
+
+
+def _abort(signum: int, frame: object) -> None:
+    raise BenchAborted(f"aborted after {ABORT_AFTER_SECONDS} s")
+
+
+def event_payload(i: int) -> dict[str, Any]:
+    """A gate decision as the callbacks service traces it (about 430 canonical bytes with the envelope)."""
+    return {
+        "gate_id": str(uuid.UUID(int=i + 1)),
+        "task": f"bank_rec_{i % 97}",
+        "decision": "approve",
+        "reason": "matched to statement line; amount 1234.50 GBP",
+        "channel": "slack",
+        "gate_status": "approved",
+        "approvals": 1,
+        "quorum": 1,
+        "to": "orchestrator",
+    }
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+@contextmanager
+def timed(into: dict[str, float], key: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        into[key] = time.perf_counter() - started
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds (user + system) of a process and its live descendants."""
+    if pid is None:
+        return 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+@dataclass
+class CpuSample:
+    bench: float
+    postgres: float
+    machine_busy: float
+
+    @classmethod
+    def take(cls, postgres_pid: int | None) -> CpuSample:
+        own = psutil.Process().cpu_times()
+        machine = psutil.cpu_times()
+        busy = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+        return cls(own.user + own.system, cpu_seconds(postgres_pid), busy)
+
+    def cores_since(self, before: CpuSample, wall_s: float) -> dict[str, float]:
+        bench = (self.bench - before.bench) / wall_s
+        postgres = (self.postgres - before.postgres) / wall_s
+        busy = (self.machine_busy - before.machine_busy) / wall_s
+        return {"bench": bench, "postgres": postgres, "other": max(0.0, busy - bench - postgres)}
+
+
+# --- databases -----------------------------------------------------------------------------------------------
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    with psycopg.connect(with_database_name(server_url, "postgres"), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = with_database_name(server_url, name)
+    migrate.upgrade(Database(url))
+    return url
+
+
+def drop_database(server_url: str, name: str) -> None:
+    with psycopg.connect(with_database_name(server_url, "postgres"), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- a. appends ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AppendResult:
+    name: str
+    writers: int
+    batch: int
+    planned: int
+    events: int = 0
+    wall_s: float = 0.0
+    txn_ms: list[float] = field(default_factory=list)
+    seal_ms: list[float] = field(default_factory=list)
+    cores: dict[str, float] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.wall_s if self.wall_s else 0.0
+
+
+async def plain_insert(
+    conn: psycopg.AsyncConnection[Any], *, actor: str, kind: str, payload: dict[str, Any], close_id: str
+) -> None:
+    """The baseline: what `append_event` does, into a plain table nobody seals."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO bench_plain (ts, close_id, actor, kind, payload, version_set)"
+            " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            (utc_timestamp(), close_id, actor, kind, Jsonb(normalise(payload)), Jsonb(normalise({}))),
+        )
+        await cur.fetchone()
+
+
+async def run_appends(
+    url: str, *, writers: int, batch: int, total: int, plain: bool, postgres_pid: int | None
+) -> AppendResult:
+    txns_per_writer = math.ceil(total / (writers * batch))
+    name = f"{'plain INSERT (baseline)' if plain else 'append_event + seal_pending'}, B={batch}"
+    result = AppendResult(name, writers, batch, txns_per_writer * writers * batch)
+    close_id = str(uuid.uuid4())
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+        if plain:
+            await admin.execute(PLAIN_TABLE)
+        else:
+            await register_close_versions(admin, close_id, VERSION_SET)
+        conns = [await psycopg.AsyncConnection.connect(url, autocommit=True) for _ in range(writers)]
+        try:
+            deadline = time.perf_counter() + PHASE_LIMIT_S
+
+            async def writer(w: int, conn: psycopg.AsyncConnection[Any]) -> None:
+                for t in range(txns_per_writer):
+                    if time.perf_counter() > deadline:
+                        return
+                    started = time.perf_counter()
+                    async with conn.transaction():
+                        for b in range(batch):
+                            i = (w * txns_per_writer + t) * batch + b
+                            if plain:
+                                await plain_insert(
+                                    conn, actor="alice.chen", kind="gate_decided", payload=event_payload(i),
+                                    close_id=close_id,
+                                )  # fmt: skip
+                            else:
+                                await append_event(
+                                    conn, actor="alice.chen", kind="gate_decided", payload=event_payload(i),
+                                    close_id=close_id,
+                                )  # fmt: skip
+                    committed = time.perf_counter()
+                    result.txn_ms.append((committed - started) * 1000)
+                    if not plain:
+                        await seal_pending(conn)
+                        result.seal_ms.append((time.perf_counter() - committed) * 1000)
+                    result.events += batch
+
+            cpu_before = CpuSample.take(postgres_pid)
+            started = time.perf_counter()
+            await asyncio.gather(*(writer(w, c) for w, c in enumerate(conns)))
+            if not plain:
+                await seal_pending(admin)  # normally seals nothing: each writer's last call already covered it
+            result.wall_s = time.perf_counter() - started
+            result.cores = CpuSample.take(postgres_pid).cores_since(cpu_before, result.wall_s)
+        finally:
+            for conn in conns:
+                await conn.close()
+        result.checks = await check_appends(admin, plain)
+    return result
+
+
+async def check_appends(conn: psycopg.AsyncConnection[Any], plain: bool) -> dict[str, Any]:
+    if plain:
+        row = await (await conn.execute("SELECT count(*) FROM bench_plain")).fetchone()
+        return {"rows": int(row[0]) if row else -1}
+    row = await (await conn.execute("SELECT count(*), coalesce(max(seq), 0) FROM trace_event")).fetchone()
+    pending = await (await conn.execute("SELECT count(*) FROM trace_pending")).fetchone()
+    started = time.perf_counter()
+    verified = await verify_chain(conn)
+    assert row is not None and pending is not None
+    return {
+        "sealed": int(row[0]),
+        "gap_free": int(row[0]) == int(row[1]),
+        "pending_left": int(pending[0]),
+        "verify_ok": verified.ok,
+        "verify_s": time.perf_counter() - started,
+    }
+
+
+def print_append(result: AppendResult) -> None:
+    print(f"\n{result.name}: {result.events:,} of {result.planned:,} events in {result.wall_s:.2f} s")
+    print(f"  throughput: {result.rate:,.0f} events/s ({result.rate / result.batch:,.0f} transactions/s)")
+    print(
+        f"  transaction (appends + commit) ms: p50 {percentile(result.txn_ms, 50):.2f}, "
+        f"p99 {percentile(result.txn_ms, 99):.2f}"
+    )
+    if result.seal_ms:
+        print(
+            f"  seal_pending call ms: p50 {percentile(result.seal_ms, 50):.2f}, "
+            f"p99 {percentile(result.seal_ms, 99):.2f}"
+        )
+    cores = ", ".join(f"{k} {v:.2f}" for k, v in result.cores.items())
+    print(f"  CPU cores busy (of {os.cpu_count()}): {cores}")
+    if result.events:
+        per_event = {k: v * result.wall_s / result.events * 1e6 for k, v in result.cores.items() if k != "other"}
+        print("  CPU us per event: " + ", ".join(f"{k} {v:,.0f}" for k, v in per_event.items()))
+    print(f"  checks: {result.checks}")
+
+
+# --- b. verification -----------------------------------------------------------------------------------------
+
+
+def prechained_rows(
+    start_seq: int, count: int, prev: bytes, base: datetime, closes: list[str]
+) -> tuple[list[Any], bytes]:
+    rows: list[Any] = []
+    for seq in range(start_seq, start_seq + count):
+        ts = utc_timestamp(base + timedelta(microseconds=seq * 1_371))
+        close_id = closes[seq % len(closes)]
+        payload = normalise(event_payload(seq))
+        version_set = normalise(dict(VERSION_SET))
+        digest = chain_hash(
+            prev, canonical_bytes(event_body(seq, ts, close_id, "alice.chen", "gate_decided", payload, version_set))
+        )
+        rows.append(
+            (seq, ts, close_id, "alice.chen", "gate_decided", orjson.dumps(payload).decode(),
+             orjson.dumps(version_set).decode(), prev, digest)
+        )  # fmt: skip
+        prev = digest
+    return rows, prev
+
+
+async def fill_log(url: str, n: int) -> dict[str, float]:
+    times: dict[str, float] = {"python_s": 0.0, "copy_s": 0.0}
+    closes = [str(uuid.UUID(int=10_000 + c)) for c in range(CLOSES)]
+    base = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    prev = GENESIS_HASH
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for close_id in closes:
+            await register_close_versions(conn, close_id, VERSION_SET)
+        for start in range(1, n + 1, FILL_CHUNK_ROWS):
+            count = min(FILL_CHUNK_ROWS, n + 1 - start)
+            t0 = time.perf_counter()
+            rows, prev = prechained_rows(start, count, prev, base, closes)
+            t1 = time.perf_counter()
+            async with conn.transaction(), conn.cursor() as cur:
+                async with cur.copy(f"COPY trace_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
+                    for record in rows:
+                        await copy.write_row(record)
+                await cur.execute(
+                    "UPDATE trace_head SET seq = %s, hash = %s WHERE singleton", (start + count - 1, prev)
+                )
+            times["python_s"] += t1 - t0
+            times["copy_s"] += time.perf_counter() - t1
+        await conn.execute("VACUUM ANALYZE trace_event")
+        row = await (await conn.execute("SELECT pg_total_relation_size('trace_event')")).fetchone()
+        times["table_mb"] = int(row[0]) / 1e6 if row else math.nan
+    return times
+
+
+def pure_python_chain(events: list[TraceEvent]) -> dict[str, float]:
+    """The verifier's Python work over events already in memory: canonical bytes, then the SHA-256 chain."""
+    out: dict[str, float] = {}
+    with timed(out, "canonical_s"):
+        canon = [event.canonical() for event in events]
+    with timed(out, "sha256_s"):
+        prev = GENESIS_HASH
+        for event, data in zip(events, canon, strict=True):
+            digest = chain_hash(prev, data)
+            if digest != event.hash:
+                raise AssertionError(f"chain breaks at seq {event.seq}")
+            prev = digest
+    with timed(out, "combined_s"):
+        prev = GENESIS_HASH
+        for event in events:
+            prev = chain_hash(prev, event.canonical())
+    out["canonical_bytes_mean"] = statistics.fmean(len(c) for c in canon[:10_000]) if canon else math.nan
+    return out
+
+
+async def run_verify(url: str, n: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        with timed(out, "verify_s"):
+            result = await verify_chain(conn)
+        out["verify_ok"] = result.ok and result.size == n
+        out["verify_size"] = result.size
+        events: list[TraceEvent] = []
+        with timed(out, "read_s"):
+            async for event in iter_events(conn):
+                events.append(event)
+        out.update(pure_python_chain(events))
+        del events
+        gc.collect()
+    return out
+
+
+# --- c. proofs -----------------------------------------------------------------------------------------------
+
+
+async def run_proofs(url: str, n: int, proofs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        with timed(out, "load_tree_s"):
+            tree = await load_tree(conn)
+    leaves = [tree.leaf(i) for i in range(tree.size)]
+    with timed(out, "build_s"):
+        MerkleTree(leaves)
+    out["tree_size"] = tree.size
+    rng = random.Random(SEED)
+    inclusion_ms: list[float] = []
+    for _ in range(proofs):
+        index = rng.randrange(tree.size)
+        started = time.perf_counter_ns()
+        path = tree.inclusion_proof(index)
+        inclusion_ms.append((time.perf_counter_ns() - started) / 1e6)
+        verify_inclusion(tree.leaf(index), index, tree.size, path, tree.root)
+    consistency_ms: list[float] = []
+    checked: list[tuple[int, list[bytes]]] = []
+    for k in range(proofs):
+        old_size = rng.randint(1, tree.size)
+        started = time.perf_counter_ns()
+        proof = tree.consistency_proof(old_size)
+        consistency_ms.append((time.perf_counter_ns() - started) / 1e6)
+        if k < CONSISTENCY_CHECKS:
+            checked.append((old_size, proof))
+    for old_size, proof in checked:
+        old_root = root_from_leaf_hashes(leaves[:old_size])
+        if old_size < tree.size:
+            verify_consistency(old_size, tree.size, old_root, tree.root, proof)
+    out["inclusion_ms"] = inclusion_ms
+    out["consistency_ms"] = consistency_ms
+    out["proofs_checked"] = f"{proofs} inclusion, {len(checked)} consistency"
+    return out
+
+
+# --- main ----------------------------------------------------------------------------------------------------
+
+
+def describe_machine() -> str:
+    return (
+        f"python {platform.python_version()} ({platform.python_implementation()}) on {platform.machine()}, "
+        f"nproc={len(os.sched_getaffinity(0))}, psycopg {psycopg.__version__} ({psycopg.pq.__impl__}), "
+        f"orjson {orjson.__version__}"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--writers", type=int, default=8, help="concurrent writers, one connection each")
+    parser.add_argument("--batch", type=int, default=10, help="events per transaction (a B=1 phase also runs)")
+    parser.add_argument("--events", type=int, default=100_000, help="events appended with --batch")
+    parser.add_argument("--events-b1", type=int, default=20_000, help="events appended one per transaction")
+    parser.add_argument("--verify-events", type=int, default=1_000_000, help="size of the log for b and c")
+    parser.add_argument("--proofs", type=int, default=1_000, help="random indexes for each proof kind")
+    parser.add_argument("--skip-appends", action="store_true", help="run only b and c")
+    parser.add_argument("--skip-verify", action="store_true", help="run only a")
+    args = parser.parse_args(argv)
+    if min(args.writers, args.batch, args.events, args.events_b1, args.verify_events, args.proofs) < 1:
+        parser.error("every count must be at least 1")
+    return args
+
+
+def print_summary(appends: list[AppendResult], verify: dict[str, Any], proofs: dict[str, Any], n: int) -> None:
+    print("\n| Measure | Result | Target / reading |")
+    print("| --- | --- | --- |")
+    by_batch: dict[int, dict[bool, AppendResult]] = {}
+    for r in appends:
+        by_batch.setdefault(r.batch, {})[r.name.startswith("plain")] = r
+    for batch, pair in by_batch.items():
+        chained, plain = pair.get(False), pair.get(True)
+        if chained is not None:
+            c = chained.checks
+            reading = f">= {TARGET_EVENTS_PER_S:,}/s: {'met' if chained.rate >= TARGET_EVENTS_PER_S else 'MISSED'}"
+            print(
+                f"| append + seal, {chained.writers} writers, B={batch} | {chained.rate:,.0f} events/s "
+                f"({chained.events:,} events, {chained.wall_s:.1f} s) | {reading}; verify ok={c.get('verify_ok')}, "
+                f"gap-free={c.get('gap_free')}, pending left={c.get('pending_left')} |"
+            )
+        if plain is not None:
+            ratio = f"; chained/plain = {chained.rate / plain.rate:.2f}" if chained and plain.rate else ""
+            print(f"| plain INSERT baseline, B={batch} | {plain.rate:,.0f} rows/s | same run{ratio} |")
+    if verify:
+        ok = "met" if verify["verify_s"] < TARGET_VERIFY_S else "MISSED"
+        print(
+            f"| verify_chain, {n:,} events | {verify['verify_s']:.2f} s (ok={verify['verify_ok']}) "
+            f"| < {TARGET_VERIFY_S:.0f} s: {ok} |"
+        )
+        print(f"| iter_events into memory (DB read + decode) | {verify['read_s']:.2f} s | share of verify |")
+        print(
+            f"| pure Python: canonical + SHA-256 chain | {verify['combined_s']:.2f} s "
+            f"(canonical {verify['canonical_s']:.2f} s, sha256 {verify['sha256_s']:.2f} s) | "
+            f"{verify['canonical_bytes_mean']:.0f} canonical bytes/event |"
+        )
+    if proofs:
+        print(
+            f"| load_tree, {proofs['tree_size']:,} leaves | {proofs['load_tree_s']:.2f} s "
+            f"(tree build alone {proofs['build_s']:.2f} s) | |"
+        )
+        for kind in ("inclusion", "consistency"):
+            ms = proofs[f"{kind}_ms"]
+            ok = "met" if statistics.fmean(ms) < TARGET_PROOF_MS and percentile(ms, 99) < TARGET_PROOF_MS else "MISSED"
+            print(
+                f"| {kind}_proof ({len(ms):,} random) | mean {statistics.fmean(ms) * 1000:.1f} us, "
+                f"p99 {percentile(ms, 99) * 1000:.1f} us, max {max(ms) * 1000:.1f} us "
+                f"| < {TARGET_PROOF_MS:.0f} ms: {ok} |"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGALRM, _abort)
+    signal.alarm(ABORT_AFTER_SECONDS)
+    print(describe_machine())
+    database: Database | None = None
+    problems: list[str] = []
+    appends: list[AppendResult] = []
+    verify: dict[str, Any] = {}
+    proofs: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="countersign-bench-trace-") as tmp:
+        try:
+            database = start_embedded(Path(tmp) / "pgdata", cleanup_mode="delete")
+            pg_pid = database.embedded_server.get_pid() if database.embedded_server is not None else None
+            with psycopg.connect(database.url) as conn:
+                row = conn.execute("SHOW server_version").fetchone()
+            print(f"postgres {row[0] if row else '?'} (embedded, default settings)")
+            if not args.skip_appends:
+                phases = [(args.batch, args.events), (1, args.events_b1)] if args.batch != 1 else [(1, args.events)]
+                for batch, total in phases:
+                    for plain in (True, False):
+                        name = f"bench_{'plain' if plain else 'trace'}_b{batch}"
+                        url = fresh_database(database.url, name)
+                        result = asyncio.run(
+                            run_appends(
+                                url, writers=args.writers, batch=batch, total=total, plain=plain, postgres_pid=pg_pid
+                            )
+                        )
+                        drop_database(database.url, name)
+                        print_append(result)
+                        appends.append(result)
+                        if result.events < result.planned:
+                            problems.append(
+                                f"{result.name}: only {result.events} of {result.planned} in {PHASE_LIMIT_S} s"
+                            )
+                        if not plain and not (
+                            result.checks["verify_ok"]
+                            and result.checks["gap_free"]
+                            and not result.checks["pending_left"]
+                            and result.checks["sealed"] == result.events
+                        ):
+                            problems.append(f"{result.name}: checks failed {result.checks}")
+            if not args.skip_verify:
+                n = args.verify_events
+                url = fresh_database(database.url, "bench_verify")
+                started = time.perf_counter()
+                filled = asyncio.run(fill_log(url, n))
+                print(
+                    f"\nfilled {n:,} pre-chained events in {time.perf_counter() - started:.1f} s "
+                    f"(python chain {filled['python_s']:.1f} s, COPY {filled['copy_s']:.1f} s, "
+                    f"table {filled['table_mb']:.0f} MB)"
+                )
+                verify = asyncio.run(run_verify(url, n))
+                print(f"verify: { {k: round(v, 3) if isinstance(v, float) else v for k, v in verify.items()} }")
+                if not verify["verify_ok"]:
+                    problems.append(f"verify_chain did not accept the {n:,}-event log")
+                proofs = asyncio.run(run_proofs(url, n, args.proofs))
+                print(f"load_tree {proofs['load_tree_s']:.2f} s; proofs checked: {proofs['proofs_checked']}")
+            print_summary(appends, verify, proofs, args.verify_events)
+        except (BenchAborted, KeyboardInterrupt, AssertionError, psycopg.Error) as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            if database is not None and database.embedded_server is not None:
+                database.embedded_server.cleanup()
+                print("embedded postgres stopped and deleted")
+            signal.alarm(0)
+    for problem in problems:
+        print(f"FAIL: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

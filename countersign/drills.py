@@ -1,0 +1,433 @@
+"""Adversarial drills a user can run against their own deployment.
+
+`idempotency`: N identical retries of one dispatch and its posting, spread over P operating-system processes, all at
+once against the configured database; then the same retries with a changed payload under the same posting key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+
+from engine.books import load_books
+from engine.closes import start_close
+from engine.dispatch import dispatch_once
+from engine.dispatch_client import open_in_process
+from engine.inputs import accruals_input
+from engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
+from synthetic import generate_books, load_profile
+
+from .runtime import Runtime
+
+CONNECTIONS_PER_PROCESS = 8
+
+
+class NotPostgres(RuntimeError):
+    pass
+
+
+@dataclass
+class StormCounts:
+    created: int = 0
+    reused: int = 0
+    conflicts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: StormCounts) -> None:
+        self.created += other.created
+        self.reused += other.reused
+        self.conflicts += other.conflicts
+        self.errors.extend(other.errors)
+
+
+@dataclass
+class IdempotencyReport:
+    server: str
+    host: str
+    database: str
+    retries: int
+    processes: int
+    seconds: float
+    storm: StormCounts
+    dispatch_rows: int
+    specialist_calls: int
+    journals: int
+    journal_lines: int
+    changed_storm: StormCounts | None = None
+    changed_seconds: float = 0.0
+    rows_written_by_changed_storm: int = 0
+
+    @property
+    def duplicates(self) -> int:
+        return max(self.dispatch_rows - 1, 0) + max(self.journals - 1, 0) + max(self.specialist_calls - 1, 0)
+
+    @property
+    def passed(self) -> bool:
+        changed_ok = self.changed_storm is None or (
+            self.changed_storm.conflicts == self.retries and self.rows_written_by_changed_storm == 0
+        )
+        return self.duplicates == 0 and self.journals == 1 and not self.storm.errors and changed_ok
+
+
+def database_identity(url: str) -> tuple[str, str, str]:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT version(), COALESCE(host(inet_server_addr()), 'unix socket'), current_database()"
+        ).fetchone()
+    assert row is not None
+    if not str(row[0]).startswith("PostgreSQL"):
+        raise NotPostgres(f"the drill ran against {row[0]!r}, which is not PostgreSQL: not a proof")
+    return str(row[0]).split(" on ")[0], str(row[1]), str(row[2])
+
+
+def _journal_request(
+    close_id: str, entity: str, period: str, result: dict[str, Any], *, changed: bool
+) -> JournalRequest:
+    journal = result["journal"]
+    lines = [JournalLine(line["account"], Decimal(line["amount"]), line["description"]) for line in journal["lines"]]
+    if changed:  # same key, different (still balanced) journal: must be refused
+        bump = Decimal("0.01")
+        lines = [
+            JournalLine(lines[0].account, lines[0].amount + bump, lines[0].description),
+            *lines[1:-1],
+            JournalLine(lines[-1].account, lines[-1].amount - bump, lines[-1].description),
+        ]
+    return JournalRequest(
+        idempotency_key=f"drill:{close_id}:accruals",
+        entity=entity,
+        period=period,
+        journal_date=date.fromisoformat(journal["date"]),
+        memo=journal["memo"],
+        lines=lines,
+        source_close=close_id,
+        source_task="accruals",
+    )
+
+
+async def _storm(
+    url: str, close_id: str, entity: str, period: str, payload: dict[str, Any], retries: int, changed: bool
+) -> StormCounts:
+    counts = StormCounts()
+    connections = [
+        await psycopg.AsyncConnection.connect(url, autocommit=True)
+        for _ in range(min(retries, CONNECTIONS_PER_PROCESS))
+    ]
+    free: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+    for conn in connections:
+        free.put_nowait(conn)
+    start = asyncio.Event()
+    async with open_in_process() as client:
+
+        async def one() -> None:
+            await start.wait()
+            conn = await free.get()
+            try:
+                outcome = await dispatch_once(
+                    conn,
+                    client.call,
+                    close_id=close_id,
+                    task="accruals",
+                    attempt=1,
+                    specialist="accruals",
+                    payload=payload,
+                    actor="countersign-drill",
+                )
+                posted = await post_journal(
+                    conn,
+                    _journal_request(close_id, entity, period, outcome.result, changed=changed),
+                    posted_by="countersign-drill",
+                )
+                if posted.created:
+                    counts.created += 1
+                else:
+                    counts.reused += 1
+            except PostingConflict:
+                counts.conflicts += 1
+            except Exception as exc:  # counted and reported: a drill must not hide a failure
+                counts.errors.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                free.put_nowait(conn)
+
+        tasks = [asyncio.create_task(one()) for _ in range(retries)]
+        start.set()  # release every retry at once
+        await asyncio.gather(*tasks)
+    for conn in connections:
+        await conn.close()
+    return counts
+
+
+def _process_main(args: tuple[str, str, str, str, dict[str, Any], int, bool]) -> StormCounts:
+    url, close_id, entity, period, payload, retries, changed = args
+    return asyncio.run(_storm(url, close_id, entity, period, payload, retries, changed))
+
+
+def _run_storm(
+    url: str,
+    close_id: str,
+    entity: str,
+    period: str,
+    payload: dict[str, Any],
+    retries: int,
+    processes: int,
+    changed: bool,
+) -> tuple[StormCounts, float]:
+    shares = [retries // processes + (1 if i < retries % processes else 0) for i in range(processes)]
+    jobs = [(url, close_id, entity, period, payload, share, changed) for share in shares if share]
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+        results = pool.map(_process_main, jobs)
+    total = StormCounts()
+    for counts in results:
+        total.add(counts)
+    return total, time.perf_counter() - started
+
+
+async def _prepare(rt: Runtime) -> tuple[str, str, str, dict[str, Any]]:
+    profile = load_profile(rt.settings.profile_path("default"))
+    entity = f"DRILL-{uuid.uuid4().hex[:8].upper()}"
+    books = rt.settings.state_dir / "drills" / entity
+    generate_books(profile, 7, books, entity=entity, period=profile.period, gl_lines=200)
+    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        loaded = await load_books(conn, books, loaded_by="countersign-drill")
+        close_id = await start_close(
+            conn,
+            entity=entity,
+            period=profile.period,
+            book_set_id=loaded.book_set_id,
+            policy=rt.policy,
+            checklist=rt.checklist,
+            started_by="countersign-drill",
+        )
+        payload = await accruals_input(conn, loaded.book_set_id, profile.period, rt.policy)
+    return close_id, entity, profile.period, payload
+
+
+def _count(url: str, sql: str, *params: Any) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(sql, params).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def run_idempotency_drill(
+    rt: Runtime, *, retries: int, processes: int, changed_storm: bool = True
+) -> IdempotencyReport:
+    if retries < 1 or processes < 1:
+        raise ValueError("--retries and --processes must be at least 1")
+    server, host, database = database_identity(rt.database.url)
+    close_id, entity, period, payload = asyncio.run(_prepare(rt))
+    url = rt.database.engine_url
+    storm, seconds = _run_storm(url, close_id, entity, period, payload, retries, min(processes, retries), False)
+    journals_sql = "SELECT count(*) FROM journal WHERE source_close = %s"
+    report = IdempotencyReport(
+        server=server,
+        host=host,
+        database=database,
+        retries=retries,
+        processes=processes,
+        seconds=seconds,
+        storm=storm,
+        dispatch_rows=_count(url, "SELECT count(*) FROM dispatch WHERE close_id = %s", close_id),
+        specialist_calls=_count(url, "SELECT sum(calls) FROM dispatch WHERE close_id = %s", close_id),
+        journals=_count(url, journals_sql, close_id),
+        journal_lines=_count(
+            url, "SELECT count(*) FROM journal_line JOIN journal USING (journal_id) WHERE source_close = %s", close_id
+        ),
+    )
+    if changed_storm:
+        lines_before = report.journal_lines
+        changed, changed_seconds = _run_storm(
+            url, close_id, entity, period, payload, retries, min(processes, retries), True
+        )
+        report.changed_storm = changed
+        report.changed_seconds = changed_seconds
+        report.rows_written_by_changed_storm = (
+            _count(url, journals_sql, close_id)
+            - report.journals
+            + _count(
+                url,
+                "SELECT count(*) FROM journal_line JOIN journal USING (journal_id) WHERE source_close = %s",
+                close_id,
+            )
+            - lines_before
+        )
+    return report
+
+
+# --- restart drill -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RestartResult:
+    point: str
+    close_id: str
+    killed: bool
+    processes: int
+    closed: bool
+    problems: list[str]
+    skipped: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.skipped is None and self.killed and self.closed and not self.problems
+
+
+EXACTLY_ONCE_CHECKS = (
+    ("accrual journals", "SELECT count(*) FROM journal WHERE source_close = %(c)s", 1),
+    ("journal_posted events", "SELECT count(*) FROM trace_event WHERE close_id = %(c)s AND kind = 'journal_posted'", 1),
+    ("period_closed events", "SELECT count(*) FROM trace_event WHERE close_id = %(c)s AND kind = 'period_closed'", 1),
+    (
+        "task_done events per task",
+        "SELECT count(*) FROM (SELECT payload->>'task' FROM trace_event WHERE close_id = %(c)s AND kind = 'task_done'"
+        " GROUP BY 1 HAVING count(*) <> 1) bad",
+        0,
+    ),
+    (
+        "gate_opened events per gate",
+        "SELECT abs((SELECT count(*) FROM gate WHERE close_id = %(c)s)"
+        " - (SELECT count(*) FROM trace_event WHERE close_id = %(c)s AND kind = 'gate_opened'))",
+        0,
+    ),
+    (
+        "gate cards per gate and channel",
+        "SELECT count(*) FROM (SELECT gate_id, platform, channel FROM outbox_message WHERE close_id = %(c)s"
+        " AND kind = 'gate_card' GROUP BY 1, 2, 3 HAVING count(*) <> 1 OR bool_or(status <> 'sent')) bad",
+        0,
+    ),
+    ("events left unsealed", "SELECT count(*) FROM trace_pending", 0),
+)
+
+
+async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
+    from callbacks.decisions import DecisionRequest, record_decision
+    from callbacks.principals import parse_principals
+    from engine.books import load_bank_feed
+    from engine.closes import close_status
+
+    people = parse_principals(rt.settings.principals_path)
+    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        status = await close_status(conn, close_id)
+        for gate in (g for g in status["gates"] if g["status"] == "open"):
+            if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
+                row = await (
+                    await conn.execute("SELECT book_set_id FROM close_run WHERE close_id = %s", (close_id,))
+                ).fetchone()
+                assert row is not None
+                await load_bank_feed(
+                    conn,
+                    int(row[0]),
+                    books / "corrected" / "bank_lines.csv",
+                    loaded_by="countersign-drill",
+                    close_id=close_id,
+                )
+    async with await psycopg.AsyncConnection.connect(rt.database.callbacks_url, autocommit=True) as conn:
+        for gate in (g for g in status["gates"] if g["status"] == "open"):
+            excluded = {gate["prepared_by"], *gate["requested_by"]}
+            voters = [
+                p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded
+            ]
+            for person in voters[: gate["quorum"] - gate["approvals"]]:
+                await record_decision(
+                    conn,
+                    DecisionRequest(
+                        gate["gate_id"], person.principal_id, "approve", "restart drill", uuid.uuid4().hex, "drill"
+                    ),
+                )
+
+
+async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
+    from callbacks.principals import parse_principals, upsert_principals
+
+    profile = load_profile(rt.settings.profile_path("default"))
+    entity = f"DRILL-{tag}-{uuid.uuid4().hex[:6].upper()}"
+    books = rt.settings.state_dir / "drills" / entity
+    generate_books(profile, 11, books, entity=entity, period=profile.period, gl_lines=300)
+    async with await psycopg.AsyncConnection.connect(rt.database.url, autocommit=True) as owner:
+        await upsert_principals(owner, parse_principals(rt.settings.principals_path))
+    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        loaded = await load_books(conn, books, loaded_by="countersign-drill")
+        close_id = await start_close(
+            conn,
+            entity=entity,
+            period=profile.period,
+            book_set_id=loaded.book_set_id,
+            policy=rt.policy,
+            checklist=rt.checklist,
+            started_by="countersign-drill",
+        )
+    return close_id, books
+
+
+def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int = 30) -> list[RestartResult]:
+    """For each kill point: run the close in worker processes, SIGKILL one at the point, let fresh ones finish."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from audit.killpoints import KILL_AT_ENV, MARKER_ENV
+    from audit.trace import verify_chain
+    from engine.closes import close_status
+
+    from .chat import channel_targets
+
+    database_identity(rt.database.url)
+    results = []
+    for point in points:
+        if point == "card.before_post" and not channel_targets(rt.settings):
+            results.append(
+                RestartResult(point, "", False, 0, False, [], skipped="no Slack or Teams channel configured")
+            )
+            continue
+        close_id, books = asyncio.run(_prepare_close(rt, point.split(".")[0][:6].upper()))
+        marker = os.path.join(tempfile.mkdtemp(prefix="countersign-drill-"), "killed")
+        env = {**os.environ, KILL_AT_ENV: point, MARKER_ENV: marker}
+        killed, processes, closed = False, 0, False
+        for _ in range(max_rounds):
+            done = subprocess.run(
+                [sys.executable, "-m", "countersign.cli", "worker", "--once", "--close", close_id],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            processes += 1
+            if done.returncode == -9:
+                killed = True
+                continue
+            if done.returncode != 0:
+                raise RuntimeError(f"worker failed at {point}: {done.stderr[-2000:]}")
+
+            async def state(close: str = close_id) -> str:
+                async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+                    return str((await close_status(conn, close))["status"])
+
+            if asyncio.run(state()) == "closed":
+                closed = True
+                break
+            asyncio.run(_decide_open_gates(rt, close_id, books))
+        problems = []
+        with psycopg.connect(rt.database.url) as conn:
+            for label, sql, expected in EXACTLY_ONCE_CHECKS:
+                row = conn.execute(sql, {"c": close_id}).fetchone()
+                value = int(row[0]) if row and row[0] is not None else 0
+                if value != expected:
+                    problems.append(f"{label}: {value}, expected {expected}")
+
+        async def chain_ok() -> bool:
+            async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+                return (await verify_chain(conn)).ok
+
+        if not asyncio.run(chain_ok()):
+            problems.append("trace does not verify")
+        if not killed:
+            problems.append(f"kill point {point} was never reached")
+        results.append(RestartResult(point, close_id, killed, processes, closed, problems))
+    return results

@@ -1,0 +1,57 @@
+"""Schemathesis against the app's own OpenAPI schema: every operation, no 5xx, responses as documented.
+
+The schema is read at import time from an app whose database is never touched (the pools open lazily), so pytest
+gets one test per operation; each test then calls a second app built on the real per-test database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi import FastAPI
+from hypothesis import settings
+from schemathesis.python import asgi
+from schemathesis.specs.openapi.checks import status_code_conformance
+
+from countersign.app import create_app
+from countersign.database import Database
+from countersign.runtime import Runtime, load_rules
+from countersign.settings import PROJECT_ROOT, Settings
+from tests.fuzz.strategies import FUZZ
+
+
+def _schema_only_app() -> FastAPI:
+    config = Settings(
+        database_url=None,
+        state_dir=Path("unused-state"),
+        config_dir=PROJECT_ROOT / "config",
+        callback_secret="schema-only",
+    )
+    policy, checklist = load_rules(config)
+    return create_app(Runtime(config, Database("postgresql://unused@127.0.0.1:1/unused"), policy, checklist))
+
+
+schema = schemathesis.openapi.from_dict(_schema_only_app().openapi())
+
+
+@pytest.fixture
+def live_app(runtime: Runtime) -> Iterator[FastAPI]:
+    app = create_app(runtime)
+    try:
+        yield app
+    finally:
+        # Schemathesis runs the lifespan (the connection pools) on its own event loop and keeps it open;
+        # close it before the test database is dropped.
+        asgi.shutdown_lifespans()
+
+
+@schema.parametrize()
+@settings(FUZZ, max_examples=50)
+def test_every_operation_answers_without_a_server_error_and_as_documented(case: Any, live_app: FastAPI) -> None:
+    # status_code_conformance is left out on purpose: the routes answer 401/403/404/409/413 by design but do not
+    # declare them in the OpenAPI schema (reported to the lead; documenting them is a change to countersign/app.py).
+    case.call_and_validate(app=live_app, base_url="http://testserver", excluded_checks=[status_code_conformance])
