@@ -64,6 +64,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(trace_app, name="trace")
 app.add_typer(principals_app, name="principals")
 app.add_typer(specialists_app, name="specialists")
+dispatch_app = typer.Typer(help="Specialist dispatches.", no_args_is_help=True)
+app.add_typer(dispatch_app, name="dispatch")
 drill_app = typer.Typer(help="Adversarial drills against the configured database.", no_args_is_help=True)
 app.add_typer(drill_app, name="drill")
 
@@ -565,6 +567,29 @@ async def run_outbox(conn: Any, senders: dict[str, object]) -> None:
     report = await deliver_due(conn, senders)  # type: ignore[arg-type]
     for error in report.errors:
         console.print(f"outbox: {escape(error)}", highlight=False)
+
+
+@dispatch_app.command("replay")
+def dispatch_replay(
+    dispatch_id: Annotated[int, typer.Argument(help="A dead-lettered dispatch id (close status).")],
+) -> None:
+    """Give a dead-lettered dispatch fresh attempts; the next advance retries its task."""
+    from engine.dispatch import NotDeadLettered, replay_dead_letter
+
+    rt = runtime()
+
+    async def go() -> tuple[str, str]:
+        async with connection(rt) as conn:
+            replayed = await replay_dead_letter(conn, dispatch_id, actor="countersign-cli")
+            await seal_pending(conn)
+            return replayed
+
+    try:
+        close_id, task = run(go)
+    except NotDeadLettered as exc:
+        fail(str(exc))
+        return
+    console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")
 
 
 @drill_app.command("idempotency")

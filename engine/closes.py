@@ -12,6 +12,7 @@ from psycopg import AsyncConnection, errors
 from audit.trace import append_event, register_close_versions, seal_pending
 from policy import Checklist, Policy
 
+from .dispatch import dead_letters
 from .outbox import failed_deliveries
 
 
@@ -238,6 +239,7 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
                 }
             )
     deliveries_failed = await failed_deliveries(conn, close.close_id)
+    dead = await dead_letters(conn, close.close_id)
     return {
         "close_id": close.close_id,
         "entity": close.entity,
@@ -276,4 +278,5 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
             for g in gate_rows
         ],
         "deliveries_failed": deliveries_failed,
+        "dead_letters": dead,
     }

@@ -25,7 +25,15 @@ from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, der
 
 from . import inputs
 from .closes import CloseRecord, load_close, refresh_close_status
-from .dispatch import AGENT_PRINCIPALS, DispatchFailed, SpecialistCall, dispatch_once
+from .dispatch import (
+    AGENT_PRINCIPALS,
+    MAX_DISPATCH_FAILURES,
+    DispatchBackingOff,
+    DispatchDeadLettered,
+    DispatchFailed,
+    SpecialistCall,
+    dispatch_once,
+)
 from .gates import (
     GateView,
     gates_for_close,
@@ -348,7 +356,7 @@ async def _run_ready_tasks(
         tasks = await _task_rows(conn, close.close_id)
         status, attempt, _ = tasks[task_id]
         task = ctx.checklist.task(task_id)
-        if status not in ("pending", "running", "failed") or task_id in failed_this_call:
+        if status not in ("pending", "running") or task_id in failed_this_call:
             continue
         if any(tasks[dep][0] != "done" for dep in task.depends_on):
             continue
@@ -364,7 +372,32 @@ async def _run_ready_tasks(
             )
         try:
             result = await _perform(conn, close, ctx, task, attempt)
-        except (DispatchFailed, UngroundedFigureError, PostingRefused, ValueError) as exc:
+        except DispatchBackingOff as waiting:
+            async with conn.transaction():
+                await _set_task(
+                    conn, close.close_id, task_id, status="pending", expect=("running",), reason=str(waiting)
+                )
+            failed_this_call.add(task_id)
+            report.steps.append(f"{task_id}: waiting to retry the specialist ({waiting.retry_in_s:.1f}s)")
+            continue
+        except DispatchFailed as failure:
+            async with conn.transaction():
+                await _set_task(
+                    conn,
+                    close.close_id,
+                    task_id,
+                    status="pending",
+                    expect=("running",),
+                    reason=f"retrying after failure {failure.failures} of {MAX_DISPATCH_FAILURES}: {failure.reason}"[
+                        :500
+                    ],
+                )
+            failed_this_call.add(task_id)
+            report.steps.append(
+                f"{task_id}: specialist failed ({failure.failures} of {MAX_DISPATCH_FAILURES}), will retry"
+            )
+            continue
+        except (DispatchDeadLettered, UngroundedFigureError, PostingRefused, ValueError) as exc:
             async with conn.transaction():
                 await _set_task(conn, close.close_id, task_id, status="failed", expect=("running",), reason=str(exc))
                 await append_event(
