@@ -40,11 +40,43 @@ class DispatchConflict(Exception):
 
 
 class DispatchFailed(Exception):
-    def __init__(self, specialist: str, task: str, reason: str) -> None:
-        super().__init__(f"{specialist} failed on {task}: {reason}")
+    """The specialist failed; the dispatch will be retried after a backoff."""
+
+    def __init__(self, specialist: str, task: str, reason: str, failures: int = 1) -> None:
+        super().__init__(f"{specialist} failed on {task} ({failures} of {MAX_DISPATCH_FAILURES}): {reason}")
         self.specialist = specialist
         self.task = task
         self.reason = reason
+        self.failures = failures
+
+
+class DispatchBackingOff(Exception):
+    """A failed dispatch whose next attempt is not due yet: nothing was called."""
+
+    def __init__(self, task: str, retry_in_s: float) -> None:
+        super().__init__(f"{task}: next attempt in {retry_in_s:.1f}s")
+        self.task = task
+        self.retry_in_s = retry_in_s
+
+
+class DispatchDeadLettered(Exception):
+    """The dispatch failed MAX_DISPATCH_FAILURES times; it waits for a person to replay it."""
+
+    def __init__(self, dispatch_id: int, task: str, reason: str) -> None:
+        super().__init__(
+            f"dispatch {dispatch_id} for {task} dead-lettered after {MAX_DISPATCH_FAILURES} failures: {reason}"
+        )
+        self.dispatch_id = dispatch_id
+        self.task = task
+        self.reason = reason
+
+
+MAX_DISPATCH_FAILURES = 3
+RETRY_BACKOFF_S = (1.0, 4.0)  # before the 2nd and 3rd attempts
+
+
+def retry_backoff_s(failures: int) -> float:
+    return RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S)) - 1]
 
 
 @dataclass(frozen=True)
@@ -114,10 +146,18 @@ async def _dispatch_locked(
     actor: str,
 ) -> DispatchOutcome:
     async with conn.cursor() as cur:
-        await cur.execute("SELECT status, result FROM dispatch WHERE idempotency_key = %s", (key,))
+        await cur.execute(
+            "SELECT status, result, failures, dispatch_id, error,"
+            " extract(epoch FROM next_attempt_at - now()) FROM dispatch WHERE idempotency_key = %s",
+            (key,),
+        )
         row = await cur.fetchone()
     assert row is not None
-    status, stored_result = row
+    status, stored_result, failures, dispatch_id, error, wait_s = row
+    if status == "dead":
+        raise DispatchDeadLettered(int(dispatch_id), task, str(error))
+    if status == "failed" and wait_s is not None and float(wait_s) > 0:
+        raise DispatchBackingOff(task, float(wait_s))
     if status == "completed":
         async with conn.transaction():
             await append_event(
@@ -150,26 +190,42 @@ async def _dispatch_locked(
         result = await call(specialist, payload, key)
         kill_point("dispatch.after_call")
     except Exception as exc:
+        failures = int(failures) + 1
+        dead = failures >= MAX_DISPATCH_FAILURES
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
         async with conn.transaction():
             async with conn.cursor() as cur:
                 await cur.execute(
-                    "UPDATE dispatch SET status = 'failed', error = %s, completed_at = now()"
-                    " WHERE idempotency_key = %s AND status = 'pending'",
-                    (str(exc)[:2000], key),
+                    "UPDATE dispatch SET status = %s, error = %s, failures = %s, completed_at = now(),"
+                    " next_attempt_at = now() + make_interval(secs => %s),"
+                    " dead_lettered_at = CASE WHEN %s THEN now() END"
+                    " WHERE idempotency_key = %s AND status IN ('pending', 'failed')",
+                    (
+                        "dead" if dead else "failed",
+                        reason,
+                        failures,
+                        0 if dead else retry_backoff_s(failures),
+                        dead,
+                        key,
+                    ),
                 )
             await append_event(
                 conn,
                 actor=AGENT_PRINCIPALS.get(specialist, specialist),
                 close_id=close_id,
-                kind="dispatch_failed",
+                kind="dispatch_dead_lettered" if dead else "dispatch_failed",
                 payload={
                     "task": task,
                     "specialist": specialist,
                     "idempotency_key": key,
-                    "error": str(exc)[:500],
+                    "failures": failures,
+                    "error": reason[:500],
+                    "to": actor,
                 },
             )
-        raise DispatchFailed(specialist, task, str(exc)) from exc
+        if dead:
+            raise DispatchDeadLettered(int(dispatch_id), task, reason) from exc
+        raise DispatchFailed(specialist, task, reason, failures) from exc
     async with conn.transaction():
         async with conn.cursor() as cur:
             await cur.execute(
@@ -205,3 +261,58 @@ def summarise(result: Mapping[str, Any]) -> dict[str, Any]:
     if "flagged" in result:
         summary["flagged"] = len(result["flagged"])
     return summary
+
+
+async def dead_letters(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT dispatch_id, task, attempt, specialist, failures, error, dead_lettered_at FROM dispatch"
+            " WHERE close_id = %s AND status = 'dead' ORDER BY dispatch_id",
+            (close_id,),
+        )
+        rows = await cur.fetchall()
+    return [
+        {
+            "dispatch_id": int(r[0]),
+            "task": r[1],
+            "attempt": int(r[2]),
+            "specialist": r[3],
+            "failures": int(r[4]),
+            "error": r[5],
+            "dead_lettered_at": r[6].isoformat() if r[6] else None,
+        }
+        for r in rows
+    ]
+
+
+class NotDeadLettered(LookupError):
+    def __init__(self, dispatch_id: int) -> None:
+        super().__init__(f"dispatch {dispatch_id} is not dead-lettered (or does not exist)")
+        self.dispatch_id = dispatch_id
+
+
+async def replay_dead_letter(conn: AsyncConnection[Any], dispatch_id: int, *, actor: str) -> tuple[str, str]:
+    """Give a dead-lettered dispatch three fresh attempts and put its task back in the queue."""
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(
+            "UPDATE dispatch SET status = 'failed', failures = 0, next_attempt_at = NULL, dead_lettered_at = NULL"
+            " WHERE dispatch_id = %s AND status = 'dead' RETURNING close_id, task",
+            (dispatch_id,),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise NotDeadLettered(dispatch_id)
+        close_id, task = str(row[0]), str(row[1])
+        await cur.execute(
+            "UPDATE close_task SET status = 'pending', reason = %s, updated_at = now()"
+            " WHERE close_id = %s AND task = %s AND status = 'failed'",
+            (f"replayed dispatch {dispatch_id}", close_id, task),
+        )
+        await append_event(
+            conn,
+            actor=actor,
+            close_id=close_id,
+            kind="dispatch_replayed",
+            payload={"dispatch_id": dispatch_id, "task": task, "to": "orchestrator"},
+        )
+    return close_id, task
