@@ -683,6 +683,31 @@ def drill_restart(
     console.print("[bold green]restart drill passed[/]: every effect exactly once, trace verifies")
 
 
+@drill_app.command("workers")
+def drill_workers(
+    closes: Annotated[int, typer.Option(help="Closes to run at once.")] = 50,
+    workers: Annotated[int, typer.Option(help="Worker processes.")] = 4,
+) -> None:
+    """Run many closes with several workers at once: effects exactly once, no deadlock, no close stuck."""
+    from .drills import NotPostgres, run_workers_drill
+
+    rt = runtime()
+    try:
+        report = run_workers_drill(rt, closes=closes, workers=workers)
+    except NotPostgres as exc:
+        fail(str(exc))
+        return
+    console.print(
+        f"{report.closed} of {report.closes} closes closed by {report.workers} workers in {report.seconds:.1f}s; "
+        f"problems: {len(report.problems)}"
+    )
+    for problem in report.problems[:10]:
+        err.print(f"problem: {escape(problem)}")
+    if not report.passed:
+        raise typer.Exit(1)
+    console.print("[bold green]workers drill passed[/]")
+
+
 def main() -> None:
     app()
 

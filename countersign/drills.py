@@ -431,3 +431,97 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
             problems.append(f"kill point {point} was never reached")
         results.append(RestartResult(point, close_id, killed, processes, closed, problems))
     return results
+
+
+# --- workers at scale ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkersReport:
+    closes: int
+    workers: int
+    seconds: float
+    closed: int
+    problems: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.closed == self.closes and not self.problems
+
+
+def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: float = 600.0) -> WorkersReport:
+    """`workers` worker processes advance `closes` closes at once while scripted people decide every gate."""
+    import os
+    import subprocess
+    import sys
+
+    from audit.trace import seal_pending, verify_chain
+
+    database_identity(rt.database.url)
+    prepared = [asyncio.run(_prepare_close(rt, f"W{i:03d}")) for i in range(closes)]
+    ids = [close_id for close_id, _ in prepared]
+    books = dict(prepared)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "countersign.cli", "worker", "--interval-s", "0.2", "--max-passes", "100000"],
+            env=dict(os.environ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(workers)
+    ]
+    started = time.perf_counter()
+
+    async def closed_count() -> int:
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT count(*) FROM close_run WHERE close_id = ANY(%s::uuid[]) AND status = 'closed'", (ids,)
+                )
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    try:
+        while time.perf_counter() - started < timeout_s:
+            if asyncio.run(closed_count()) == closes:
+                break
+            for close_id in ids:
+                asyncio.run(_decide_open_gates(rt, close_id, books[close_id]))
+            time.sleep(0.5)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        crashed = []
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if "Traceback" in stderr:
+                crashed.append(stderr[-1500:])
+    seconds = time.perf_counter() - started
+    problems = [f"a worker crashed: {tail}" for tail in crashed]
+
+    async def seal() -> None:  # a worker stopped between a commit and its seal leaves events queued, not lost
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            await seal_pending(conn)
+
+    asyncio.run(seal())
+    with psycopg.connect(rt.database.url) as conn:
+        for close_id in ids:
+            for label, sql, expected in EXACTLY_ONCE_CHECKS:
+                if label == "gate cards per gate and channel":
+                    continue
+                row = conn.execute(sql, {"c": close_id}).fetchone()
+                value = int(row[0]) if row and row[0] is not None else 0
+                if value != expected:
+                    problems.append(f"{close_id[:8]} {label}: {value}, expected {expected}")
+
+    async def chain_ok() -> bool:
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            return (await verify_chain(conn)).ok
+
+    if not asyncio.run(chain_ok()):
+        problems.append("trace does not verify")
+    return WorkersReport(closes, workers, seconds, asyncio.run(closed_count()), problems)

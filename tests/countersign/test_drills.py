@@ -56,3 +56,15 @@ def test_a_worker_killed_at_a_kill_point_is_replaced_and_every_effect_happens_on
     posts = [c for c in fake_slack.calls_to("chat.postMessage") if "blocks" in c.params]
     gates = {p.params.get("text") for p in posts}
     assert len(posts) == len(gates)  # no gate card posted twice
+
+
+def test_four_workers_carry_many_closes_with_every_effect_once(
+    runtime: Any, database: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from countersign.drills import run_workers_drill
+
+    monkeypatch.setenv("DATABASE_URL", database.url)
+    monkeypatch.setenv("COUNTERSIGN_STATE_DIR", str(runtime.settings.state_dir))
+    report = run_workers_drill(runtime, closes=6, workers=4, timeout_s=300)
+    assert report.problems == []
+    assert report.closed == 6

@@ -65,6 +65,12 @@ PRINCIPALS_DATA = {
     ]
 }
 POLICY = load_policy(CONFIG / "risk.yaml")
+LONE_SURROGATE = "\ud800"  # YAML's "\ud800" escape yields it; it cannot be encoded as UTF-8 for hashing
+POLICY_WITH_SURROGATE = {**POLICY_DATA, "escalation": {**POLICY_DATA["escalation"], "rule": LONE_SURROGATE}}
+CHECKLIST_WITH_SURROGATE = {
+    **CHECKLIST_DATA,
+    "tasks": [{**CHECKLIST_DATA["tasks"][0], "title": LONE_SURROGATE}, *CHECKLIST_DATA["tasks"][1:]],
+}
 
 # Scalars that YAML resolves specially (timestamps, huge ints, tags, anchors) or that break a flow mapping.
 YAML_SCALARS = st.one_of(
@@ -126,14 +132,20 @@ def file_contents(text: str, data: Any) -> st.SearchStrategy[bytes]:
     """Bytes of a file: garbage, the shipped text mutated, or the shipped data mutated and dumped as YAML."""
 
     def dumped(doc: Any) -> bytes:
-        return yaml.safe_dump(doc, allow_unicode=True).encode("utf-8", "surrogatepass")
+        return yaml.safe_dump(doc, allow_unicode=True).encode("utf-8", "replace")
 
     return st.one_of(
         st.binary(max_size=100),
-        TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")),
-        mutated_text(text).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        TEXT.map(lambda t: t.encode("utf-8", "replace")),
+        mutated_text(text).map(lambda t: t.encode("utf-8", "replace")),
         mutated(data).map(dumped),
     )
+
+
+def _assert_names(exc: ProfileError | PolicyError | PrincipalFileError | BooksError, source: str = "") -> None:
+    """The error names the file, a field (empty only when the offending key itself is empty) and a reason."""
+    assert exc.source.startswith(source) or exc.source.endswith(source)
+    assert isinstance(exc.field, str) and exc.reason
 
 
 def _write(directory: str, name: str, raw: bytes) -> Path:
@@ -158,7 +170,7 @@ def test_parse_profile_returns_a_profile_or_raises_profile_error(data: Any) -> N
     try:
         profile = parse_profile(data, "fuzz.yaml")
     except ProfileError as exc:
-        assert exc.source == "fuzz.yaml" and exc.field and exc.reason
+        _assert_names(exc, "fuzz.yaml")
         return
     _check_profile(profile)
 
@@ -173,7 +185,7 @@ def test_load_profile_returns_a_profile_or_raises_profile_error(raw: bytes) -> N
         try:
             profile = load_profile(path)
         except ProfileError as exc:
-            assert exc.field and exc.reason
+            _assert_names(exc)
             return
     _check_profile(profile)
 
@@ -197,22 +209,24 @@ def _check_checklist(checklist: Checklist) -> None:
 
 @settings(FUZZ, max_examples=300)
 @given(st.one_of(PLAIN_DATA, mutated(POLICY_DATA)))
+@example(POLICY_WITH_SURROGATE)  # found: UnicodeEncodeError from canonical_digest escapes
 def test_parse_policy_returns_a_policy_or_raises_policy_error(data: Any) -> None:
     try:
         policy = parse_policy(data, "fuzz-risk.yaml")
     except PolicyError as exc:
-        assert exc.source == "fuzz-risk.yaml" and exc.field and exc.reason
+        _assert_names(exc, "fuzz-risk.yaml")
         return
     _check_policy(policy)
 
 
 @settings(FUZZ, max_examples=300)
 @given(st.one_of(PLAIN_DATA, mutated(CHECKLIST_DATA)))
+@example(CHECKLIST_WITH_SURROGATE)  # found: UnicodeEncodeError from canonical_digest escapes
 def test_parse_checklist_returns_a_checklist_or_raises_policy_error(data: Any) -> None:
     try:
         checklist = parse_checklist(data, "fuzz-checklist.yaml", POLICY)
     except PolicyError as exc:
-        assert exc.source == "fuzz-checklist.yaml" and exc.field and exc.reason
+        _assert_names(exc, "fuzz-checklist.yaml")
         return
     _check_checklist(checklist)
 
@@ -220,26 +234,30 @@ def test_parse_checklist_returns_a_checklist_or_raises_policy_error(data: Any) -
 @settings(FUZZ, max_examples=150)
 @given(file_contents(POLICY_TEXT, POLICY_DATA))
 @example(b"version: 2026-02-30\n")  # found: ValueError from YAML's timestamp constructor escapes
+@example(b"{[a]: b}\n")  # found: TypeError (unhashable key) from the duplicate-key check in _StrictLoader
+@example(POLICY_TEXT.replace('rule: "', 'rule: "\\ud800').encode())  # found: UnicodeEncodeError (canonical_digest)
 def test_load_policy_returns_a_policy_or_raises_policy_error(raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = _write(directory, "risk.yaml", raw)
         try:
             policy = load_policy(path)
         except PolicyError as exc:
-            assert exc.field and exc.reason
+            _assert_names(exc)
             return
     _check_policy(policy)
 
 
 @settings(FUZZ, max_examples=150)
 @given(file_contents(CHECKLIST_TEXT, CHECKLIST_DATA))
+@example(b"version: 2026-13-45\n")  # found: ValueError from YAML's timestamp constructor escapes
+@example(b"? [a]\n: b\n")  # found: TypeError (unhashable key) from the duplicate-key check in _StrictLoader
 def test_load_checklist_returns_a_checklist_or_raises_policy_error(raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = _write(directory, "checklist.yaml", raw)
         try:
             checklist = load_checklist(path, POLICY)
         except PolicyError as exc:
-            assert exc.field and exc.reason
+            _assert_names(exc)
             return
     _check_checklist(checklist)
 
@@ -271,7 +289,7 @@ def principal_csv(draw: st.DrawFn) -> bytes:
         header[draw(st.integers(0, len(header) - 1))] = draw(CSV_CELLS)
     out = io.StringIO()
     csv.writer(out).writerows([header, *rows])
-    return out.getvalue().encode("utf-8", "surrogatepass")
+    return out.getvalue().encode("utf-8", "replace")
 
 
 def _check_principals(principals: list[Principal]) -> None:
@@ -293,13 +311,13 @@ def test_principals_yaml_returns_principals_or_raises_principal_file_error(raw: 
         try:
             principals = parse_principals(path)
         except PrincipalFileError as exc:
-            assert exc.source == "people.yaml" and exc.field and exc.reason
+            _assert_names(exc, "people.yaml")
             return
     _check_principals(principals)
 
 
 @settings(FUZZ, max_examples=200)
-@given(st.one_of(st.binary(max_size=100), TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")), principal_csv()))
+@given(st.one_of(st.binary(max_size=100), TEXT.map(lambda t: t.encode("utf-8", "replace")), principal_csv()))
 @example(b"\xff")  # found: UnicodeDecodeError escapes
 @example(b'"' + b"a" * 131_073 + b'"\n')  # found: _csv.Error (field larger than field limit) escapes
 def test_principals_csv_returns_principals_or_raises_principal_file_error(raw: bytes) -> None:
@@ -308,7 +326,7 @@ def test_principals_csv_returns_principals_or_raises_principal_file_error(raw: b
         try:
             principals = parse_principals(path)
         except PrincipalFileError as exc:
-            assert exc.source == "people.csv" and exc.field and exc.reason
+            _assert_names(exc, "people.csv")
             return
     _check_principals(principals)
 
@@ -354,16 +372,14 @@ def books_csv(draw: st.DrawFn, columns: Sequence[tuple[str, str, Parser]]) -> by
         header[draw(st.integers(0, len(header) - 1))] = draw(TEXT)
     out = io.StringIO()
     csv.writer(out).writerows([header, *rows])
-    return out.getvalue().encode("utf-8", "surrogatepass")
+    return out.getvalue().encode("utf-8", "replace")
 
 
 @st.composite
 def books_file(draw: st.DrawFn) -> tuple[str, bytes]:
     name = draw(st.sampled_from(sorted(SPECS)))
     raw = draw(
-        st.one_of(
-            st.binary(max_size=100), TEXT.map(lambda t: t.encode("utf-8", "surrogatepass")), books_csv(SPECS[name])
-        )
+        st.one_of(st.binary(max_size=100), TEXT.map(lambda t: t.encode("utf-8", "replace")), books_csv(SPECS[name]))
     )
     return name, raw
 
@@ -381,7 +397,7 @@ def test_read_rows_yields_typed_rows_or_raises_books_error(file: tuple[str, byte
         try:
             rows = list(read_rows(path, columns))
         except BooksError as exc:
-            assert exc.source.startswith(name) and exc.field and exc.reason
+            _assert_names(exc, name)
             return
     for row in rows:
         assert len(row) == len(columns)
