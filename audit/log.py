@@ -15,7 +15,7 @@ from psycopg import AsyncConnection
 
 from .checkpoint import Checkpoint, NoteSigner, parse_checkpoint, sign_checkpoint
 from .merkle import EMPTY_ROOT, MerkleTree, leaf_hash
-from .trace import SEAL_LOCK, append_event, iter_events, seal_pending
+from .trace import SEAL_LOCK, append_event, iter_events, logged_canonical, seal_pending
 
 HEX = "hex"
 
@@ -43,7 +43,7 @@ class StoredCheckpoint:
 
 
 async def leaf_hashes(conn: AsyncConnection[Any], *, upto_seq: int | None = None) -> list[bytes]:
-    return [leaf_hash(event.canonical()) async for event in iter_events(conn, upto_seq=upto_seq)]
+    return [leaf_hash(logged_canonical(event)) async for event in iter_events(conn, upto_seq=upto_seq)]
 
 
 async def load_tree(conn: AsyncConnection[Any], *, size: int | None = None) -> MerkleTree:

@@ -41,8 +41,6 @@ EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash
 _JsonFloat = type("float", (float,), {"__slots__": ()})
 _FAST_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 _BEYOND_BMP = re.compile(rb"[\xf0-\xf4]")  # lead bytes of 4-byte UTF-8 sequences
-
-
 _JSON_DECODER = json.JSONDecoder(parse_float=_JsonFloat)
 
 
@@ -75,6 +73,12 @@ class TraceEvent:
 
     def canonical(self) -> bytes:
         return canonical_bytes(self.body())
+
+
+def logged_canonical(event: TraceEvent) -> bytes:
+    """canonical() for events read by `iter_events` (their floats decode as _JsonFloat, which the fast path refuses)."""
+    fast = _fast_canonical(event)
+    return fast if fast is not None else event.canonical()
 
 
 @dataclass(frozen=True)
