@@ -7,7 +7,6 @@ add an unknown key), so the fuzzer spends its time next to the accepting path wh
 from __future__ import annotations
 
 import copy
-from datetime import date
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -115,14 +114,3 @@ def mutated(draw: st.DrawFn, document: Any, values: st.SearchStrategy[Any] = PLA
     else:
         container[draw(st.one_of(TEXT, st.integers()))] = draw(values)
     return doc
-
-
-def yaml_safe(data: Any) -> Any:
-    """Turn plain data into something yaml.safe_dump accepts (it refuses no scalar hypothesis draws here)."""
-    if isinstance(data, dict):
-        return {yaml_safe(k): yaml_safe(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [yaml_safe(v) for v in data]
-    if isinstance(data, date):
-        return data
-    return data
