@@ -18,7 +18,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.export import FORMATS, export_events
 from audit.trace import iter_events
-from callbacks.decisions import DecisionConflict, DecisionRefused, DecisionRequest, record_decision, refuse
+from callbacks.decisions import (
+    DecisionConflict,
+    DecisionRefused,
+    DecisionRequest,
+    GateNotFound,
+    record_decision,
+    refuse,
+)
+from callbacks.http import storable_text
 from callbacks.principals import resolve_identity
 from cards import slack as slack_cards
 from cards.model import TraceExportCard
@@ -101,10 +109,18 @@ async def _ephemeral(client: AsyncWebClient, channel: str, user: str, text: str)
         log.warning("could not send an ephemeral message: %s", exc)
 
 
+def _field(body: dict[str, Any], outer: str, inner: str) -> str:
+    value = body.get(outer)
+    return str(value.get(inner) or "") if isinstance(value, dict) else ""
+
+
 async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient, services: ChatServices) -> None:
-    user = str(body.get("user", {}).get("id", ""))
-    team = str(body.get("team", {}).get("id") or body.get("user", {}).get("team_id") or "")
-    channel = str(body.get("container", {}).get("channel_id") or body.get("channel", {}).get("id") or "")
+    user = _field(body, "user", "id")
+    team = _field(body, "team", "id") or _field(body, "user", "team_id")
+    channel = _field(body, "container", "channel_id") or _field(body, "channel", "id")
+    if not (user and team and channel and storable_text(user + team + channel)):
+        log.warning("ignoring a Slack action without a user, team and channel")
+        return
     decision = ACTIONS[str(action.get("action_id"))]
     gate_id = str(action.get("value", ""))
     try:
@@ -120,7 +136,11 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         nonce=f"slack:{team}:{user}:{gate_id}:{action.get('action_ts')}",
         channel="slack",
     )
-    info = await client.users_info(user=user)
+    try:
+        info = await client.users_info(user=user)
+    except SlackApiError as exc:
+        await _ephemeral(client, channel, user, f"Could not check your Slack account ({exc.response.get('error')}).")
+        return
     profile = info.get("user") or {}
     async with services.connect_callbacks() as conn:
         try:
@@ -140,6 +160,9 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         except DecisionConflict as conflict:
             await _ephemeral(client, channel, user, slack_cards.refusal_text("conflict", str(conflict)))
             return
+        except GateNotFound:
+            await _ephemeral(client, channel, user, "This card's gate no longer exists.")
+            return
     if outcome.recorded:
         async with services.connect_engine() as conn:
             message_ids = await enqueue_card_updates(conn, gate_id)
@@ -154,7 +177,8 @@ async def _principal_for(services: ChatServices, command: dict[str, Any]) -> Any
 async def _command(command: dict[str, Any], client: AsyncWebClient, services: ChatServices) -> None:
     channel = str(command.get("channel_id"))
     user = str(command.get("user_id"))
-    words = str(command.get("text", "")).split()
+    text = str(command.get("text", ""))
+    words = text.split() if storable_text(text) else ["help"]
     verb = words[0].lower() if words else "help"
     if verb == "status" and len(words) <= 2:
         await _post_status(client, services, channel, words[1] if len(words) == 2 else None, user)
@@ -185,7 +209,11 @@ async def _post_status(
         await _ephemeral(client, channel, user, f"No close found{' for ' + entity if entity else ''}.")
         return
     async with services.connect_engine() as conn:
-        status = await close_status(conn, close_id)
+        try:
+            status = await close_status(conn, close_id)
+        except CloseNotFound as exc:
+            await _ephemeral(client, channel, user, str(exc))
+            return
     await client.chat_postMessage(channel=channel, **slack_cards.status_message(status_card(status)))
 
 

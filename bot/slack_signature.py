@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 
 WINDOW_S = 300
+MAX_TIMESTAMP_DIGITS = 12
 
 
 class SlackSignatureRejected(Exception):
@@ -30,10 +31,9 @@ def verify_slack_request(secret: str, headers: Mapping[str, str], body: bytes, *
     signature = headers.get("x-slack-signature") or headers.get("X-Slack-Signature")
     if not timestamp or not signature:
         raise SlackSignatureRejected("missing X-Slack-Request-Timestamp or X-Slack-Signature")
-    try:
-        stamp = int(timestamp)
-    except ValueError:
-        raise SlackSignatureRejected("timestamp is not unix seconds") from None
+    if len(timestamp) > MAX_TIMESTAMP_DIGITS or not timestamp.isascii() or not timestamp.isdigit():
+        raise SlackSignatureRejected("timestamp is not unix seconds")
+    stamp = int(timestamp)
     now = time.time() if now_s is None else now_s
     if abs(now - stamp) > WINDOW_S:
         raise SlackSignatureRejected("timestamp is more than five minutes away")

@@ -26,7 +26,14 @@ from fastapi.responses import JSONResponse, Response
 
 from audit.export import FORMATS, export_events
 from audit.trace import iter_events
-from callbacks.decisions import DecisionConflict, DecisionRefused, DecisionRequest, record_decision, refuse
+from callbacks.decisions import (
+    DecisionConflict,
+    DecisionRefused,
+    DecisionRequest,
+    GateNotFound,
+    record_decision,
+    refuse,
+)
 from callbacks.principals import resolve_identity
 from cards import teams as teams_cards
 from engine.closes import close_status, latest_close_id
@@ -99,16 +106,19 @@ class TeamsAdapter:
 
     @staticmethod
     def _tenant(activity: Activity) -> str:
-        channel_data = activity.channel_data or {}
-        tenant = (channel_data.get("tenant") or {}).get("id") if isinstance(channel_data, dict) else None
+        channel_data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
+        tenant_data = channel_data.get("tenant")
+        tenant = tenant_data.get("id") if isinstance(tenant_data, dict) else None
         if not tenant and activity.conversation is not None:
             tenant = activity.conversation.tenant_id
         return str(tenant or "")
 
     async def _card_action(self, activity: Activity) -> Response:
-        value = activity.value if isinstance(activity.value, dict) else {}
-        action = value.get("action") or {}
-        data = action.get("data") or {}
+        value: dict[str, Any] = activity.value if isinstance(activity.value, dict) else {}
+        raw_action = value.get("action")
+        action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}
+        raw_data = action.get("data")
+        data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         decision = VERBS.get(str(action.get("verb"))) or (
             data.get("decision") if data.get("decision") in ("approve", "reject") else None
         )
@@ -148,6 +158,8 @@ class TeamsAdapter:
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:
                 return self._invoke_card(teams_cards.error_card("Not recorded", str(conflict)))
+            except GateNotFound:
+                return self._invoke_card(teams_cards.error_card("Not recorded", "This card's gate no longer exists."))
         async with self.services.connect_engine() as conn:
             try:
                 card = await load_gate_card(conn, gate_id)

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from psycopg import AsyncConnection
+from pydantic import BaseModel
 
 from .decisions import (
     DECISIONS,
@@ -42,10 +43,21 @@ class BodyInvalid(ValueError):
         self.reason = reason
 
 
+def storable_text(value: str) -> bool:
+    """Text PostgreSQL can store and UTF-8 can encode: no NUL, no lone surrogate."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_body(raw: bytes) -> dict[str, str]:
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, absurdly long integers, deep nesting
         raise BodyInvalid("body", "is not valid JSON") from None
     if not isinstance(data, dict):
         raise BodyInvalid("body", "must be a JSON object")
@@ -59,16 +71,57 @@ def parse_body(raw: bytes) -> dict[str, str]:
             raise BodyInvalid(field, "is required and must be a non-empty string")
         if len(value) > MAX_TEXT_CHARS:
             raise BodyInvalid(field, f"is longer than {MAX_TEXT_CHARS} characters")
+        if not storable_text(value):
+            raise BodyInvalid(field, "contains a NUL character or an unpaired surrogate")
         out[field] = value
     if out["decision"] not in DECISIONS:
         raise BodyInvalid("decision", f"must be one of {list(DECISIONS)}")
     return out
 
 
+class ErrorBody(BaseModel):
+    error: str
+    detail: str
+    field: str | None = None
+
+
+class DecisionLine(BaseModel):
+    principal: str
+    decision: str
+    reason: str
+    decided_at: str
+    channel: str
+
+
+class GateStateBody(BaseModel):
+    gate_id: str
+    status: str
+    quorum: int
+    approvals: int
+    rejections: int
+    recorded: bool
+    decisions: list[DecisionLine]
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "forged or stale signature"},
+    403: {"model": ErrorBody, "description": "the responder may not decide this gate (reason in `error`)"},
+    404: {"model": ErrorBody, "description": "unknown gate"},
+    409: {"model": ErrorBody, "description": "decided the other way, or nonce reused for another request"},
+    413: {"model": ErrorBody, "description": "body over 8 KiB"},
+    422: {"model": ErrorBody, "description": "malformed body; `field` names what was wrong"},
+}
+
+
 def build_callback_router(secret: str, connect: Connect) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/callbacks/gates/{gate_id}/decisions")
+    @router.post(
+        "/callbacks/gates/{gate_id}/decisions",
+        response_model=GateStateBody,
+        responses=ERROR_RESPONSES,
+        summary="Record a signed decision on a gate",
+    )
     async def decide(gate_id: str, request: Request) -> JSONResponse:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:

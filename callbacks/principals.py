@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import io
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +17,8 @@ from psycopg import AsyncConnection
 INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e"))
 CHANNELS = ("slack", "teams", "login")
 KINDS = ("human", "machine")
+# PostgreSQL text cannot hold NUL; a lone surrogate (YAML's "\ud800" escape) is not valid Unicode at all.
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 CSV_COLUMNS = (
     "id",
     "kind",
@@ -104,7 +108,19 @@ def _text(value: object, source: str, where: str, *, required: bool = True) -> s
         return ""
     if not isinstance(value, str):
         raise PrincipalFileError(source, where, f"must be a string, not {type(value).__name__}")
+    _refuse_unstorable(value, source, where)
     return value
+
+
+def _refuse_unstorable(value: str, source: str, where: str) -> None:
+    if _UNSTORABLE.search(value):
+        raise PrincipalFileError(source, where, "contains a NUL character or a lone surrogate (cannot be stored)")
+
+
+def _string_keys(mapping: dict[Any, Any], source: str, where: str) -> None:
+    for key in mapping:
+        if not isinstance(key, str):
+            raise PrincipalFileError(source, where, f"field names must be strings, found {type(key).__name__} {key!r}")
 
 
 def _principal(
@@ -124,6 +140,8 @@ def _principal(
     display = _text(name, source, f"{where}.name")
     if not isinstance(roles, list) or not all(isinstance(r, str) and r.strip() for r in roles):
         raise PrincipalFileError(source, f"{where}.roles", "must be a list of non-empty strings")
+    for index, role in enumerate(roles):
+        _refuse_unstorable(role, source, f"{where}.roles[{index}]")
     if kind == "machine" and roles:
         raise PrincipalFileError(source, f"{where}.roles", "machine principals hold no approval roles")
     return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities))
@@ -143,6 +161,7 @@ def _yaml_identities(source: str, where: str, raw: object) -> list[Identity]:
         return []
     if not isinstance(raw, dict):
         raise PrincipalFileError(source, f"{where}.identities", "must be a mapping")
+    _string_keys(raw, source, f"{where}.identities")
     unknown = sorted(set(raw) - set(CHANNELS))
     if unknown:
         raise PrincipalFileError(source, f"{where}.identities.{unknown[0]}", f"unknown channel; expected {CHANNELS}")
@@ -172,6 +191,7 @@ def _yaml_identities(source: str, where: str, raw: object) -> list[Identity]:
                 "teams",
                 teams.get("tenant"),
                 teams.get("aad_object_id"),
+                f"{where}.identities.teams.tenant",
             )
         )
     if "login" in raw:
@@ -203,9 +223,14 @@ def parse_principals(path: Path) -> list[Principal]:
 
 def _parse_yaml(path: Path, source: str) -> list[Principal]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(_read_text(path, source))
+    except yaml.YAMLError as exc:
         raise PrincipalFileError(source, "(file)", str(exc).splitlines()[0]) from None
+    except RecursionError:
+        raise PrincipalFileError(source, "(file)", "invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError) as exc:
+        # PyYAML's scalar constructors raise these for e.g. `2026-13-45` or an integer of over 4300 digits.
+        raise PrincipalFileError(source, "(file)", f"invalid YAML: unreadable value ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("principals"), list):
         raise PrincipalFileError(source, "principals", "must be a list")
     out: list[Principal] = []
@@ -213,6 +238,7 @@ def _parse_yaml(path: Path, source: str) -> list[Principal]:
         where = f"principals[{index}]"
         if not isinstance(item, dict):
             raise PrincipalFileError(source, where, "must be a mapping")
+        _string_keys(item, source, where)
         unknown = sorted(set(item) - {"id", "kind", "name", "roles", "identities"})
         if unknown:
             raise PrincipalFileError(source, f"{where}.{unknown[0]}", "is not a known field")
@@ -225,36 +251,64 @@ def _parse_yaml(path: Path, source: str) -> list[Principal]:
     return out
 
 
+def _read_text(path: Path, source: str) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PrincipalFileError(source, "(file)", f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise PrincipalFileError(source, "(file)", f"not valid UTF-8 (line {line}, byte offset {exc.start})") from None
+
+
 def _parse_csv(path: Path, source: str) -> list[Principal]:
+    reader = csv.reader(io.StringIO(_read_text(path, source), newline=""))
+    try:
+        return _csv_principals(reader, source)
+    except csv.Error as exc:
+        raise PrincipalFileError(source, f"line {reader.line_num}", f"malformed CSV: {exc}") from None
+
+
+def _csv_principals(reader: Any, source: str) -> list[Principal]:
     out: list[Principal] = []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != CSV_COLUMNS:
-            raise PrincipalFileError(source, "(header)", f"expected columns {list(CSV_COLUMNS)}")
-        for line_no, row in enumerate(reader, start=2):
-            where = f"line {line_no}"
-            roles = [r.strip() for r in (row["roles"] or "").split(";") if r.strip()]
-            identities: list[Identity] = []
-            if row["slack_user"] or row["slack_team"]:
-                identities.append(
-                    _identity(
-                        source,
-                        f"{where}.slack_user",
-                        "slack",
-                        row["slack_team"],
-                        row["slack_user"],
-                        f"{where}.slack_team",
-                    )
+    if tuple(next(reader, ())) != CSV_COLUMNS:
+        raise PrincipalFileError(source, "(header)", f"expected columns {list(CSV_COLUMNS)}")
+    for cells in reader:
+        where = f"line {reader.line_num}"
+        if not cells:
+            continue  # a blank line
+        if len(cells) > len(CSV_COLUMNS):
+            raise PrincipalFileError(source, where, f"has more fields than the {len(CSV_COLUMNS)} header columns")
+        row = dict(zip(CSV_COLUMNS, [*cells, *[""] * (len(CSV_COLUMNS) - len(cells))], strict=True))
+        roles = [r.strip() for r in (row["roles"] or "").split(";") if r.strip()]
+        identities: list[Identity] = []
+        if row["slack_user"] or row["slack_team"]:
+            identities.append(
+                _identity(
+                    source,
+                    f"{where}.slack_user",
+                    "slack",
+                    row["slack_team"],
+                    row["slack_user"],
+                    f"{where}.slack_team",
                 )
-            if row["teams_aad_object_id"] or row["teams_tenant"]:
-                identities.append(
-                    _identity(
-                        source, f"{where}.teams_aad_object_id", "teams", row["teams_tenant"], row["teams_aad_object_id"]
-                    )
+            )
+        if row["teams_aad_object_id"] or row["teams_tenant"]:
+            identities.append(
+                _identity(
+                    source,
+                    f"{where}.teams_aad_object_id",
+                    "teams",
+                    row["teams_tenant"],
+                    row["teams_aad_object_id"],
+                    f"{where}.teams_tenant",
                 )
-            if row["login"]:
-                identities.append(_identity(source, f"{where}.login", "login", "", row["login"]))
-            out.append(_principal(source, where, row["id"], row["kind"], row["name"], roles, identities))
+            )
+        if row["login"]:
+            identities.append(_identity(source, f"{where}.login", "login", "", row["login"]))
+        out.append(_principal(source, where, row["id"], row["kind"], row["name"], roles, identities))
     return out
 
 

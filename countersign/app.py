@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,12 +12,14 @@ from fastapi.responses import JSONResponse, Response
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from callbacks.http import build_callback_router
+from callbacks.http import ErrorBody, build_callback_router
 from engine.books import LoadedBooks
 from engine.closes import CloseNotFound, close_status, start_close
 
 from .chat import build_senders, channel_targets, check_chat_settings
 from .runtime import Runtime, app_version, ensure_books
+
+log = logging.getLogger("countersign.app")
 
 
 class MissingSecret(RuntimeError):
@@ -70,7 +73,7 @@ def create_app(runtime: Runtime) -> FastAPI:
             await conn.execute("SELECT 1")
         return {"status": "ok"}
 
-    @app.get("/closes/{close_id}")
+    @app.get("/closes/{close_id}", responses={404: {"model": ErrorBody, "description": "unknown close"}})
     async def get_close(close_id: str) -> JSONResponse:
         async with connect_engine() as conn:
             try:
@@ -139,7 +142,11 @@ def _mount_chat(app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_
                 verify_slack_request(signing_secret, request.headers, await request.body())
             except SlackSignatureRejected as exc:
                 return JSONResponse({"error": "signature_rejected", "detail": exc.reason}, status_code=401)
-            return await slack_handler.handle(request)
+            try:
+                return await slack_handler.handle(request)
+            except Exception:  # a signed but malformed payload: bolt cannot parse it
+                log.exception("Slack sent a request bolt could not handle")
+                return JSONResponse({"error": "malformed_slack_request"}, status_code=400)
 
     if settings.teams_enabled:
         from bot.delivery import TeamsSender

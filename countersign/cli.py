@@ -34,6 +34,7 @@ from engine.books import BooksError, LoadedBooks, load_bank_feed
 from engine.closes import (
     CloseAlreadyExists,
     CloseNotFound,
+    InvalidCloseKey,
     PeriodClosed,
     close_status,
     latest_close_id,
@@ -80,6 +81,7 @@ class ProofRequestError(ValueError):
 
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ProofRequestError,
+    InvalidCloseKey,
     BooksError,
     CloseAlreadyExists,
     CloseNotFound,

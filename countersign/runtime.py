@@ -14,6 +14,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from engine.books import BooksError, LoadedBooks, load_books, read_manifest
+from engine.closes import check_entity_and_period
 from engine.dispatch_client import SpecialistClient, open_in_process
 from engine.orchestrator import EngineContext
 from policy import Checklist, Policy, load_checklist, load_policy
@@ -120,6 +121,7 @@ async def ensure_books(
     runtime: Runtime, conn: AsyncConnection[Any], entity: str, period: str, books_dir: Path | None
 ) -> LoadedBooks | int:
     """Load the given books, or reuse loaded ones, or synthesize some. Returns the load or the book set id."""
+    check_entity_and_period(entity, period)
     if books_dir is not None:
         manifest = read_manifest(books_dir)
         if (manifest["entity"], manifest["period"]) != (entity, period):

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from audit.trace import append_event, seal_pending
 
 MAX_FIELD_CHARS = 512
+MAX_AMOUNT = Decimal(10) ** 16  # book amounts are numeric(18,2): at most 16 digits before the point
 
 
 class BooksError(ValueError):
@@ -38,6 +39,8 @@ Parser = Callable[[str], object]
 def _text(value: str) -> str:
     if len(value) > MAX_FIELD_CHARS:
         raise ValueError(f"longer than {MAX_FIELD_CHARS} characters")
+    if "\x00" in value:
+        raise ValueError("contains a NUL character, which PostgreSQL text cannot store")
     return value
 
 
@@ -46,9 +49,14 @@ def _amount(value: str) -> Decimal:
         amount = Decimal(value)
     except InvalidOperation:
         raise ValueError(f"{value!r} is not a decimal amount") from None
-    if not amount.is_finite() or amount != amount.quantize(Decimal("0.01")):
+    if not amount.is_finite():
+        raise ValueError(f"{value!r} is not a finite amount")
+    if abs(amount) >= MAX_AMOUNT:
+        raise ValueError(f"{value!r} is too large (at most 16 digits before the decimal point)")
+    cents = amount.quantize(Decimal("0.01"))  # exact: below MAX_AMOUNT the result has at most 18 digits
+    if amount != cents:
         raise ValueError(f"{value!r} is not an amount with at most 2 decimal places")
-    return amount
+    return cents
 
 
 def _date(value: str) -> date:
@@ -164,22 +172,48 @@ def read_rows(path: Path, columns: Sequence[tuple[str, str, Parser]]) -> Iterato
     source = path.name
     if not path.is_file():
         raise BooksError(source, "(file)", "is missing")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        expected = [name for name, _, _ in columns]
-        if header != expected:
-            raise BooksError(source, "(header)", f"expected columns {expected}, found {header}")
-        for line_no, row in enumerate(reader, start=2):
-            if len(row) != len(columns):
-                raise BooksError(f"{source} line {line_no}", "(row)", f"expected {len(columns)} fields, got {len(row)}")
-            parsed: list[object] = []
-            for (name, _, parse), raw in zip(columns, row, strict=True):
-                try:
-                    parsed.append(parse(raw))
-                except ValueError as exc:
-                    raise BooksError(f"{source} line {line_no}", name, str(exc)) from None
-            yield tuple(parsed)
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle)
+            try:
+                yield from _parsed_rows(reader, source, columns)
+            except csv.Error as exc:
+                raise BooksError(f"{source} line {reader.line_num}", "(row)", f"malformed CSV: {exc}") from None
+    except UnicodeDecodeError:
+        line, reason = _utf8_error(path)
+        raise BooksError(f"{source} line {line}", "(encoding)", reason) from None
+    except OSError as exc:
+        raise BooksError(source, "(file)", f"cannot read: {exc.strerror or exc}") from None
+
+
+def _parsed_rows(
+    reader: Iterator[list[str]], source: str, columns: Sequence[tuple[str, str, Parser]]
+) -> Iterator[tuple[object, ...]]:
+    header = next(reader, None)
+    expected = [name for name, _, _ in columns]
+    if header != expected:
+        raise BooksError(source, "(header)", f"expected columns {expected}, found {header}")
+    for line_no, row in enumerate(reader, start=2):
+        if len(row) != len(columns):
+            raise BooksError(f"{source} line {line_no}", "(row)", f"expected {len(columns)} fields, got {len(row)}")
+        parsed: list[object] = []
+        for (name, _, parse), raw in zip(columns, row, strict=True):
+            try:
+                parsed.append(parse(raw))
+            except ValueError as exc:
+                raise BooksError(f"{source} line {line_no}", name, str(exc)) from None
+        yield tuple(parsed)
+
+
+def _utf8_error(path: Path) -> tuple[int, str]:
+    """Line and reason for the first byte that is not UTF-8 (read again only once decoding has failed)."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+    return 1, "not valid UTF-8"  # pragma: no cover - only called after decoding failed
 
 
 def file_digest(path: Path) -> str:

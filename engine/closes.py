@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from importlib import metadata
@@ -21,6 +22,27 @@ def _app_version() -> str:
         return metadata.version("countersign")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+ENTITY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+PERIOD_PATTERN = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
+
+
+class InvalidCloseKey(ValueError):
+    def __init__(self, field: str, value: str, rule: str) -> None:
+        super().__init__(f"{field}: {value!r} is not valid ({rule})")
+        self.field = field
+        self.value = value
+
+
+def check_entity_and_period(entity: str, period: str) -> None:
+    """Entity codes become folder names and chat text: letters, digits, '.', '_' and '-' only."""
+    if not ENTITY_PATTERN.fullmatch(entity):
+        raise InvalidCloseKey(
+            "entity", entity, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    if not PERIOD_PATTERN.fullmatch(period):
+        raise InvalidCloseKey("period", period, "YYYY-MM")
 
 
 class CloseNotFound(LookupError):
@@ -105,6 +127,7 @@ async def start_close(
     versions: dict[str, Any] | None = None,
 ) -> str:
     """Create the close and its tasks in one transaction. One close per entity and period."""
+    check_entity_and_period(entity, period)
     close_id = str(uuid.uuid4())
     try:
         async with conn.transaction():

@@ -39,7 +39,7 @@ def parse_checklist(data: object, source: str, policy: Policy) -> Checklist:
         policy_value = derive_gate(policy, task) is not None
         if task.requires_gate != policy_value:
             raise ChecklistPolicyMismatch(source, task.id, task.requires_gate, policy_value, task.risk_tier)
-    return Checklist(tasks=tasks, digest=canonical_digest(data))
+    return Checklist(tasks=tasks, digest=canonical_digest(data, source))
 
 
 def _parse_task(entry: object, index: int, source: str, policy: Policy) -> ChecklistTask:

@@ -62,7 +62,7 @@ def parse_policy(data: object, source: str) -> Policy:
         reconciliation=_parse_reconciliation(root),
         variance=_parse_variance(root),
         accruals=_parse_accruals(root),
-        digest=canonical_digest(data),
+        digest=canonical_digest(data, source),
     )
 
 

@@ -13,6 +13,7 @@ MIN_GL_LINES = 50
 MAX_BANK_LAG_DAYS = 7
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _MONEY = re.compile(r"^-?\d+\.\d{2}$")
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
 class ProfileError(ValueError):
@@ -95,13 +96,23 @@ _REQUIRED_KEYS = (
 def load_profile(path: Path) -> Profile:
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ProfileError(source, "<file>", f"cannot read profile: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ProfileError(source, "<file>", f"not valid UTF-8 (line {line}, byte offset {exc.start})") from exc
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(source, "<yaml>", f"invalid YAML: {exc}") from exc
+    except RecursionError:
+        raise ProfileError(source, "<yaml>", "invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError) as exc:
+        # PyYAML's scalar constructors raise these for e.g. `2026-13-45` or an integer of over 4300 digits.
+        raise ProfileError(source, "<yaml>", f"invalid YAML: unreadable value ({exc})") from exc
     return parse_profile(data, source)
 
 
@@ -159,6 +170,8 @@ def _mapping(value: object, source: str, field: str) -> dict[str, Any]:
 def _text(value: object, source: str, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ProfileError(source, field, f"expected a non-empty string, got {value!r}")
+    if _UNSTORABLE.search(value):
+        raise ProfileError(source, field, "contains a NUL character or a lone surrogate (cannot be stored)")
     return value
 
 

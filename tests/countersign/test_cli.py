@@ -107,3 +107,15 @@ def test_synth_is_byte_identical_for_a_seed_and_differs_across_seeds(
         outs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()})
     assert outs[0].keys() == outs[1].keys()
     assert (outs[0] == outs[1]) == (seeds[0] == seeds[1])
+
+
+@pytest.mark.parametrize(("entity", "period"), [("../escape", "2026-10"), ("/abs", "2026-10"), ("OK", "2026-13")])
+def test_close_start_refuses_entities_and_periods_that_could_escape_or_lie(
+    database: Any, tmp_path: Path, entity: str, period: str
+) -> None:
+    done = cli(database, tmp_path, "close", "start", "--entity", entity, "--period", period)
+    assert done.returncode == 2
+    assert "is not valid" in done.stderr
+    assert not list(tmp_path.rglob("*escape*"))
+    with psycopg.connect(database.url) as conn:
+        assert conn.execute("SELECT count(*) FROM book_set").fetchone() == (0,)

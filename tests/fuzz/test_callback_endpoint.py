@@ -97,7 +97,9 @@ async def test_signed_random_bodies_get_a_4xx_or_200_and_write_only_when_valid(
     target = gate_id if gate == REAL_GATE else gate
     before = await count(conn, "SELECT count(*) FROM gate_decision")
     response = await api.post(
-        f"/callbacks/gates/{quote(target, safe='')}/decisions", content=body, headers=_headers(body, signing)
+        f"/callbacks/gates/{quote(target.encode('utf-8', 'surrogatepass'), safe='')}/decisions",
+        content=body,
+        headers=_headers(body, signing),
     )
     after = await count(conn, "SELECT count(*) FROM gate_decision")
     assert response.status_code in ANSWERS, response.text
