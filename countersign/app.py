@@ -13,11 +13,10 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from callbacks.http import ErrorBody, build_callback_router
-from engine.books import LoadedBooks
-from engine.closes import CloseNotFound, close_status, start_close
+from engine.closes import CloseNotFound, close_status
 
 from .chat import build_senders, channel_targets, check_chat_settings
-from .runtime import Runtime, app_version, ensure_books
+from .runtime import Runtime, app_version, start_close_with_books
 
 log = logging.getLogger("countersign.app")
 
@@ -98,17 +97,8 @@ def _mount_chat(app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_
 
     async def start_close_for(entity: str, period: str, started_by: str) -> str:
         async with connect_engine() as conn:
-            loaded = await ensure_books(runtime, conn, entity, period, None)
-            book_set_id = loaded.book_set_id if isinstance(loaded, LoadedBooks) else loaded
-            return await start_close(
-                conn,
-                entity=entity,
-                period=period,
-                book_set_id=book_set_id,
-                policy=runtime.policy,
-                checklist=runtime.checklist,
-                started_by=started_by,
-                versions=runtime.versions(),
+            return await start_close_with_books(
+                runtime, conn, entity=entity, period=period, books_dir=None, started_by=started_by
             )
 
     services = ChatServices(

@@ -30,7 +30,7 @@ from audit.log import (
 )
 from audit.trace import iter_events, seal_pending, verify_chain
 from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
-from engine.books import BooksError, LoadedBooks, load_bank_feed
+from engine.books import BooksError, load_bank_feed
 from engine.closes import (
     CloseAlreadyExists,
     CloseNotFound,
@@ -39,7 +39,6 @@ from engine.closes import (
     close_status,
     latest_close_id,
     load_close,
-    start_close,
 )
 from engine.orchestrator import advance
 from engine.outbox import enqueue_card_updates
@@ -50,7 +49,7 @@ from . import migrate
 from .chat import ChatConfigError, build_senders, check_chat_settings
 from .eval_cli import eval_app
 from .keys import load_trace_signer, verifier_key_text
-from .runtime import Runtime, boot, connection, engine_context, ensure_books
+from .runtime import Runtime, boot, connection, engine_context, start_close_with_books
 from .settings import load_settings
 
 app = typer.Typer(help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True)
@@ -186,17 +185,8 @@ def close_start(
 
     async def go() -> str:
         async with connection(rt) as conn:
-            loaded = await ensure_books(rt, conn, entity, period, books)
-            book_set_id = loaded.book_set_id if isinstance(loaded, LoadedBooks) else loaded
-            return await start_close(
-                conn,
-                entity=entity,
-                period=period,
-                book_set_id=book_set_id,
-                policy=rt.policy,
-                checklist=rt.checklist,
-                started_by="countersign-cli",
-                versions=rt.versions(),
+            return await start_close_with_books(
+                rt, conn, entity=entity, period=period, books_dir=books, started_by="countersign-cli"
             )
 
     close_id = run(go)

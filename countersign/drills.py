@@ -305,6 +305,28 @@ EXACTLY_ONCE_CHECKS = (
 )
 
 
+def exactly_once_problems(rt: Runtime, close_ids: list[str]) -> list[str]:
+    """Every check of EXACTLY_ONCE_CHECKS for each close, plus the whole trace verifying; empty when all hold."""
+    from audit.trace import verify_chain
+
+    problems = []
+    with psycopg.connect(rt.database.url) as conn:
+        for close_id in close_ids:
+            for label, sql, expected in EXACTLY_ONCE_CHECKS:
+                row = conn.execute(sql, {"c": close_id}).fetchone()
+                value = int(row[0]) if row and row[0] is not None else 0
+                if value != expected:
+                    problems.append(f"{close_id[:8]} {label}: {value}, expected {expected}")
+
+    async def chain_ok() -> bool:
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            return (await verify_chain(conn)).ok
+
+    if not asyncio.run(chain_ok()):
+        problems.append("trace does not verify")
+    return problems
+
+
 async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
     from callbacks.decisions import DecisionRequest, record_decision
     from callbacks.principals import parse_principals
@@ -373,7 +395,6 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
     import tempfile
 
     from audit.killpoints import KILL_AT_ENV, MARKER_ENV
-    from audit.trace import verify_chain
     from engine.closes import close_status
 
     from .chat import channel_targets
@@ -413,20 +434,7 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
                 closed = True
                 break
             asyncio.run(_decide_open_gates(rt, close_id, books))
-        problems = []
-        with psycopg.connect(rt.database.url) as conn:
-            for label, sql, expected in EXACTLY_ONCE_CHECKS:
-                row = conn.execute(sql, {"c": close_id}).fetchone()
-                value = int(row[0]) if row and row[0] is not None else 0
-                if value != expected:
-                    problems.append(f"{label}: {value}, expected {expected}")
-
-        async def chain_ok() -> bool:
-            async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-                return (await verify_chain(conn)).ok
-
-        if not asyncio.run(chain_ok()):
-            problems.append("trace does not verify")
+        problems = exactly_once_problems(rt, [close_id])
         if not killed:
             problems.append(f"kill point {point} was never reached")
         results.append(RestartResult(point, close_id, killed, processes, closed, problems))
@@ -455,7 +463,7 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
     import subprocess
     import sys
 
-    from audit.trace import seal_pending, verify_chain
+    from audit.trace import seal_pending
 
     database_identity(rt.database.url)
     prepared = [asyncio.run(_prepare_close(rt, f"W{i:03d}")) for i in range(closes)]
@@ -508,20 +516,5 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
             await seal_pending(conn)
 
     asyncio.run(seal())
-    with psycopg.connect(rt.database.url) as conn:
-        for close_id in ids:
-            for label, sql, expected in EXACTLY_ONCE_CHECKS:
-                if label == "gate cards per gate and channel":
-                    continue
-                row = conn.execute(sql, {"c": close_id}).fetchone()
-                value = int(row[0]) if row and row[0] is not None else 0
-                if value != expected:
-                    problems.append(f"{close_id[:8]} {label}: {value}, expected {expected}")
-
-    async def chain_ok() -> bool:
-        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-            return (await verify_chain(conn)).ok
-
-    if not asyncio.run(chain_ok()):
-        problems.append("trace does not verify")
+    problems += exactly_once_problems(rt, ids)
     return WorkersReport(closes, workers, seconds, asyncio.run(closed_count()), problems)

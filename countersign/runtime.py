@@ -14,7 +14,7 @@ import psycopg
 from psycopg import AsyncConnection
 
 from engine.books import BooksError, LoadedBooks, load_books, read_manifest
-from engine.closes import check_entity_and_period
+from engine.closes import check_entity_and_period, start_close
 from engine.dispatch_client import SpecialistClient, open_in_process
 from engine.orchestrator import EngineContext
 from policy import Checklist, Policy, load_checklist, load_policy
@@ -135,3 +135,26 @@ async def ensure_books(
     if existing is not None:
         return existing
     return await load_books(conn, synthesize_for(runtime, entity, period), loaded_by="countersign-cli")
+
+
+async def start_close_with_books(
+    runtime: Runtime,
+    conn: AsyncConnection[Any],
+    *,
+    entity: str,
+    period: str,
+    books_dir: Path | None,
+    started_by: str,
+) -> str:
+    """`close start` from any door (CLI, Slack): books loaded or synthesized, then the close and its tasks."""
+    loaded = await ensure_books(runtime, conn, entity, period, books_dir)
+    return await start_close(
+        conn,
+        entity=entity,
+        period=period,
+        book_set_id=loaded.book_set_id if isinstance(loaded, LoadedBooks) else loaded,
+        policy=runtime.policy,
+        checklist=runtime.checklist,
+        started_by=started_by,
+        versions=runtime.versions(),
+    )
