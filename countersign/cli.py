@@ -467,7 +467,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
 ) -> None:
-    """Serve the HTTP API (signed callbacks, read APIs, health)."""
+    """Serve the HTTP API: Slack, Teams, signed callbacks, read APIs, health."""
     import uvicorn
 
     from .app import MissingSecret, create_app
