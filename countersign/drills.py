@@ -191,23 +191,16 @@ def _run_storm(
 
 
 async def _prepare(rt: Runtime) -> tuple[str, str, str, dict[str, Any]]:
-    profile = load_profile(rt.settings.profile_path("default"))
-    entity = f"DRILL-{uuid.uuid4().hex[:8].upper()}"
-    books = rt.settings.state_dir / "drills" / entity
-    generate_books(profile, 7, books, entity=entity, period=profile.period, gl_lines=200)
+    """A fresh drill close, and the accruals input its storm dispatches."""
+    close_id, _ = await _prepare_close(rt, "IDEM")
     async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-        loaded = await load_books(conn, books, loaded_by="countersign-drill")
-        close_id = await start_close(
-            conn,
-            entity=entity,
-            period=profile.period,
-            book_set_id=loaded.book_set_id,
-            policy=rt.policy,
-            checklist=rt.checklist,
-            started_by="countersign-drill",
-        )
-        payload = await accruals_input(conn, loaded.book_set_id, profile.period, rt.policy)
-    return close_id, entity, profile.period, payload
+        row = await (
+            await conn.execute("SELECT entity, period, book_set_id FROM close_run WHERE close_id = %s", (close_id,))
+        ).fetchone()
+        assert row is not None
+        entity, period, book_set_id = str(row[0]), str(row[1]), int(row[2])
+        payload = await accruals_input(conn, book_set_id, period, rt.policy)
+    return close_id, entity, period, payload
 
 
 def _count(url: str, sql: str, *params: Any) -> int:
