@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -186,3 +187,35 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> 
             return
         await asyncio.sleep(0.05)
     raise AssertionError("condition not met within the time limit")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(
+    database_url: str, state_dir: Path, fake_slack: Any, fake_teams_auth: Any, connector: Any
+) -> dict[str, str]:
+    """Environment for `countersign serve` / `worker` processes wired to the local Slack and Teams fakes."""
+    import os
+
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "COUNTERSIGN_STATE_DIR": str(state_dir),
+        "COUNTERSIGN_CALLBACK_SECRET": "test-callback-secret",
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": SLACK_SECRET,
+        "SLACK_API_URL": fake_slack.url,
+        "COUNTERSIGN_SLACK_CHANNEL": SLACK_CHANNEL,
+        "TEAMS_APP_ID": TEAMS_APP_ID,
+        "TEAMS_APP_PASSWORD": "teams-password",
+        "TEAMS_OPENID_METADATA_URL": fake_teams_auth.metadata_url,
+        "COUNTERSIGN_TEAMS_SERVICE_URL": connector.base_url,
+        "COUNTERSIGN_TEAMS_CONVERSATION": TEAMS_CONVERSATION,
+        "TEAMS_TOKEN_URL": connector.base_url + "/token",
+    }

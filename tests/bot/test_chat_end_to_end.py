@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,12 +18,12 @@ import psycopg
 
 from engine.closes import close_status
 from tests.bot.conftest import (
-    SLACK_CHANNEL,
     TEAM,
     TEAMS_APP_ID,
-    TEAMS_CONVERSATION,
     TENANT,
     button_click,
+    free_port,
+    server_env,
     slack_headers,
     slash_command,
 )
@@ -46,12 +44,6 @@ principals:
 SLACK_USER = {"dana.reyes": "U0DANA", "alice.chen": "U0ALICE", "bob.osei": "U0BOB", "carol.main": "U0CAROL"}
 TEAMS_AAD = {"dana.reyes": "aad-dana", "alice.chen": "aad-alice", "bob.osei": "aad-bob", "carol.main": "aad-carol"}
 ROLES = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -87,23 +79,8 @@ async def test_a_close_runs_from_slash_command_to_signoff_over_signed_platform_r
     database: Any, tmp_path: Path, fake_slack: Any, fake_teams_auth: Any
 ) -> None:
     connector = FakeTeamsConnector().start()
-    port = _free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database.url,
-        "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"),
-        "COUNTERSIGN_CALLBACK_SECRET": "e2e-secret",
-        "SLACK_BOT_TOKEN": "xoxb-e2e",
-        "SLACK_SIGNING_SECRET": "slack-signing-secret-for-tests",
-        "SLACK_API_URL": fake_slack.url,
-        "COUNTERSIGN_SLACK_CHANNEL": SLACK_CHANNEL,
-        "TEAMS_APP_ID": TEAMS_APP_ID,
-        "TEAMS_APP_PASSWORD": "teams-password",
-        "TEAMS_OPENID_METADATA_URL": fake_teams_auth.metadata_url,
-        "COUNTERSIGN_TEAMS_SERVICE_URL": connector.base_url,
-        "COUNTERSIGN_TEAMS_CONVERSATION": TEAMS_CONVERSATION,
-        "TEAMS_TOKEN_URL": connector.base_url + "/token",
-    }
+    port = free_port()
+    env = server_env(database.url, tmp_path / "state", fake_slack, fake_teams_auth, connector)
     people = tmp_path / "people.yaml"
     people.write_text(PRINCIPALS)
     _cli(env, "principals", "import", str(people))

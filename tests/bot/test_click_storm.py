@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +16,10 @@ from callbacks.principals import upsert_principals
 from engine.closes import close_status
 from tests.bot.conftest import (
     PEOPLE,
-    SLACK_CHANNEL,
     TEAMS_APP_ID,
-    TEAMS_CONVERSATION,
     button_click,
+    free_port,
+    server_env,
     slack_headers,
 )
 from tests.bot.test_teams import invoke
@@ -31,32 +29,11 @@ from tests.support import decision_body, signed_headers, start_default_close
 STORM = 500
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_five_hundred_identical_decisions_per_door_record_one_each(
     database: Any, conn: Any, runtime: Any, default_books: Any, tmp_path: Path, fake_slack: Any, fake_teams_auth: Any
 ) -> None:
     connector = FakeTeamsConnector().start()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database.url,
-        "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"),
-        "COUNTERSIGN_CALLBACK_SECRET": "test-callback-secret",
-        "SLACK_BOT_TOKEN": "xoxb-storm",
-        "SLACK_SIGNING_SECRET": "slack-signing-secret-for-tests",
-        "SLACK_API_URL": fake_slack.url,
-        "COUNTERSIGN_SLACK_CHANNEL": SLACK_CHANNEL,
-        "TEAMS_APP_ID": TEAMS_APP_ID,
-        "TEAMS_APP_PASSWORD": "teams-password",
-        "TEAMS_OPENID_METADATA_URL": fake_teams_auth.metadata_url,
-        "COUNTERSIGN_TEAMS_SERVICE_URL": connector.base_url,
-        "COUNTERSIGN_TEAMS_CONVERSATION": TEAMS_CONVERSATION,
-        "TEAMS_TOKEN_URL": connector.base_url + "/token",
-    }
+    env = server_env(database.url, tmp_path / "state", fake_slack, fake_teams_auth, connector)
     close_id = await start_default_close(conn, runtime, default_books)
     await upsert_principals(conn, PEOPLE)
     # Quorum 2 everywhere, so each gate stays open after the one vote the storm may record.
@@ -71,7 +48,7 @@ async def test_five_hundred_identical_decisions_per_door_record_one_each(
     await conn.execute("UPDATE gate SET quorum = 2")
     status = await close_status(conn, close_id)
     by_task = {g["task"]: g["gate_id"] for g in status["gates"]}
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "countersign.cli", "serve", "--port", str(port)],
         env=env,
