@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 from audit.checkpoint import NoteSigner, encode_signer_key, encode_verifier_key, generate_signer, parse_signer_key
@@ -19,17 +21,32 @@ def key_file(settings: Settings) -> Path:
 
 
 def load_trace_signer(settings: Settings) -> NoteSigner:
+    """The configured key, else the key file; the first process to need one creates it.
+
+    Several workers can start at once on a fresh state directory. Each writes a complete candidate key to a private
+    temporary file and hard-links it into place; `link` fails when the name exists, so exactly one candidate wins,
+    and nobody can read a half-written key. The losers read the winner's key, so every process signs with the same one.
+    """
     if settings.trace_signing_key:
         return parse_signer_key(settings.trace_signing_key)
     path = key_file(settings)
-    if path.is_file():
-        return parse_signer_key(path.read_text(encoding="utf-8").strip())
-    signer = generate_signer(settings.trace_origin)
+    if not path.is_file():
+        _create_key_file(path, generate_signer(settings.trace_origin))
+    return parse_signer_key(path.read_text(encoding="utf-8").strip())
+
+
+def _create_key_file(path: Path, signer: NoteSigner) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(encode_signer_key(signer) + "\n")
-    return signer
+    descriptor, candidate = tempfile.mkstemp(dir=path.parent, prefix=".trace-signer-", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(encode_signer_key(signer) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):  # another process won: its key is the one everyone uses
+            os.link(candidate, path)
+    finally:
+        os.unlink(candidate)
 
 
 def verifier_key_text(signer: NoteSigner) -> str:
