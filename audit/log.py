@@ -15,7 +15,7 @@ from psycopg import AsyncConnection
 
 from .checkpoint import Checkpoint, NoteSigner, parse_checkpoint, sign_checkpoint
 from .merkle import EMPTY_ROOT, MerkleTree, leaf_hash
-from .trace import SEAL_LOCK, append_event, iter_events, logged_canonical, seal_pending
+from .trace import SEAL_LOCK, append_event, iter_sealed, seal_pending
 
 HEX = "hex"
 
@@ -43,7 +43,13 @@ class StoredCheckpoint:
 
 
 async def leaf_hashes(conn: AsyncConnection[Any], *, upto_seq: int | None = None) -> list[bytes]:
-    return [leaf_hash(logged_canonical(event)) async for event in iter_events(conn, upto_seq=upto_seq)]
+    hashes = []
+    async for batch in iter_sealed(conn, upto_seq=upto_seq):
+        for record in batch:
+            if record.canonical is None:
+                raise ValueError(f"event {record.seq} cannot be canonicalised: the log was edited (run trace verify)")
+            hashes.append(leaf_hash(record.canonical))
+    return hashes
 
 
 async def load_tree(conn: AsyncConnection[Any], *, size: int | None = None) -> MerkleTree:

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import orjson
 from psycopg import AsyncConnection
-from psycopg.types.json import Jsonb, set_json_loads
+from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
 
-from .canonical import canonical_bytes, normalise
+from .canonical import NonCanonicalValue, canonical_bytes, normalise
 from .killpoints import kill_point
+from .merkle import leaf_hash
 
 GENESIS_HASH = bytes(32)
 READ_BATCH_ROWS = 5_000
@@ -33,27 +34,11 @@ MAX_SEAL_ROUNDS = 10_000
 SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
 EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash, hash"
 
-# Verifying fast. jsonb floats load as a float subclass (still named "float", equal and printed the same) that orjson
-# refuses to serialise; the verifier then canonicalises with orjson directly (sorted keys, 53-bit integers), which
-# gives canonical_bytes' bytes unless a float, an unsafe integer (both refused, so the event takes canonical_bytes)
-# or a character beyond U+FFFF is present: orjson sorts keys by code point, RFC 8785 by UTF-16 code unit, and the
-# two orders differ only there. Any mismatch with the stored hash is re-checked with canonical_bytes.
-_JsonFloat = type("float", (float,), {"__slots__": ()})
 _FAST_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
-_BEYOND_BMP = re.compile(rb"[\xf0-\xf4]")  # lead bytes of 4-byte UTF-8 sequences
-_JSON_DECODER = json.JSONDecoder(parse_float=_JsonFloat)
 
 
 def _loads_jsonb(data: str | bytes) -> Any:
-    return _JSON_DECODER.decode(data.decode() if isinstance(data, bytes) else data)
-
-
-def _fast_canonical(event: TraceEvent) -> bytes | None:
-    try:
-        data = orjson.dumps(event.body(), option=_FAST_CANONICAL)
-    except orjson.JSONEncodeError:
-        return None
-    return data if data.isascii() or not _BEYOND_BMP.search(data) else None
+    return json.loads(data)
 
 
 @dataclass(frozen=True)
@@ -75,12 +60,6 @@ class TraceEvent:
         return canonical_bytes(self.body())
 
 
-def logged_canonical(event: TraceEvent) -> bytes:
-    """canonical() for events read by `iter_events` (their floats decode as _JsonFloat, which the fast path refuses)."""
-    fast = _fast_canonical(event)
-    return fast if fast is not None else event.canonical()
-
-
 @dataclass(frozen=True)
 class VerifyResult:
     ok: bool
@@ -88,6 +67,7 @@ class VerifyResult:
     head_hash: bytes
     first_bad_seq: int | None = None
     problem: str | None = None
+    leaf_hashes: list[bytes] | None = field(default=None, repr=False, compare=False)
 
 
 def event_body(
@@ -242,7 +222,6 @@ async def iter_events(
     after = after_seq
     while True:
         async with conn.cursor() as cur:
-            set_json_loads(_loads_jsonb, cur)
             await cur.execute(
                 f"SELECT {EVENT_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
                 " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY seq LIMIT %s",
@@ -264,38 +243,149 @@ async def iter_events(
             yield event
 
 
-async def verify_chain(conn: AsyncConnection[Any]) -> VerifyResult:
-    """Recompute the whole chain from the database; name the first sequence number that diverges and how."""
+@dataclass(frozen=True, slots=True)
+class SealedRecord:
+    """One sealed event as the verifier needs it: its links, and its canonical bytes as stored now.
+
+    `canonical` is None when the stored event cannot be canonicalised at all (an edit put in a value RFC 8785
+    refuses). `intact` says whether SHA-256(prev_hash || canonical) equals the stored hash.
+    """
+
+    seq: int
+    prev_hash: bytes
+    hash: bytes
+    canonical: bytes | None
+    intact: bool
+
+
+_VERSION_CACHE_LIMIT = 4_096
+
+
+def _row_canonical(
+    seq: int, ts: str, close_id: str | None, actor: str, kind: str, payload: str, versions: bytes
+) -> bytes | None:
+    """The event's canonical form straight from its text columns (orjson), or None where orjson refuses.
+
+    Every piece is a faithful JSON serialisation of the stored value, so if SHA-256 over these bytes matches the
+    stored hash, the stored event equals, as JSON, the event that was sealed. They differ from RFC 8785 only for
+    floats, integers beyond 2**53 and keys beyond U+FFFF; then the hash does not match and the caller takes the
+    exact path.
+    """
+    try:
+        body = orjson.dumps(orjson.loads(payload), option=_FAST_CANONICAL)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    return b"".join(
+        (
+            b'{"actor":',
+            orjson.dumps(actor),
+            b',"close_id":',
+            orjson.dumps(close_id),
+            b',"kind":',
+            orjson.dumps(kind),
+            b',"payload":',
+            body,
+            b',"seq":',
+            str(seq).encode(),
+            b',"ts":',
+            orjson.dumps(ts),
+            b',"version_set":',
+            versions,
+            b"}",
+        )
+    )
+
+
+def _exact_canonical(row: tuple[Any, ...]) -> bytes | None:
+    seq, ts, close_id, actor, kind, payload, version_set = row[:7]
+    try:
+        return canonical_bytes(
+            event_body(int(seq), ts, close_id, actor, kind, _loads_jsonb(payload), _loads_jsonb(version_set))
+        )
+    except (NonCanonicalValue, ValueError):
+        return None
+
+
+async def iter_sealed(conn: AsyncConnection[Any], *, upto_seq: int | None = None) -> AsyncIterator[list[SealedRecord]]:
+    """Every sealed event in sequence order, in batches, JSON columns read as text (no Python JSON objects).
+
+    A record's `canonical` comes from orjson over the text columns when SHA-256(prev_hash || those bytes) equals
+    the stored hash (then they are the sealed bytes, see `_row_canonical`), and from `canonical_bytes` otherwise,
+    so it is always the exact RFC 8785 form of the event as stored.
+    """
+    versions_seen: dict[str, bytes | None] = {}
+    after = 0
+    while True:
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT seq, ts, close_id::text, actor, kind, payload::text, version_set::text, prev_hash, hash"
+                " FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq LIMIT %s",
+                (after, upto_seq, upto_seq, READ_BATCH_ROWS),
+            )
+            rows = await cur.fetchall()
+        if not rows:
+            return
+        yield [_record_from_row(row, versions_seen) for row in rows]
+        after = int(rows[-1][0])
+
+
+def _record_from_row(row: tuple[Any, ...], versions_seen: dict[str, bytes | None]) -> SealedRecord:
+    """One row to a record; `versions_seen` caches canonical version sets (the events of a close share one)."""
+    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest = row
+    if version_set not in versions_seen:
+        if len(versions_seen) >= _VERSION_CACHE_LIMIT:
+            versions_seen.clear()
+        try:
+            versions_seen[version_set] = orjson.dumps(orjson.loads(version_set), option=_FAST_CANONICAL)
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            versions_seen[version_set] = None
+    versions = versions_seen[version_set]
+    canonical = None if versions is None else _row_canonical(seq, ts, close_id, actor, kind, payload, versions)
+    if canonical is not None and chain_hash(prev_hash, canonical) == digest:
+        return SealedRecord(seq, prev_hash, digest, canonical, True)
+    canonical = _exact_canonical(row)
+    intact = canonical is not None and chain_hash(prev_hash, canonical) == digest
+    return SealedRecord(seq, prev_hash, digest, canonical, intact)
+
+
+async def verify_chain(conn: AsyncConnection[Any], *, collect_leaves: bool = False) -> VerifyResult:
+    """Recompute the whole chain from the database; name the first sequence number that diverges and how.
+
+    Reads the log and its head in one REPEATABLE READ snapshot when `conn` is idle, so sealing that runs meanwhile
+    cannot make a sound log look truncated. With `collect_leaves`, an intact result carries every Merkle leaf hash.
+    """
+    if conn.info.transaction_status == TransactionStatus.IDLE:
+        async with conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return await _verify_chain(conn, collect_leaves)
+    return await _verify_chain(conn, collect_leaves)
+
+
+def _chain_problem(record: SealedRecord, expected_seq: int, expected_prev: bytes) -> tuple[int, str] | None:
+    """The first thing wrong with `record` as the next link of the chain, with the sequence number to name."""
+    if record.seq != expected_seq:
+        return expected_seq, f"sequence gap: expected {expected_seq}, found {record.seq}"
+    if record.prev_hash != expected_prev:
+        return record.seq, "prev_hash does not link to the previous event's hash"
+    if not record.intact:
+        return record.seq, "content (seq, ts, actor, kind, payload or version set) does not match its hash"
+    return None
+
+
+async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> VerifyResult:
+    leaves: list[bytes] | None = [] if collect_leaves else None
     expected_prev = GENESIS_HASH
     expected_seq = 1
-    async for event in iter_events(conn):
-        if event.seq != expected_seq:
-            return VerifyResult(
-                False,
-                expected_seq - 1,
-                expected_prev,
-                expected_seq,
-                f"sequence gap: expected {expected_seq}, found {event.seq}",
-            )
-        if event.prev_hash != expected_prev:
-            return VerifyResult(
-                False,
-                expected_seq - 1,
-                expected_prev,
-                event.seq,
-                "prev_hash does not link to the previous event's hash",
-            )
-        digest = chain_hash(expected_prev, _fast_canonical(event) or event.canonical())
-        if digest != event.hash and chain_hash(expected_prev, event.canonical()) != event.hash:
-            return VerifyResult(
-                False,
-                expected_seq - 1,
-                expected_prev,
-                event.seq,
-                "content (seq, ts, actor, kind, payload or version set) does not match its hash",
-            )
-        expected_prev = event.hash
-        expected_seq += 1
+    async for batch in iter_sealed(conn):
+        for record in batch:
+            problem = _chain_problem(record, expected_seq, expected_prev)
+            if problem is not None:
+                return VerifyResult(False, expected_seq - 1, expected_prev, *problem)
+            if leaves is not None:
+                assert record.canonical is not None  # intact records always have their canonical bytes
+                leaves.append(leaf_hash(record.canonical))
+            expected_prev = record.hash
+            expected_seq += 1
     async with conn.cursor() as cur:
         await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton")
         head = await cur.fetchone()
@@ -309,4 +399,4 @@ async def verify_chain(conn: AsyncConnection[Any]) -> VerifyResult:
             size + 1,
             f"the head says {recorded} events but the log holds {size}: events are missing",
         )
-    return VerifyResult(True, size, expected_prev)
+    return VerifyResult(True, size, expected_prev, leaf_hashes=leaves)

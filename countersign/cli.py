@@ -28,6 +28,7 @@ from audit.log import (
     sign_log_checkpoint,
     tree_root,
 )
+from audit.merkle import MerkleTree
 from audit.trace import iter_events, seal_pending, verify_chain
 from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
 from engine.books import BooksError, load_bank_feed
@@ -308,8 +309,8 @@ def trace_verify(
     async def go() -> tuple[Any, Any, Any, int | None]:
         async with connection(rt) as conn:
             await seal_pending(conn)
-            result = await verify_chain(conn)
-            tree = await load_tree(conn) if result.ok else None
+            result = await verify_chain(conn, collect_leaves=True)
+            tree = MerkleTree(result.leaf_hashes) if result.leaf_hashes is not None else None
             checkpoint_error = None
             latest = await latest_checkpoint(conn)
             if tree is not None:
