@@ -7,14 +7,15 @@ A decision is recorded only for a known human principal holding the role the gat
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection, errors
+from psycopg import AsyncConnection
 
 from audit.trace import append_event, seal_pending
 
-from .principals import Principal, find_principal, normalise_identity
+from .principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
 
 DECISIONS = ("approve", "reject")
 
@@ -118,20 +119,13 @@ def check_may_decide(
         raise DecisionRefused(gate, who, "already_decided", f"gate already {status}; nothing to add")
 
 
-async def _refuse_second_vote(conn: AsyncConnection[Any], request: DecisionRequest, principal_id: str) -> None:
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT decision FROM gate_decision WHERE gate_id = %s AND principal_id = %s",
-            (request.gate_id, principal_id),
-        )
-        previous = await cur.fetchone()
-    if previous is not None:
-        raise DecisionRefused(
-            request.gate_id,
-            principal_id,
-            "already_voted",
-            f"principal {principal_id!r} already decided this gate ({previous[0]})",
-        )
+def _second_vote(request: DecisionRequest, principal_id: str, previous: str) -> DecisionRefused:
+    return DecisionRefused(
+        request.gate_id,
+        principal_id,
+        "already_voted",
+        f"principal {principal_id!r} already decided this gate ({previous})",
+    )
 
 
 def _lock_key(gate_id: str) -> int:
@@ -139,31 +133,38 @@ def _lock_key(gate_id: str) -> int:
 
 
 async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
+    """The gate's state and every decision on it, in the order they were made (one query)."""
     async with conn.cursor() as cur:
-        await cur.execute("SELECT status, quorum, approvals, rejections FROM gate_state WHERE gate_id = %s", (gate_id,))
-        row = await cur.fetchone()
-        if row is None:
-            raise GateNotFound(gate_id)
         await cur.execute(
-            "SELECT principal_id, decision, reason, decided_at, channel FROM gate_decision WHERE gate_id = %s"
-            " ORDER BY decided_at, decision_id",
+            "SELECT s.status, s.quorum, s.approvals, s.rejections,"
+            " d.principal_id, d.decision, d.reason, d.decided_at, d.channel"
+            " FROM gate_state s LEFT JOIN gate_decision d ON d.gate_id = s.gate_id"
+            " WHERE s.gate_id = %s ORDER BY d.decided_at, d.decision_id",
             (gate_id,),
         )
-        decisions = [
-            {
-                "principal": d[0],
-                "decision": d[1],
-                "reason": d[2],
-                "decided_at": d[3].isoformat(),
-                "channel": d[4],
-            }
-            for d in await cur.fetchall()
-        ]
-    return GateOutcome(gate_id, row[0], int(row[1]), int(row[2]), int(row[3]), recorded, decisions)
+        rows = await cur.fetchall()
+    if not rows:
+        raise GateNotFound(gate_id)
+    status, quorum, approvals, rejections = rows[0][:4]
+    decisions = [
+        {"principal": d[4], "decision": d[5], "reason": d[6], "decided_at": d[7].isoformat(), "channel": d[8]}
+        for d in rows
+        if d[4] is not None
+    ]
+    return GateOutcome(gate_id, status, int(quorum), int(approvals), int(rejections), recorded, decisions)
 
 
-async def record_decision(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
-    """Record one decision, or raise. `conn` must be in autocommit mode; this opens its own transaction."""
+Seal = Callable[[], Awaitable[object]]
+
+
+async def record_decision(
+    conn: AsyncConnection[Any], request: DecisionRequest, *, seal: Seal | None = None
+) -> GateOutcome:
+    """Record one decision, or raise. `conn` must be in autocommit mode; this opens its own transaction.
+
+    The decision (or refusal) and its trace event commit together; the event is then sealed into the chain before
+    this returns, by `seal_pending` on `conn`, or by `seal` (a server passes its `audit.sealer.GroupSealer`).
+    """
     if request.decision not in DECISIONS:
         raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
     try:
@@ -173,15 +174,17 @@ async def record_decision(conn: AsyncConnection[Any], request: DecisionRequest) 
         await _trace_refusal(conn, request, refused)
         raise
     finally:
-        await seal_pending(conn)
+        await (seal() if seal is not None else seal_pending(conn))
     return outcome
 
 
-async def refuse(conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str) -> DecisionRefused:
+async def refuse(
+    conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str, *, seal: Seal | None = None
+) -> DecisionRefused:
     """Trace a refusal decided before a principal could be resolved (e.g. a platform says the user is a bot)."""
     refused = DecisionRefused(request.gate_id, normalise_identity(request.principal), code, message)
     await _trace_refusal(conn, request, refused)
-    await seal_pending(conn)
+    await (seal() if seal is not None else seal_pending(conn))
     return refused
 
 
@@ -210,51 +213,60 @@ async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
     return str(row[0]) if row else None
 
 
+# Everything a decision is judged on, read in one round trip under the gate's lock. Always exactly one row: the nonce,
+# the gate and (gate, principal) are unique, and the principal lookup is LIMIT 1.
+_DECISION_CONTEXT = (
+    "SELECT r.gate_id, r.request_digest,"
+    " s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by,"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision"
+    " FROM (SELECT 1) AS one"
+    " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
+    " LEFT JOIN gate g ON g.gate_id = %(gate)s"
+    " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
+    f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
+    " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
+)
+
+
 async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
     digest = request.digest()
     async with conn.cursor() as cur:
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(request.gate_id),))
-        await cur.execute("SELECT gate_id, request_digest FROM gate_decision WHERE nonce = %s", (request.nonce,))
-        replay = await cur.fetchone()
-        if replay is not None:
-            if replay[1] != digest or str(replay[0]) != request.gate_id:
-                raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
-            return await gate_outcome(conn, request.gate_id)
         await cur.execute(
-            "SELECT s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by"
-            " FROM gate_state s JOIN gate g USING (gate_id) WHERE s.gate_id = %s",
-            (request.gate_id,),
+            _DECISION_CONTEXT,
+            {"nonce": request.nonce, "gate": request.gate_id, "key": normalise_identity(request.principal)},
         )
-        gate = await cur.fetchone()
-    if gate is None:
+        row = await cur.fetchone()
+    assert row is not None
+    replay_gate, replay_digest, status, role, close_id, task, tier, prepared_by, requested_by = row[:9]
+    if replay_gate is not None:
+        if replay_digest != digest or str(replay_gate) != request.gate_id:
+            raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
+        return await gate_outcome(conn, request.gate_id)
+    if status is None:
         raise GateNotFound(request.gate_id)
-    status, role, close_id, task, tier, prepared_by, requested_by = gate
-    principal = await find_principal(conn, request.principal)
+    principal = Principal(row[9], row[10], row[11], tuple(row[12])) if row[9] is not None else None
     check_may_decide(request, principal, status=status, role=role, tier=tier, preparers={prepared_by, *requested_by})
     assert principal is not None
-    await _refuse_second_vote(conn, request, principal.principal_id)
-    try:
-        async with conn.transaction(), conn.cursor() as cur:
-            await cur.execute(
-                "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (
-                    request.gate_id,
-                    principal.principal_id,
-                    request.decision,
-                    request.reason,
-                    request.nonce,
-                    digest,
-                    request.channel,
-                ),
-            )
-    except errors.UniqueViolation:  # a concurrent second vote by the same person lost the race
-        raise DecisionRefused(
-            request.gate_id,
-            principal.principal_id,
-            "already_voted",
-            f"principal {principal.principal_id!r} has already decided this gate",
-        ) from None
+    if row[13] is not None:
+        raise _second_vote(request, principal.principal_id, row[13])
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
+            (
+                request.gate_id,
+                principal.principal_id,
+                request.decision,
+                request.reason,
+                request.nonce,
+                digest,
+                request.channel,
+            ),
+        )
+        inserted = await cur.fetchone()
+    if inserted is None:  # a unique key held: the same nonce committed meanwhile for another gate
+        raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
     outcome = await gate_outcome(conn, request.gate_id, recorded=True)
     await append_event(
         conn,

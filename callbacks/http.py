@@ -22,6 +22,7 @@ from .decisions import (
     DecisionRefused,
     DecisionRequest,
     GateNotFound,
+    Seal,
     record_decision,
 )
 from .signature import SignatureRejected, verify
@@ -113,7 +114,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def build_callback_router(secret: str, connect: Connect) -> APIRouter:
+def build_callback_router(secret: str, connect: Connect, *, seal: Seal | None = None) -> APIRouter:
+    """`seal`, when given, seals trace events for many requests at once (`audit.sealer.GroupSealer.seal`)."""
     router = APIRouter()
 
     @router.post(
@@ -156,7 +158,7 @@ def build_callback_router(secret: str, connect: Connect) -> APIRouter:
         )
         async with connect() as conn:
             try:
-                outcome = await record_decision(conn, decision)
+                outcome = await record_decision(conn, decision, seal=seal)
             except GateNotFound as exc:
                 return _error(404, "gate_not_found", str(exc))
             except DecisionRefused as exc:

@@ -69,18 +69,20 @@ class PrincipalFileError(ValueError):
         self.reason = reason
 
 
+# A principal by id (a login name) first, then by a `login` identity; the key is already normalised.
+PRINCIPAL_LOOKUP = (
+    "SELECT principal_id, kind, display_name, roles FROM principal WHERE principal_id = %(key)s"
+    " UNION ALL"
+    " SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
+    " JOIN principal p USING (principal_id) WHERE i.channel = 'login' AND i.tenant = '' AND i.external_id = %(key)s"
+    " LIMIT 1"
+)
+
+
 async def find_principal(conn: AsyncConnection[Any], raw_id: str) -> Principal | None:
     """By principal id (a login name) first, then by a `login` identity."""
-    key = normalise_identity(raw_id)
     async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT principal_id, kind, display_name, roles FROM principal WHERE principal_id = %s"
-            " UNION ALL"
-            " SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
-            " JOIN principal p USING (principal_id) WHERE i.channel = 'login' AND i.tenant = '' AND i.external_id = %s"
-            " LIMIT 1",
-            (key, key),
-        )
+        await cur.execute(PRINCIPAL_LOOKUP, {"key": normalise_identity(raw_id)})
         row = await cur.fetchone()
     return Principal(row[0], row[1], row[2], tuple(row[3])) if row else None
 

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from audit.sealer import GroupSealer
 from callbacks.http import ErrorBody, build_callback_router
 from engine.closes import CloseNotFound, close_status
 
@@ -39,6 +40,8 @@ def create_app(runtime: Runtime) -> FastAPI:
         raise MissingSecret(str(exc)) from exc
     callbacks_pool = _pool(runtime.database.callbacks_url)
     engine_pool = _pool(runtime.database.engine_url)
+    callbacks_url = runtime.database.callbacks_url
+    sealer = GroupSealer(lambda: AsyncConnection.connect(callbacks_url, autocommit=True))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -47,6 +50,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         try:
             yield
         finally:
+            await sealer.close()
             await callbacks_pool.close()
             await engine_pool.close()
 
@@ -61,7 +65,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     connect_callbacks = connector(callbacks_pool)
     connect_engine = connector(engine_pool)
     app = FastAPI(title="Countersign", version=app_version(), lifespan=lifespan)
-    app.include_router(build_callback_router(settings.callback_secret, connect_callbacks))
+    app.include_router(build_callback_router(settings.callback_secret, connect_callbacks, seal=sealer.seal))
 
     if settings.slack_enabled or settings.teams_enabled:
         _mount_chat(app, runtime, connect_callbacks, connect_engine)

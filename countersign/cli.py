@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import time
@@ -479,6 +480,9 @@ def serve(
     except MissingSecret as exc:
         fail(str(exc))
         return
+    # What is built by now (the app, the SDKs' modules) lives as long as the process: keep it out of the cyclic
+    # collector's full passes, which otherwise stall every in-flight request for tens of milliseconds.
+    gc.freeze()
     uvicorn.run(application, host=host, port=port, log_level="info")
 
 
