@@ -191,7 +191,7 @@ async def seal_pending(conn: AsyncConnection[Any], *, batch_rows: int = SEAL_BAT
                 return total
             sealed = await _seal_batch(conn, batch_rows)
         total += sealed
-        if sealed == 0:
+        if sealed < batch_rows:  # we took all there was; look again only for what committed while we held the lock
             async with conn.cursor() as cur:
                 await cur.execute("SELECT EXISTS (SELECT 1 FROM trace_pending)")
                 more = await cur.fetchone()

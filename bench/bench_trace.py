@@ -7,8 +7,9 @@ Setup: an embedded PostgreSQL (default settings, fsync on) in a temporary direct
 per phase, deleted at the end (also on errors and on the self-abort after ABORT_AFTER_SECONDS).
 
 a. Appends end to end. C writers (one autocommit connection each) commit transactions of B events through
-   `append_event` and call `seal_pending` after each commit, as the application does; the clock stops when every
-   event is sealed. Then: `verify_chain` ok, seq gap-free (max(seq) == count(*)), nothing left pending. Same-run
+   `append_event` and, after each commit, either call `seal_pending` (as the engine, the CLI and the chat paths do)
+   or wait on one shared `GroupSealer` (as the signed-callback server does); the clock stops when every event is
+   sealed. Then: `verify_chain` ok, seq gap-free (max(seq) == count(*)), nothing left pending. Same-run
    baseline: the same writers INSERT the same rows (same statement shape, same Python normalisation) into a plain,
    logged table with no queue, no sealer and no chain, so the ratio is the cost of sealing and chaining. Phases
    run for B = 10 and B = 1. Each phase stops issuing transactions after PHASE_LIMIT_S.
@@ -54,6 +55,7 @@ from psycopg.types.json import Jsonb  # noqa: E402
 from audit.canonical import canonical_bytes, normalise  # noqa: E402
 from audit.log import load_tree  # noqa: E402
 from audit.merkle import MerkleTree, root_from_leaf_hashes, verify_consistency, verify_inclusion  # noqa: E402
+from audit.sealer import GroupSealer  # noqa: E402
 from audit.trace import (  # noqa: E402
     EVENT_COLUMNS,
     GENESIS_HASH,
@@ -229,10 +231,13 @@ async def plain_insert(
 
 
 async def run_appends(
-    url: str, *, writers: int, batch: int, total: int, plain: bool, postgres_pid: int | None
+    url: str, *, writers: int, batch: int, total: int, plain: bool, postgres_pid: int | None, sealing: str
 ) -> AppendResult:
+    """`sealing`: "group" (writers share one GroupSealer, as `countersign serve` does) or "per-commit" (each writer
+    calls `seal_pending` on its own connection after each commit, as the CLI, the engine and the chat paths do)."""
     txns_per_writer = math.ceil(total / (writers * batch))
-    name = f"{'plain INSERT (baseline)' if plain else 'append_event + seal_pending'}, B={batch}"
+    how = "GroupSealer" if sealing == "group" else "seal_pending per commit"
+    name = f"{'plain INSERT (baseline)' if plain else f'append_event + {how}'}, B={batch}"
     result = AppendResult(name, writers, batch, txns_per_writer * writers * batch)
     close_id = str(uuid.uuid4())
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
@@ -241,6 +246,7 @@ async def run_appends(
         else:
             await register_close_versions(admin, close_id, VERSION_SET)
         conns = [await psycopg.AsyncConnection.connect(url, autocommit=True) for _ in range(writers)]
+        sealer = GroupSealer(lambda: psycopg.AsyncConnection.connect(url, autocommit=True))
         try:
             deadline = time.perf_counter() + PHASE_LIMIT_S
 
@@ -265,7 +271,7 @@ async def run_appends(
                     committed = time.perf_counter()
                     result.txn_ms.append((committed - started) * 1000)
                     if not plain:
-                        await seal_pending(conn)
+                        await (sealer.seal() if sealing == "group" else seal_pending(conn))
                         result.seal_ms.append((time.perf_counter() - committed) * 1000)
                     result.events += batch
 
@@ -277,9 +283,11 @@ async def run_appends(
             result.wall_s = time.perf_counter() - started
             result.cores = CpuSample.take(postgres_pid).cores_since(cpu_before, result.wall_s)
         finally:
+            await sealer.close()
             for conn in conns:
                 await conn.close()
         result.checks = await check_appends(admin, plain)
+        result.checks["sealing_runs"] = sealer.runs
     return result
 
 
@@ -310,8 +318,7 @@ def print_append(result: AppendResult) -> None:
     )
     if result.seal_ms:
         print(
-            f"  seal_pending call ms: p50 {percentile(result.seal_ms, 50):.2f}, "
-            f"p99 {percentile(result.seal_ms, 99):.2f}"
+            f"  wait for sealing ms: p50 {percentile(result.seal_ms, 50):.2f}, p99 {percentile(result.seal_ms, 99):.2f}"
         )
     cores = ", ".join(f"{k} {v:.2f}" for k, v in result.cores.items())
     print(f"  CPU cores busy (of {os.cpu_count()}): {cores}")
@@ -474,22 +481,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def print_summary(appends: list[AppendResult], verify: dict[str, Any], proofs: dict[str, Any], n: int) -> None:
     print("\n| Measure | Result | Target / reading |")
     print("| --- | --- | --- |")
-    by_batch: dict[int, dict[bool, AppendResult]] = {}
+    plain_rate = {r.batch: r.rate for r in appends if r.name.startswith("plain")}
     for r in appends:
-        by_batch.setdefault(r.batch, {})[r.name.startswith("plain")] = r
-    for batch, pair in by_batch.items():
-        chained, plain = pair.get(False), pair.get(True)
-        if chained is not None:
-            c = chained.checks
-            reading = f">= {TARGET_EVENTS_PER_S:,}/s: {'met' if chained.rate >= TARGET_EVENTS_PER_S else 'MISSED'}"
-            print(
-                f"| append + seal, {chained.writers} writers, B={batch} | {chained.rate:,.0f} events/s "
-                f"({chained.events:,} events, {chained.wall_s:.1f} s) | {reading}; verify ok={c.get('verify_ok')}, "
-                f"gap-free={c.get('gap_free')}, pending left={c.get('pending_left')} |"
-            )
-        if plain is not None:
-            ratio = f"; chained/plain = {chained.rate / plain.rate:.2f}" if chained and plain.rate else ""
-            print(f"| plain INSERT baseline, B={batch} | {plain.rate:,.0f} rows/s | same run{ratio} |")
+        if r.name.startswith("plain"):
+            print(f"| plain INSERT baseline, B={r.batch} | {r.rate:,.0f} rows/s | same-run baseline |")
+            continue
+        c = r.checks
+        met = "met" if r.rate >= TARGET_EVENTS_PER_S else "MISSED"
+        ratio = f"chained/plain = {r.rate / plain_rate[r.batch]:.2f}; " if plain_rate.get(r.batch) else ""
+        print(
+            f"| {r.name}, {r.writers} writers | {r.rate:,.0f} events/s ({r.events:,} events, {r.wall_s:.1f} s) "
+            f"| >= {TARGET_EVENTS_PER_S:,}/s: {met}; {ratio}verify ok={c.get('verify_ok')}, "
+            f"gap-free={c.get('gap_free')}, pending left={c.get('pending_left')}, "
+            f"sealing runs={c.get('sealing_runs')} |"
+        )
     if verify:
         ok = "met" if verify["verify_s"] < TARGET_VERIFY_S else "MISSED"
         print(
@@ -536,14 +541,20 @@ def main(argv: list[str] | None = None) -> int:
             if not args.skip_appends:
                 phases = [(args.batch, args.events), (1, args.events_b1)] if args.batch != 1 else [(1, args.events)]
                 for batch, total in phases:
-                    for plain in (True, False):
-                        name = f"bench_{'plain' if plain else 'trace'}_b{batch}"
+                    runs = [(True, "per-commit"), (False, "per-commit"), (False, "group")]
+                    for plain, sealing in runs:
+                        name = f"bench_{'plain' if plain else 'trace'}_b{batch}_{sealing.replace('-', '_')}"
                         url = fresh_database(database.url, name)
-                        result = asyncio.run(
-                            run_appends(
-                                url, writers=args.writers, batch=batch, total=total, plain=plain, postgres_pid=pg_pid
-                            )
+                        appending = run_appends(
+                            url,
+                            writers=args.writers,
+                            batch=batch,
+                            total=total,
+                            plain=plain,
+                            postgres_pid=pg_pid,
+                            sealing=sealing,
                         )
+                        result = asyncio.run(appending)
                         drop_database(database.url, name)
                         print_append(result)
                         appends.append(result)
