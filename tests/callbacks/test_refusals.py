@@ -106,3 +106,33 @@ async def test_concurrent_votes_by_one_person_record_one_decision(
     assert codes == [200] + [403] * 7
     assert {r.json()["error"] for r in responses if r.status_code == 403} == {"already_voted"}
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 1
+
+
+async def test_a_nonce_committed_meanwhile_for_another_gate_is_a_conflict_and_records_nothing(
+    conn: Any, database: Any, close_and_gate: tuple[str, str]
+) -> None:
+    """Two gates take two different locks, so both can pass the replay check; the nonce's unique key decides."""
+    import psycopg
+
+    from callbacks.decisions import DecisionConflict, DecisionRequest, record_decision
+
+    close_id, gate_id = close_and_gate
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT gate_id FROM gate WHERE close_id = %s AND gate_id <> %s LIMIT 1", (close_id, gate_id))
+        row = await cur.fetchone()
+    assert row is not None, "the default close opens more than one gate"
+    async with await psycopg.AsyncConnection.connect(database.url) as rival:  # holds the nonce, not yet committed
+        await rival.execute(
+            "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
+            " VALUES (%s, 'bob.osei', 'approve', 'r', 'shared-nonce', 'x', 'signed_callback')",
+            (row[0],),
+        )
+        request = DecisionRequest(gate_id, "alice.chen", "approve", "looks right", "shared-nonce", "signed_callback")
+        attempt = asyncio.create_task(record_decision(conn, request))
+        await asyncio.sleep(0.3)  # the attempt has passed the replay check and waits on the rival's nonce
+        assert not attempt.done()
+        await rival.commit()
+        with pytest.raises(DecisionConflict, match="nonce already used"):
+            await attempt
+    assert await count(conn, "SELECT count(*) FROM gate_decision WHERE gate_id = %s", gate_id) == 0
+    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'gate_decided'") == 0
