@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date
 from decimal import Decimal
 from typing import Any
 
@@ -201,11 +201,21 @@ async def _apply_gate_outcomes(
 async def _escalate_overdue(
     conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
 ) -> None:
-    """An overdue gate gets a reminder and a trace event. It is never approved by waiting."""
+    """An overdue gate gets a reminder in the close's channels and a trace event. It is never approved by waiting."""
     async with conn.cursor() as cur:
-        await cur.execute("SELECT approver_role, due_at FROM gate WHERE gate_id = %s", (gate.gate_id,))
+        await cur.execute("SELECT approver_role, due_at, expires_at FROM gate WHERE gate_id = %s", (gate.gate_id,))
         row = await cur.fetchone()
     assert row is not None
+    role, due_at, expires_at = row
+    reminder = overdue_reminder(
+        task=gate.task,
+        entity=close.entity,
+        period=close.period,
+        role=role,
+        missing=gate.quorum - gate.approvals,
+        due_at=due_at,
+        expires_at=expires_at,
+    )
     await append_event(
         conn,
         actor=ctx.actor,
@@ -214,14 +224,41 @@ async def _escalate_overdue(
         payload={
             "gate_id": gate.gate_id,
             "task": gate.task,
-            "due_at": row[1].isoformat(),
+            "due_at": due_at.isoformat(),
             "approvals": gate.approvals,
             "quorum": gate.quorum,
-            "reminder": f"gate for {gate.task} is past due; it still needs {gate.quorum - gate.approvals} approval(s)",
-            "to": f"role:{row[0]}",
+            "reminder": reminder,
+            "to": f"role:{role}",
+            "channels": [f"{t.platform}:{t.channel}" for t in ctx.channels],
         },
     )
-    report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder sent to role {row[0]}")
+    for target in ctx.channels:
+        await enqueue(
+            conn,
+            dedupe_key=f"gate_overdue:{gate.gate_id}:{target.platform}:{target.channel}",
+            platform=target.platform,
+            channel=target.channel,
+            kind="notice",
+            close_id=close.close_id,
+            gate_id=gate.gate_id,
+            payload={"text": reminder},
+        )
+    where = f"{len(ctx.channels)} channel(s)" if ctx.channels else "the trace only (no chat channel configured)"
+    report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder for role {role} in {where}")
+
+
+def overdue_reminder(
+    *, task: str, entity: str, period: str, role: str, missing: int, due_at: Any, expires_at: Any
+) -> str:
+    expiry = f" If nobody decides by {_utc(expires_at)}, it expires and the task runs again." if expires_at else ""
+    return (
+        f"Reminder for role {role}: the {task} gate of {entity} {period} was due {_utc(due_at)} and still needs"
+        f" {missing} approval(s). Waiting never approves it.{expiry}"
+    )
+
+
+def _utc(moment: Any) -> str:
+    return str(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 async def _requeue(

@@ -82,7 +82,8 @@ async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None =
             "       s.status || ':' || s.approvals || ':' || s.rejections AS state,"
             "       (SELECT u.rendered_state FROM outbox_message u"
             "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
-            "           AND u.status = 'sent' ORDER BY u.sent_at DESC LIMIT 1) AS last_rendered"
+            "           AND u.kind IN ('gate_card', 'card_update') AND u.status = 'sent'"
+            "         ORDER BY u.sent_at DESC LIMIT 1) AS last_rendered"
             "  FROM outbox_message o JOIN gate_state s USING (gate_id)"
             " WHERE o.kind = 'gate_card' AND o.status = 'sent' AND (%s::uuid IS NULL OR o.gate_id = %s::uuid)",
             (gate_id, gate_id),

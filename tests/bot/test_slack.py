@@ -20,6 +20,7 @@ from countersign.runtime import engine_context
 from countersign.settings import PROJECT_ROOT
 from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.outbox import enqueue_card_updates
 from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAM, button_click, slack_headers, slash_command, wait_until
 from tests.support import count, start_default_close
 
@@ -249,3 +250,25 @@ async def test_a_permanent_failure_shows_in_close_status(
     failed = status["deliveries_failed"]
     assert len(failed) == 3 and all("channel_not_found" in f["error"] for f in failed)
     assert {f["platform"] for f in failed} == {"slack"}
+
+
+async def test_an_overdue_gate_reminds_the_channel_once_and_leaves_its_card_alone(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    close_id, status = await _close_with_cards(conn, chat_runtime, default_books)
+    gate_id = _gate(status, "accruals")
+    await conn.execute("UPDATE gate SET due_at = now() - interval '1 hour' WHERE gate_id = %s", (gate_id,))
+    posts_before = len(fake_slack.calls_to("chat.postMessage"))
+    for _ in range(2):  # a second pass must not remind again
+        async with engine_context(chat_runtime) as ctx:
+            await advance(conn, close_id, ctx)
+        await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
+    reminders = fake_slack.calls_to("chat.postMessage")[posts_before:]
+    assert len(reminders) == 1
+    text = str(reminders[0].params.get("text", ""))
+    assert reminders[0].params["channel"] == SLACK_CHANNEL
+    assert "Reminder for role controller" in text and "accruals" in text and "Waiting never approves it" in text
+    assert await enqueue_card_updates(conn) == []  # what the worker runs: the reminder is not taken for a stale card
+    assert fake_slack.calls_to("chat.update") == []
+    decided = await close_status(conn, close_id)
+    assert next(g for g in decided["gates"] if g["gate_id"] == gate_id)["status"] == "open"
