@@ -14,6 +14,7 @@ from engine.outbox import ChannelTarget
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
 StartClose = Callable[[str, str, str], Awaitable[str]]  # (entity, period, started_by) -> close id
 Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
+Seal = Callable[[], Awaitable[object]]  # seal committed trace events before answering (audit.sealer.GroupSealer.seal)
 
 START_ROLES = frozenset({"accountant", "controller"})
 
@@ -25,3 +26,4 @@ class ChatServices:
     start_close: StartClose
     deliver: Deliver
     channels: tuple[ChannelTarget, ...] = ()
+    seal: Seal | None = None  # the server's group sealer; None seals on the request's own connection

@@ -146,14 +146,18 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         try:
             if profile.get("is_bot") or profile.get("is_app_user") or profile.get("deleted"):
                 raise await refuse(
-                    conn, request, "machine_principal", "Slack says this user is a bot, an app or deactivated"
+                    conn,
+                    request,
+                    "machine_principal",
+                    "Slack says this user is a bot, an app or deactivated",
+                    seal=services.seal,
                 )
             principal = await resolve_identity(conn, "slack", user, team)
             if principal is not None:
                 request = DecisionRequest(
                     request.gate_id, principal.principal_id, request.decision, request.reason, request.nonce, "slack"
                 )
-            outcome = await record_decision(conn, request)
+            outcome = await record_decision(conn, request, seal=services.seal)
         except DecisionRefused as refused:
             await _ephemeral(client, channel, user, slack_cards.refusal_text(refused.code, str(refused)))
             return

@@ -152,8 +152,10 @@ class TeamsAdapter:
                 )
             try:
                 if principal is not None and not principal.is_human:
-                    raise await refuse(conn, request, "machine_principal", "this Teams identity is a machine")
-                outcome = await record_decision(conn, request)
+                    raise await refuse(
+                        conn, request, "machine_principal", "this Teams identity is a machine", seal=self.services.seal
+                    )
+                outcome = await record_decision(conn, request, seal=self.services.seal)
             except DecisionRefused as refused:
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:

@@ -68,7 +68,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(build_callback_router(settings.callback_secret, connect_callbacks, seal=sealer.seal))
 
     if settings.slack_enabled or settings.teams_enabled:
-        _mount_chat(app, runtime, connect_callbacks, connect_engine)
+        _mount_chat(app, runtime, connect_callbacks, connect_engine, sealer.seal)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -87,7 +87,9 @@ def create_app(runtime: Runtime) -> FastAPI:
     return app
 
 
-def _mount_chat(app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_engine: Any) -> None:
+def _mount_chat(
+    app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_engine: Any, seal: Callable[[], Any]
+) -> None:
     from bot.delivery import deliver_due
     from bot.services import ChatServices
 
@@ -111,6 +113,7 @@ def _mount_chat(app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_
         start_close=start_close_for,
         deliver=deliver,
         channels=channel_targets(settings),
+        seal=seal,
     )
     if settings.slack_enabled:
         from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
