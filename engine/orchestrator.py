@@ -43,7 +43,7 @@ from .gates import (
     open_gate,
 )
 from .grounding import UngroundedFigureError, ground_figures
-from .outbox import ChannelTarget, enqueue, enqueue_gate_cards
+from .outbox import ChannelTarget, enqueue_gate_cards, enqueue_notices
 from .postings import JournalLine, JournalRequest, PostingRefused, post_journal
 
 MAX_ROUNDS = 32
@@ -111,16 +111,13 @@ async def _sign_closing_checkpoint(
     if stored is None:
         return
     async with conn.transaction():
-        for target in ctx.channels:
-            await enqueue(
-                conn,
-                dedupe_key=f"checkpoint:{stored.tree_size}:{target.platform}:{target.channel}",
-                platform=target.platform,
-                channel=target.channel,
-                kind="notice",
-                close_id=close.close_id,
-                payload={"text": checkpoint_notice(stored.note.decode(), close.entity, close.period)},
-            )
+        await enqueue_notices(
+            conn,
+            key=f"checkpoint:{stored.tree_size}",
+            text=checkpoint_notice(stored.note.decode(), close.entity, close.period),
+            close_id=close.close_id,
+            channels=ctx.channels,
+        )
     report.steps.append(f"trace checkpoint signed at tree size {stored.tree_size}")
 
 
@@ -232,17 +229,14 @@ async def _escalate_overdue(
             "channels": [f"{t.platform}:{t.channel}" for t in ctx.channels],
         },
     )
-    for target in ctx.channels:
-        await enqueue(
-            conn,
-            dedupe_key=f"gate_overdue:{gate.gate_id}:{target.platform}:{target.channel}",
-            platform=target.platform,
-            channel=target.channel,
-            kind="notice",
-            close_id=close.close_id,
-            gate_id=gate.gate_id,
-            payload={"text": reminder},
-        )
+    await enqueue_notices(
+        conn,
+        key=f"gate_overdue:{gate.gate_id}",
+        text=reminder,
+        close_id=close.close_id,
+        channels=ctx.channels,
+        gate_id=gate.gate_id,
+    )
     where = f"{len(ctx.channels)} channel(s)" if ctx.channels else "the trace only (no chat channel configured)"
     report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder for role {role} in {where}")
 

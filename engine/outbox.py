@@ -62,15 +62,46 @@ async def enqueue(
 async def enqueue_gate_cards(
     conn: AsyncConnection[Any], *, close_id: str, gate_id: str, channels: tuple[ChannelTarget, ...]
 ) -> None:
+    await _enqueue_per_channel(
+        conn, key=f"gate_card:{gate_id}", kind="gate_card", channels=channels, close_id=close_id, gate_id=gate_id
+    )
+
+
+async def enqueue_notices(
+    conn: AsyncConnection[Any],
+    *,
+    key: str,
+    text: str,
+    close_id: str,
+    channels: tuple[ChannelTarget, ...],
+    gate_id: str | None = None,
+) -> None:
+    """A plain-text message once per channel; `key` names the fact, so announcing it twice sends nothing more."""
+    await _enqueue_per_channel(
+        conn, key=key, kind="notice", channels=channels, close_id=close_id, gate_id=gate_id, payload={"text": text}
+    )
+
+
+async def _enqueue_per_channel(
+    conn: AsyncConnection[Any],
+    *,
+    key: str,
+    kind: str,
+    channels: tuple[ChannelTarget, ...],
+    close_id: str,
+    gate_id: str | None,
+    payload: dict[str, Any] | None = None,
+) -> None:
     for target in channels:
         await enqueue(
             conn,
-            dedupe_key=f"gate_card:{gate_id}:{target.platform}:{target.channel}",
+            dedupe_key=f"{key}:{target.platform}:{target.channel}",
             platform=target.platform,
             channel=target.channel,
-            kind="gate_card",
+            kind=kind,
             close_id=close_id,
             gate_id=gate_id,
+            payload=payload,
         )
 
 
