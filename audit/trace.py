@@ -267,9 +267,9 @@ def _row_canonical(
     """The event's canonical form straight from its text columns (orjson), or None where orjson refuses.
 
     Every piece is a faithful JSON serialisation of the stored value, so if SHA-256 over these bytes matches the
-    stored hash, the stored event equals, as JSON, the event that was sealed. They differ from RFC 8785 only for
-    floats, integers beyond 2**53 and keys beyond U+FFFF; then the hash does not match and the caller takes the
-    exact path.
+    stored hash, the stored event equals, as JSON, the event that was sealed. Where they differ from RFC 8785 (floats,
+    integers beyond 2**53, keys beyond U+FFFF, which orjson orders by code point), the hash does not match and the
+    caller takes the exact path.
     """
     try:
         body = orjson.dumps(orjson.loads(payload), option=_FAST_CANONICAL)
