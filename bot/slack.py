@@ -7,6 +7,7 @@ principal through its Slack identity, and handed to the same decision module as 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any
@@ -135,6 +136,7 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         reason=f"{decision} via Slack",
         nonce=f"slack:{team}:{user}:{gate_id}:{action.get('action_ts')}",
         channel="slack",
+        proof={"kind": "slack", "tenant": team, "external_id": user},
     )
     try:
         info = await client.users_info(user=user)
@@ -154,9 +156,7 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
                 )
             principal = await resolve_identity(conn, "slack", user, team)
             if principal is not None:
-                request = DecisionRequest(
-                    request.gate_id, principal.principal_id, request.decision, request.reason, request.nonce, "slack"
-                )
+                request = dataclasses.replace(request, principal=principal.principal_id)
             outcome = await record_decision(conn, request, seal=services.seal)
         except DecisionRefused as refused:
             await _ephemeral(client, channel, user, slack_cards.refusal_text(refused.code, str(refused)))

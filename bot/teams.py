@@ -10,6 +10,7 @@ own small connector (bot/delivery.py), so the eventual move to the Microsoft 365
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import uuid
 from typing import Any
@@ -143,13 +144,12 @@ class TeamsAdapter:
             reason=f"{decision} via Teams",
             nonce=f"teams:{activity.id or uuid.uuid4()}",
             channel="teams",
+            proof={"kind": "teams", "tenant": tenant, "external_id": str(sender.aad_object_id)},
         )
         async with self.services.connect_callbacks() as conn:
             principal = await resolve_identity(conn, "teams", str(sender.aad_object_id), tenant)
             if principal is not None:
-                request = DecisionRequest(
-                    gate_id, principal.principal_id, decision, request.reason, request.nonce, "teams"
-                )
+                request = dataclasses.replace(request, principal=principal.principal_id)
             try:
                 if principal is not None and not principal.is_human:
                     raise await refuse(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -51,6 +51,8 @@ class DecisionRequest:
     reason: str
     nonce: str
     channel: str
+    proof: dict[str, Any] = field(default_factory=dict)
+    """Person-level proof: an Ed25519 signature for signed callbacks, the platform identity for Slack and Teams."""
 
     def digest(self) -> str:
         body = f"{self.gate_id}\n{normalise_identity(self.principal)}\n{self.decision}\n{self.reason}\n{self.nonce}"
