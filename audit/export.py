@@ -10,7 +10,7 @@ from typing import Any
 
 from .trace import TraceEvent
 
-CSV_COLUMNS = ("seq", "ts", "close_id", "actor", "kind", "payload", "version_set", "prev_hash", "hash")
+CSV_COLUMNS = ("seq", "ts", "close_id", "actor", "writer", "kind", "payload", "version_set", "prev_hash", "hash")
 FORMATS = ("json", "csv")
 
 
@@ -20,6 +20,7 @@ def event_record(event: TraceEvent) -> dict[str, Any]:
         "ts": event.ts,
         "close_id": event.close_id,
         "actor": event.actor,
+        "writer": event.writer,
         "kind": event.kind,
         "payload": dict(event.payload),
         "version_set": dict(event.version_set),
@@ -44,6 +45,7 @@ def export_events(events: Iterable[TraceEvent], fmt: str) -> bytes:
                 r["ts"],
                 r["close_id"],
                 r["actor"],
+                r["writer"] or "",
                 r["kind"],
                 json.dumps(r["payload"], sort_keys=True, ensure_ascii=False),
                 json.dumps(r["version_set"], sort_keys=True, ensure_ascii=False),

@@ -6,6 +6,11 @@ batches under one advisory lock, numbers them without gaps, chains them —
 `hash(n) = SHA-256(hash(n-1) || canonical(event n))`, 32 zero bytes before the first — and moves them to
 `trace_event`, where UPDATE, DELETE and TRUNCATE raise. The same canonical bytes are the Merkle leaves
 (audit/merkle.py).
+
+The database stamps every event with the role that wrote it (`writer`, part of the hashed content) and refuses kinds
+and actors that role may not write (migration 0006). Neither service role may write `trace_event` or `trace_head`:
+sealing goes through two functions, `trace_claim_pending` and `trace_seal_claimed`, which copy each event's content
+from the queue themselves and check the canonical bytes and hash the caller computed before chaining them.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ READ_BATCH_ROWS = 5_000
 SEAL_BATCH_ROWS = 2_000
 MAX_SEAL_ROUNDS = 10_000
 SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
-EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash, hash"
+EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash, hash, writer"
 
 _FAST_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
@@ -52,9 +57,12 @@ class TraceEvent:
     version_set: Mapping[str, Any]
     prev_hash: bytes
     hash: bytes
+    writer: str | None = None
 
     def body(self) -> dict[str, Any]:
-        return event_body(self.seq, self.ts, self.close_id, self.actor, self.kind, self.payload, self.version_set)
+        return event_body(
+            self.seq, self.ts, self.close_id, self.actor, self.kind, self.payload, self.version_set, self.writer
+        )
 
     def canonical(self) -> bytes:
         return canonical_bytes(self.body())
@@ -78,8 +86,11 @@ def event_body(
     kind: str,
     payload: Mapping[str, Any],
     version_set: Mapping[str, Any],
+    writer: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    """The hashed content of one event. `writer`, the database role that wrote it, is absent only from events sealed
+    before the database recorded it (migration 0006)."""
+    body = {
         "seq": seq,
         "ts": ts,
         "close_id": close_id,
@@ -88,6 +99,9 @@ def event_body(
         "payload": dict(payload),
         "version_set": dict(version_set),
     }
+    if writer is not None:
+        body["writer"] = writer
+    return body
 
 
 def chain_hash(prev_hash: bytes, canonical_event: bytes) -> bytes:
@@ -145,34 +159,26 @@ async def register_close_versions(
 
 async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
     async with conn.cursor() as cur:
-        await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton FOR UPDATE")
-        head = await cur.fetchone()
-        if head is None:
-            raise RuntimeError("trace_head row is missing: the audit schema is not migrated")
-        seq, prev = int(head[0]), bytes(head[1])
         await cur.execute(
-            "SELECT p.pending_id, p.ts, p.close_id, p.actor, p.kind, p.payload, p.version_set, c.version_set"
-            " FROM trace_pending p LEFT JOIN trace_context c USING (close_id)"
-            " ORDER BY p.pending_id LIMIT %s FOR UPDATE OF p",
+            "SELECT head_seq, head_hash, pending_id, ts, close_id, actor, kind, payload, version_set, writer"
+            " FROM trace_claim_pending(%s)",
             (limit,),
         )
         pending = await cur.fetchall()
         if not pending:
             return 0
-        rows = []
-        for _, ts, close_id, actor, kind, payload, own_versions, close_versions in pending:
+        seq, prev = int(pending[0][0]), bytes(pending[0][1])
+        ids, canonicals, hashes = [], [], []
+        for _, _, pending_id, ts, close_id, actor, kind, payload, version_set, writer in pending:
             seq += 1
-            version_set = {**(close_versions or {}), **(own_versions or {})}
             close = str(close_id) if close_id is not None else None
-            digest = chain_hash(prev, canonical_bytes(event_body(seq, ts, close, actor, kind, payload, version_set)))
-            rows.append((seq, ts, close, actor, kind, Jsonb(payload), Jsonb(version_set), prev, digest))
-            prev = digest
-        async with cur.copy(f"COPY trace_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
-            for record in rows:
-                await copy.write_row(record)
+            canonical = canonical_bytes(event_body(seq, ts, close, actor, kind, payload, version_set, writer))
+            prev = chain_hash(prev, canonical)
+            ids.append(int(pending_id))
+            canonicals.append(canonical)
+            hashes.append(prev)
         kill_point("trace.mid_seal")
-        await cur.execute("DELETE FROM trace_pending WHERE pending_id = ANY(%s)", ([int(p[0]) for p in pending],))
-        await cur.execute("UPDATE trace_head SET seq = %s, hash = %s WHERE singleton", (seq, prev))
+        await cur.execute("SELECT trace_seal_claimed(%s, %s, %s)", (ids, canonicals, hashes))
     return len(pending)
 
 
@@ -201,7 +207,7 @@ async def seal_pending(conn: AsyncConnection[Any], *, batch_rows: int = SEAL_BAT
 
 
 def _row_to_event(row: tuple[Any, ...]) -> TraceEvent:
-    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest = row
+    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest, writer = row
     return TraceEvent(
         int(seq),
         str(ts),
@@ -212,6 +218,7 @@ def _row_to_event(row: tuple[Any, ...]) -> TraceEvent:
         version_set,
         bytes(prev_hash),
         bytes(digest),
+        str(writer) if writer is not None else None,
     )
 
 
@@ -262,7 +269,7 @@ _VERSION_CACHE_LIMIT = 4_096
 
 
 def _row_canonical(
-    seq: int, ts: str, close_id: str | None, actor: str, kind: str, payload: str, versions: bytes
+    seq: int, ts: str, close_id: str | None, actor: str, kind: str, payload: str, versions: bytes, writer: str | None
 ) -> bytes | None:
     """The event's canonical form straight from its text columns (orjson), or None where orjson refuses.
 
@@ -291,16 +298,16 @@ def _row_canonical(
             orjson.dumps(ts),
             b',"version_set":',
             versions,
-            b"}",
+            b"}" if writer is None else b',"writer":' + orjson.dumps(writer) + b"}",
         )
     )
 
 
 def _exact_canonical(row: tuple[Any, ...]) -> bytes | None:
-    seq, ts, close_id, actor, kind, payload, version_set = row[:7]
+    seq, ts, close_id, actor, kind, payload, version_set, _, _, writer = row
     try:
         return canonical_bytes(
-            event_body(int(seq), ts, close_id, actor, kind, _loads_jsonb(payload), _loads_jsonb(version_set))
+            event_body(int(seq), ts, close_id, actor, kind, _loads_jsonb(payload), _loads_jsonb(version_set), writer)
         )
     except (NonCanonicalValue, ValueError):
         return None
@@ -318,7 +325,7 @@ async def iter_sealed(conn: AsyncConnection[Any], *, upto_seq: int | None = None
     while True:
         async with conn.cursor() as cur:
             await cur.execute(
-                "SELECT seq, ts, close_id::text, actor, kind, payload::text, version_set::text, prev_hash, hash"
+                "SELECT seq, ts, close_id::text, actor, kind, payload::text, version_set::text, prev_hash, hash, writer"
                 " FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq LIMIT %s",
                 (after, upto_seq, upto_seq, READ_BATCH_ROWS),
             )
@@ -331,7 +338,7 @@ async def iter_sealed(conn: AsyncConnection[Any], *, upto_seq: int | None = None
 
 def _record_from_row(row: tuple[Any, ...], versions_seen: dict[str, bytes | None]) -> SealedRecord:
     """One row to a record; `versions_seen` caches canonical version sets (the events of a close share one)."""
-    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest = row
+    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest, writer = row
     if version_set not in versions_seen:
         if len(versions_seen) >= _VERSION_CACHE_LIMIT:
             versions_seen.clear()
@@ -340,7 +347,7 @@ def _record_from_row(row: tuple[Any, ...], versions_seen: dict[str, bytes | None
         except (orjson.JSONDecodeError, orjson.JSONEncodeError):
             versions_seen[version_set] = None
     versions = versions_seen[version_set]
-    canonical = None if versions is None else _row_canonical(seq, ts, close_id, actor, kind, payload, versions)
+    canonical = None if versions is None else _row_canonical(seq, ts, close_id, actor, kind, payload, versions, writer)
     if canonical is not None and chain_hash(prev_hash, canonical) == digest:
         return SealedRecord(seq, prev_hash, digest, canonical, True)
     canonical = _exact_canonical(row)

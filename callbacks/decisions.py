@@ -7,14 +7,17 @@ A decision is recorded only for a known human principal holding the role the gat
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, errors
+from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
 
+from .person_signature import SIGNED_CALLBACK, PersonProofRejected, check_person_signature
 from .principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
 
 DECISIONS = ("approve", "reject")
@@ -56,6 +59,8 @@ class DecisionRequest:
 
     def digest(self) -> str:
         body = f"{self.gate_id}\n{normalise_identity(self.principal)}\n{self.decision}\n{self.reason}\n{self.nonce}"
+        if self.proof:  # a replay under the same nonce with another proof is a different request
+            body += "\n" + json.dumps(self.proof, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -170,8 +175,14 @@ async def record_decision(
     if request.decision not in DECISIONS:
         raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
     try:
-        async with conn.transaction():
-            outcome = await _record(conn, request)
+        try:
+            async with conn.transaction():
+                outcome = await _record(conn, request)
+        except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
+            detail = exc.diag.message_primary or str(exc)
+            raise DecisionRefused(
+                request.gate_id, normalise_identity(request.principal), "refused_by_database", detail
+            ) from None
     except DecisionRefused as refused:
         await _trace_refusal(conn, request, refused)
         raise
@@ -220,14 +231,32 @@ async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
 _DECISION_CONTEXT = (
     "SELECT r.gate_id, r.request_digest,"
     " s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by,"
-    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision, person.public_key"
     " FROM (SELECT 1) AS one"
     " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
     " LEFT JOIN gate g ON g.gate_id = %(gate)s"
     " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
     f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
     " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
+    " LEFT JOIN principal person ON person.principal_id = p.principal_id"
 )
+
+
+def _check_person_proof(request: DecisionRequest, principal: Principal, public_key: bytes | None) -> None:
+    """A signed-callback decision carries the person's own Ed25519 signature (callbacks/person_signature.py)."""
+    try:
+        check_person_signature(
+            gate_id=request.gate_id,
+            principal=request.principal,
+            principal_id=principal.principal_id,
+            decision=request.decision,
+            reason=request.reason,
+            nonce=request.nonce,
+            proof=request.proof,
+            public_key=public_key,
+        )
+    except PersonProofRejected as rejected:
+        raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
 
 
 async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
@@ -248,14 +277,17 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
     if status is None:
         raise GateNotFound(request.gate_id)
     principal = Principal(row[9], row[10], row[11], tuple(row[12])) if row[9] is not None else None
+    if principal is not None and principal.is_human and request.channel == SIGNED_CALLBACK:
+        _check_person_proof(request, principal, row[14])
     check_may_decide(request, principal, status=status, role=role, tier=tier, preparers={prepared_by, *requested_by})
     assert principal is not None
     if row[13] is not None:
         raise _second_vote(request, principal.principal_id, row[13])
     async with conn.cursor() as cur:
         await cur.execute(
-            "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
+            "INSERT INTO gate_decision"
+            " (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
             (
                 request.gate_id,
                 principal.principal_id,
@@ -264,6 +296,7 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
                 request.nonce,
                 digest,
                 request.channel,
+                Jsonb(request.proof),
             ),
         )
         inserted = await cur.fetchone()

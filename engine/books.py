@@ -21,6 +21,8 @@ from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
 
+from .actors import ENGINE_ACTOR
+
 MAX_FIELD_CHARS = 512
 MAX_AMOUNT = Decimal(10) ** 16  # book amounts are numeric(18,2): at most 16 digits before the point
 
@@ -328,9 +330,10 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
         await _check_journals_balance(conn, book_set_id)
         await append_event(
             conn,
-            actor=loaded_by,
+            actor=ENGINE_ACTOR,
             kind="books_loaded",
             payload={
+                "loaded_by": loaded_by,
                 "entity": entity,
                 "period": period,
                 "book_set_id": book_set_id,
@@ -400,10 +403,10 @@ async def load_bank_feed(
         version = await _insert_bank_feed(conn, book_set_id, path, loaded_by)
         await append_event(
             conn,
-            actor=loaded_by,
+            actor=ENGINE_ACTOR,
             kind="bank_feed_loaded",
             close_id=close_id,
-            payload={"book_set_id": book_set_id, "feed_version": version, "source": path.name},
+            payload={"loaded_by": loaded_by, "book_set_id": book_set_id, "feed_version": version, "source": path.name},
         )
     await seal_pending(conn)
     return version

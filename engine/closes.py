@@ -13,6 +13,7 @@ from psycopg import AsyncConnection, errors
 from audit.trace import append_event, register_close_versions, seal_pending
 from policy import Checklist, Policy
 
+from .actors import ENGINE_ACTOR
 from .dispatch import dead_letters
 from .outbox import failed_deliveries
 
@@ -165,10 +166,11 @@ async def start_close(
             await register_close_versions(conn, close_id, version_set)
             await append_event(
                 conn,
-                actor=started_by,
+                actor=ENGINE_ACTOR,
                 close_id=close_id,
                 kind="close_started",
                 payload={
+                    "requested_by": started_by,
                     "entity": entity,
                     "period": period,
                     "book_set_id": book_set_id,

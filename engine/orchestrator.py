@@ -24,6 +24,7 @@ from audit.trace import append_event, seal_pending
 from policy import Checklist, ChecklistTask, Policy, derive_escalation_gate, derive_gate
 
 from . import inputs
+from .actors import ENGINE_ACTOR
 from .closes import CloseRecord, load_close, refresh_close_status
 from .dispatch import (
     AGENT_PRINCIPALS,
@@ -54,7 +55,7 @@ class EngineContext:
     policy: Policy
     checklist: Checklist
     call: SpecialistCall
-    actor: str = "orchestrator"
+    actor: str = ENGINE_ACTOR
     channels: tuple[ChannelTarget, ...] = ()
     signer: NoteSigner | None = None  # signs a trace checkpoint at every sign-off
     origin: str = "countersign.local/close-trace"

@@ -49,33 +49,49 @@ TS = "2026-10-31T00:00:00.000000Z"
 CLOSE = "2f1b6c1e-8d1a-4c55-9a51-3f7f5d2c9e10"
 
 
-def _row(seq: int, actor: str, kind: str, payload: Any, versions: Any, prev: bytes, digest: bytes) -> tuple[Any, ...]:
-    return (seq, TS, CLOSE, actor, kind, json.dumps(payload), json.dumps(versions), prev, digest)
+def _row(
+    seq: int,
+    actor: str,
+    kind: str,
+    payload: Any,
+    versions: Any,
+    prev: bytes,
+    digest: bytes,
+    writer: str | None = "countersign_engine",
+) -> tuple[Any, ...]:
+    return (seq, TS, CLOSE, actor, kind, json.dumps(payload), json.dumps(versions), prev, digest, writer)
 
 
-def _sealed_hash(seq: int, actor: str, kind: str, payload: Any, versions: Any, prev: bytes) -> bytes | None:
+def _sealed_hash(
+    seq: int, actor: str, kind: str, payload: Any, versions: Any, prev: bytes, writer: str | None = "countersign_engine"
+) -> bytes | None:
     try:
-        return chain_hash(prev, canonical_bytes(event_body(seq, TS, CLOSE, actor, kind, payload, versions)))
+        return chain_hash(prev, canonical_bytes(event_body(seq, TS, CLOSE, actor, kind, payload, versions, writer)))
     except NonCanonicalValue:
         return None
 
 
 @settings(max_examples=400, deadline=None)
-@given(payload=PAYLOADS, actor=st.text(max_size=8), versions=st.dictionaries(st.text(max_size=4), JSON, max_size=3))
-@example(payload={"\U0001f600": 1, "\uff61": 2}, actor="a", versions={})  # orjson's key order differs from RFC 8785's
-@example(payload={"x": 1.0, "y": 1e21}, actor="a", versions={})  # floats have no canonical form: never intact
-@example(payload={"big": 2**60}, actor="a", versions={})  # beyond 2**53: canonical_bytes refuses it
+@given(
+    payload=PAYLOADS,
+    actor=st.text(max_size=8),
+    versions=st.dictionaries(st.text(max_size=4), JSON, max_size=3),
+    writer=st.none() | st.text(max_size=8),
+)
+@example(payload={"\U0001f600": 1, "\uff61": 2}, actor="a", versions={}, writer=None)  # orjson orders keys differently
+@example(payload={"x": 1.0, "y": 1e21}, actor="a", versions={}, writer="w")  # floats have no canonical form
+@example(payload={"big": 2**60}, actor="a", versions={}, writer="w")  # beyond 2**53: canonical_bytes refuses it
 def test_every_sealable_event_reads_back_intact_with_its_exact_canonical_bytes(
-    payload: dict[str, Any], actor: str, versions: dict[str, Any]
+    payload: dict[str, Any], actor: str, versions: dict[str, Any], writer: str | None
 ) -> None:
     prev = bytes(range(32))
-    digest = _sealed_hash(7, actor, "k", payload, versions, prev)
-    record = _record_from_row(_row(7, actor, "k", payload, versions, prev, digest or bytes(32)), {})
+    digest = _sealed_hash(7, actor, "k", payload, versions, prev, writer)
+    record = _record_from_row(_row(7, actor, "k", payload, versions, prev, digest or bytes(32), writer), {})
     if digest is None:  # the sealer would have refused this event; the reader must not call it intact
         assert not record.intact
         return
     assert record.intact
-    assert record.canonical == canonical_bytes(event_body(7, TS, CLOSE, actor, "k", payload, versions))
+    assert record.canonical == canonical_bytes(event_body(7, TS, CLOSE, actor, "k", payload, versions, writer))
 
 
 @settings(max_examples=400, deadline=None)
@@ -95,19 +111,25 @@ def test_an_edited_payload_is_never_intact_whichever_path_reads_it(
 
 
 @settings(max_examples=400, deadline=None)
-@given(payload=PAYLOADS, actor=st.text(max_size=12), kind=st.text(max_size=12), ts=st.text(max_size=12))
-@example(payload={}, actor='alice","close_id":null,"kind":"x', kind="", ts="t")
-@example(payload={}, actor="back\\slash\n", kind='"', ts="\u0000")
+@given(
+    payload=PAYLOADS,
+    actor=st.text(max_size=12),
+    kind=st.text(max_size=12),
+    ts=st.text(max_size=12),
+    writer=st.none() | st.text(max_size=12),
+)
+@example(payload={}, actor='alice","close_id":null,"kind":"x', kind="", ts="t", writer=None)
+@example(payload={}, actor="back\\slash\n", kind='"', ts="\u0000", writer='x","actor":"carol')
 def test_the_fast_bytes_are_a_faithful_serialisation_of_the_row(
-    payload: dict[str, Any], actor: str, kind: str, ts: str
+    payload: dict[str, Any], actor: str, kind: str, ts: str, writer: str | None
 ) -> None:
     """What makes a hash match on the fast path sound: those bytes parse back to exactly the stored values, so
     no text can move across a field boundary, however a field is crafted."""
     versions = b'{"app":"1"}'
-    fast = _row_canonical(9, ts, CLOSE, actor, kind, json.dumps(payload), versions)
+    fast = _row_canonical(9, ts, CLOSE, actor, kind, json.dumps(payload), versions, writer)
     if fast is None:
         return
-    assert orjson.loads(fast) == {
+    expected = {
         "actor": actor,
         "close_id": CLOSE,
         "kind": kind,
@@ -116,6 +138,9 @@ def test_the_fast_bytes_are_a_faithful_serialisation_of_the_row(
         "ts": ts,
         "version_set": {"app": "1"},
     }
+    if writer is not None:
+        expected["writer"] = writer
+    assert orjson.loads(fast) == expected
 
 
 TRICKY_PAYLOADS: list[dict[str, Any]] = [
