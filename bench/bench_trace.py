@@ -331,6 +331,9 @@ def print_append(result: AppendResult) -> None:
 # --- b. verification -----------------------------------------------------------------------------------------
 
 
+BENCH_WRITER = "countersign_callbacks"  # the role that writes gate_decided events (migration 0006)
+
+
 def prechained_rows(
     start_seq: int, count: int, prev: bytes, base: datetime, closes: list[str]
 ) -> tuple[list[Any], bytes]:
@@ -340,12 +343,11 @@ def prechained_rows(
         close_id = closes[seq % len(closes)]
         payload = normalise(event_payload(seq))
         version_set = normalise(dict(VERSION_SET))
-        digest = chain_hash(
-            prev, canonical_bytes(event_body(seq, ts, close_id, "alice.chen", "gate_decided", payload, version_set))
-        )
+        body = event_body(seq, ts, close_id, "alice.chen", "gate_decided", payload, version_set, BENCH_WRITER)
+        digest = chain_hash(prev, canonical_bytes(body))
         rows.append(
             (seq, ts, close_id, "alice.chen", "gate_decided", orjson.dumps(payload).decode(),
-             orjson.dumps(version_set).decode(), prev, digest)
+             orjson.dumps(version_set).decode(), prev, digest, BENCH_WRITER)
         )  # fmt: skip
         prev = digest
     return rows, prev
