@@ -35,7 +35,9 @@ def describe(event: TraceEvent) -> str:
     if kind == "close_status":
         return f"{p.get('status')}" + (f" — {p.get('reason')}" if p.get("reason") else "")
     if kind == "bank_feed_loaded":
-        return f"bank feed version {p.get('feed_version')} ({p.get('source')})"
+        return f"bank feed version {p.get('feed_version')} ({p.get('source')}) loaded by {p.get('loaded_by')}"
+    if kind == "close_started":
+        return f"{p.get('entity')} {p.get('period')} requested by {p.get('requested_by')}"
     return ", ".join(f"{k}={v}" for k, v in p.items() if isinstance(v, str | int) and k != "to")[:90]
 
 
