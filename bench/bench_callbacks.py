@@ -4,8 +4,10 @@ Run: .venv/bin/python bench/bench_callbacks.py [--decisions 4000] [--concurrency
 
 Setup (in a temporary directory): an embedded PostgreSQL, the schema, the principals, one close, and N open gates
 inserted directly (approver role `controller`, quorum 1). Then `countersign serve` runs as a subprocess and C
-concurrent HTTP clients post one signed decision per gate as `alice.chen`: verify the HMAC, authorise (principal,
-role, separation of duties), insert the decision, append the hash-chained trace event, respond.
+concurrent HTTP clients post one signed decision per gate as `alice.chen`, signed by the door's HMAC and by
+alice's own Ed25519 key (generated for the run, registered with her principal): verify the HMAC, verify the
+person's signature, authorise (principal, role, separation of duties), insert the decision, append the hash-chained
+trace event, respond.
 
 Same-run baselines: `GET /healthz` (one `SELECT 1` through the same pool) at the same concurrency for the same
 number of requests, and `record_decision` called in-process over a pool of the same size (no HTTP), which
@@ -54,6 +56,7 @@ from callbacks.signature import sign  # noqa: E402
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded  # noqa: E402
 from countersign.runtime import load_rules  # noqa: E402
+from countersign.scripted_people import ScriptedPeople  # noqa: E402
 from countersign.settings import load_settings  # noqa: E402
 from engine.books import load_books  # noqa: E402
 from engine.closes import start_close  # noqa: E402
@@ -61,6 +64,8 @@ from synthetic import generate_books, load_profile  # noqa: E402
 
 SECRET = "bench-callback-secret"
 PRINCIPAL = "alice.chen"
+PEOPLE = parse_principals(REPO_ROOT / "config" / "principals.yaml")
+SCRIPTED = ScriptedPeople(PEOPLE)  # every scripted approver signs with their own key
 SEED = 42
 WARMUP_DECISIONS = 200
 HEALTHZ_WARMUP = 500
@@ -177,7 +182,7 @@ async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[
     """Principals, books, one close, and `count` open controller gates per task prefix. Returns gate ids."""
     policy, checklist = load_rules(load_settings())
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
-        await upsert_principals(conn, parse_principals(REPO_ROOT / "config" / "principals.yaml"))
+        await upsert_principals(conn, SCRIPTED.registered(PEOPLE))
         loaded = await load_books(conn, books_dir, loaded_by="bench")
         close_id = await start_close(
             conn,
@@ -363,9 +368,7 @@ async def drive(
 
 
 def signed_decision(gate_id: str) -> tuple[str, bytes, dict[str, str]]:
-    body = json.dumps(
-        {"principal": PRINCIPAL, "decision": "approve", "reason": "bench", "nonce": uuid.uuid4().hex}
-    ).encode()
+    body = json.dumps(SCRIPTED.body(gate_id, PRINCIPAL, "approve", "bench")).encode()
     stamp = str(int(time.time()))
     headers = {
         "content-type": "application/json",
@@ -441,7 +444,9 @@ async def run_load(
         try:
 
             async def decide_in_process(_: int, gate_id: str) -> int:
-                request = DecisionRequest(gate_id, PRINCIPAL, "approve", "bench", uuid.uuid4().hex, "signed_callback")
+                nonce = uuid.uuid4().hex
+                proof = SCRIPTED.proof(gate_id, PRINCIPAL, "approve", "bench", nonce)
+                request = DecisionRequest(gate_id, PRINCIPAL, "approve", "bench", nonce, "signed_callback", proof)
                 async with pool.connection() as conn:
                     outcome = await record_decision(conn, request)
                 return 200 if outcome.recorded else 500
@@ -538,6 +543,7 @@ PROFILE_FUNCTIONS = (  # (file suffix, function, per what)
     ("callbacks/principals.py", "find_principal", "decision"),
     ("audit/trace.py", "append_event", "decision"),
     ("callbacks/signature.py", "verify", "decision"),
+    ("callbacks/person_signature.py", "check_person_signature", "decision"),
     ("countersign/app.py", "healthz", "healthz request"),
 )
 

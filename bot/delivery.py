@@ -1,12 +1,21 @@
 """Delivering the outbox: post each gate card once per channel, update it in place as decisions arrive.
 
-Rate limits (429) wait for Retry-After; server errors and network failures back off exponentially; anything else is
-a permanent failure that `close status` shows. Messages are claimed with SKIP LOCKED, so workers never double-send.
+Rate limits (429) wait for Retry-After; server errors, network failures and timeouts back off exponentially; anything
+else is a permanent failure that `close status` shows.
+
+No connection is held while Slack or Teams answers. Each message is claimed in one short statement (a lease row,
+`engine/outbox.py`), the connection goes back, what the message shows is read from the tables in a second short step
+and rendered through `cards/`, the platform is called with no connection held (every HTTP call has a `timeout_s`, and
+the whole message a deadline), and the outcome is recorded with a third. Messages for different channels go out
+concurrently, so a hung Slack does not hold up Teams.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,11 +25,28 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.killpoints import kill_point
-from engine.outbox import OutboxMessage, claim_due, mark_failed, mark_retry, mark_sent, posted_message_id
+from cards import notices
+from engine.leases import Connect, connect_to, holder_id, renewing
+from engine.outbox import (
+    CLAIM_S,
+    OutboxMessage,
+    claim_due,
+    mark_failed,
+    mark_retry,
+    mark_sent,
+    posted_message_id,
+    renew_claim,
+)
 
-from .gate_cards import card_state, load_gate_card, slack_gate_message, teams_gate_card
+from .gate_cards import TASK_TITLES, card_state, load_gate_card, slack_gate_message, teams_gate_card
 
-TIMEOUT_S = 10.0
+log = logging.getLogger("countersign.delivery")
+
+TIMEOUT_S = 10  # seconds, every HTTP call to Slack or Teams
+MESSAGE_DEADLINE_S = 15.0  # one message's whole delivery (token, post); then it is retried later, like a 5xx
+CHANNELS_AT_ONCE = 8  # channels delivered concurrently in one pass
+INLINE_WAIT_S = 0.5  # how long a click's request waits for its card updates before answering anyway
+INLINE_MAX_IN_FLIGHT = 64  # inline deliveries running at once in one server; beyond it the worker delivers
 
 
 class DeliveryError(Exception):
@@ -50,7 +76,8 @@ def _retry_after(headers: Any) -> float | None:
 
 
 class SlackSender:
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(self, client: AsyncWebClient, *, timeout_s: int = TIMEOUT_S) -> None:
+        client.timeout = timeout_s  # the SDK's default is 30 s; ours is explicit
         self.client = client
 
     def render(self, card: Any) -> dict[str, Any]:
@@ -163,59 +190,204 @@ class DeliveryReport:
 
 
 async def deliver_due(
-    conn: AsyncConnection[Any],
+    db: AsyncConnection[Any] | Connect,
     senders: dict[str, Sender],
     *,
     limit: int = 50,
     message_ids: list[int] | None = None,
+    deadline_s: float = MESSAGE_DEADLINE_S,
 ) -> DeliveryReport:
-    """Send what is due (or exactly `message_ids`). `conn` must be in autocommit mode."""
+    """Send what is due (or the due ones among `message_ids`).
+
+    `db` is a way to connect (a pool's `connection`; each step borrows a connection for one statement or two) or an
+    autocommit connection the caller keeps (then channels go one after another on it).
+    """
+    connect = connect_to(db)
+    holder = holder_id()
+    async with connect() as conn:
+        messages = await claim_due(conn, holder=holder, limit=limit, message_ids=message_ids or None)
     report = DeliveryReport()
-    targets: list[int | None] = list(message_ids) if message_ids else [None]
-    for target in targets:
-        async with conn.transaction():
-            for message in await claim_due(conn, limit=limit, message_id=target):
-                await _deliver_one(conn, senders, message, report)
+    by_channel: dict[tuple[str, str], list[OutboxMessage]] = {}
+    for message in messages:  # in message order within a channel: a card goes out before its updates
+        by_channel.setdefault((message.platform, message.channel), []).append(message)
+    gate = asyncio.Semaphore(1 if isinstance(db, AsyncConnection) else CHANNELS_AT_ONCE)
+
+    async def channel(queue: list[OutboxMessage]) -> None:
+        async with gate:
+            for message in queue:
+                await _deliver_one(connect, senders, message, holder, report, deadline_s)
+
+    await asyncio.gather(*(channel(queue) for queue in by_channel.values()))
     return report
 
 
+class InlineDelivery:
+    """A click's card updates, delivered at once but never at the click's expense.
+
+    The delivery runs as a background task; the request waits for it at most `wait_s`, so a hung Slack neither
+    holds the answer to Slack's or Teams' click nor a database connection (deliver_due holds none during the call).
+    What is not delivered by the message deadline goes back to the outbox, and the worker retries it.
+    """
+
+    def __init__(
+        self,
+        connect: Connect,
+        senders: dict[str, Sender],
+        *,
+        wait_s: float = INLINE_WAIT_S,
+        max_in_flight: int = INLINE_MAX_IN_FLIGHT,
+    ) -> None:
+        self.connect = connect
+        self.senders = senders
+        self.wait_s = wait_s
+        self.max_in_flight = max_in_flight
+        self.in_flight: set[asyncio.Task[DeliveryReport]] = set()
+
+    async def __call__(self, message_ids: list[int]) -> None:
+        if not message_ids or len(self.in_flight) >= self.max_in_flight:
+            return  # nothing to send, or too much already: the worker's next pass sends it
+        task = asyncio.create_task(deliver_due(self.connect, self.senders, message_ids=message_ids))
+        self.in_flight.add(task)
+        task.add_done_callback(self._finished)
+        await asyncio.wait({task}, timeout=self.wait_s)
+
+    def _finished(self, task: asyncio.Task[DeliveryReport]) -> None:
+        self.in_flight.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("delivering a click's card updates failed", exc_info=task.exception())
+
+    async def aclose(self) -> None:
+        for task in list(self.in_flight):
+            task.cancel()
+        await asyncio.gather(*self.in_flight, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    """What one message needs from the tables, read before the call so no connection is held during it."""
+
+    card: Any = None
+    text: str | None = None
+    platform_message_id: str | None = None
+
+
+async def _read(conn: AsyncConnection[Any], message: OutboxMessage) -> _Rendered:
+    if message.kind == "notice":
+        return _Rendered(text=await notice_text(conn, message))
+    if message.gate_id is None:
+        raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
+    card = await load_gate_card(conn, message.gate_id)
+    if message.kind == "gate_card":
+        return _Rendered(card=card)
+    if message.kind == "card_update":
+        posted = await posted_message_id(conn, message.gate_id, message.platform, message.channel)
+        if posted is None:
+            raise DeliveryError("the card to update has not been posted yet", permanent=False)
+        return _Rendered(card=card, platform_message_id=posted)
+    raise DeliveryError(f"unknown outbox kind {message.kind!r}", permanent=True)
+
+
+async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str:
+    """A notice's words, rendered by `cards/notices.py` from the rows its template names (never from the outbox)."""
+    async with conn.cursor() as cur:
+        if message.template == "gate_overdue" and message.gate_id is not None:
+            await cur.execute(
+                "SELECT g.task, g.approver_role, g.due_at, g.expires_at, g.quorum - s.approvals, c.entity, c.period"
+                " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
+                " WHERE g.gate_id = %s",
+                (message.gate_id,),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
+            task, role, due_at, expires_at, missing, entity, period = row
+            return notices.overdue_reminder(
+                task_title=TASK_TITLES.get(task, task),
+                entity=entity,
+                period=period,
+                role=role,
+                missing=int(missing),
+                due_at=due_at,
+                expires_at=expires_at,
+            )
+        if message.template == "checkpoint":
+            await cur.execute("SELECT note FROM trace_checkpoint WHERE tree_size = %s", (message.payload["tree_size"],))
+            row = await cur.fetchone()
+            if row is None:
+                raise DeliveryError(f"no signed checkpoint at tree size {message.payload['tree_size']}", permanent=True)
+            await cur.execute("SELECT entity, period FROM close_run WHERE close_id = %s", (message.close_id,))
+            close = await cur.fetchone()
+            note = str(row[0])
+            return notices.checkpoint_notice(
+                note=note, entity=close[0] if close else None, period=close[1] if close else None
+            )
+    raise DeliveryError(f"unknown notice template {message.template!r}", permanent=True)
+
+
+async def _send(sender: Sender, message: OutboxMessage, rendered: _Rendered) -> str | None:
+    if message.kind == "notice":
+        assert rendered.text is not None
+        return await sender.post_text(message.channel, rendered.text)
+    if message.kind == "gate_card":
+        kill_point("card.before_post")
+        return await sender.post(message.channel, rendered.card)
+    assert rendered.platform_message_id is not None
+    await sender.update(message.channel, rendered.platform_message_id, rendered.card)
+    return rendered.platform_message_id
+
+
 async def _deliver_one(
-    conn: AsyncConnection[Any], senders: dict[str, Sender], message: OutboxMessage, report: DeliveryReport
+    connect: Connect,
+    senders: dict[str, Sender],
+    message: OutboxMessage,
+    holder: str,
+    report: DeliveryReport,
+    deadline_s: float,
 ) -> None:
     sender = senders.get(message.platform)
     if sender is None:
-        await mark_failed(conn, message.message_id, error=f"no {message.platform} sender configured")
+        async with connect() as conn:
+            await mark_failed(conn, message.message_id, error=f"no {message.platform} sender configured", holder=holder)
         report.failed += 1
         return
+    renew: Callable[[], Awaitable[bool]] = lambda: _renew(connect, message.message_id, holder)  # noqa: E731
     try:
-        if message.kind == "notice":
-            notice_id = await sender.post_text(message.channel, str(message.payload.get("text", "")))
-            await mark_sent(conn, message.message_id, platform_message_id=notice_id, rendered_state=None)
-            report.sent += 1
-            return
-        if message.gate_id is None:
-            raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
-        card = await load_gate_card(conn, message.gate_id)
-        platform_id: str | None
-        if message.kind == "gate_card":
-            kill_point("card.before_post")
-            platform_id = await sender.post(message.channel, card)
-        elif message.kind == "card_update":
-            platform_id = await posted_message_id(conn, message.gate_id, message.platform, message.channel)
-            if platform_id is None:
-                raise DeliveryError("the card to update has not been posted yet", permanent=False)
-            await sender.update(message.channel, platform_id, card)
-        else:
-            raise DeliveryError(f"unknown outbox kind {message.kind!r}", permanent=True)
-    except DeliveryError as exc:
-        if exc.permanent:
-            await mark_failed(conn, message.message_id, error=exc.reason)
-            report.failed += 1
-        else:
-            status = await mark_retry(conn, message, error=exc.reason, retry_after_s=exc.retry_after_s)
-            report.failed += status == "failed"
-            report.retried += status == "pending"
+        async with connect() as conn:
+            rendered = await _read(conn, message)
+        # No connection from here until the platform has answered (or the deadline passed).
+        async with renewing(renew, every_s=CLAIM_S / 3):
+            try:
+                async with asyncio.timeout(deadline_s):
+                    platform_id = await _send(sender, message, rendered)
+            except TimeoutError as exc:
+                raise DeliveryError(f"{message.platform}: no answer within {deadline_s} s", permanent=False) from exc
+    except Exception as exc:
+        if not isinstance(exc, DeliveryError):  # a fault of ours: retried like a 5xx and shown, not the loop's end
+            log.exception("delivering outbox message %s failed", message.message_id)
+            exc = DeliveryError(f"{type(exc).__name__}: {exc}", permanent=False)
+        async with connect() as conn:
+            if exc.permanent:
+                await mark_failed(conn, message.message_id, error=exc.reason, holder=holder)
+                report.failed += 1
+            else:
+                status = await mark_retry(
+                    conn, message, error=exc.reason, retry_after_s=exc.retry_after_s, holder=holder
+                )
+                report.failed += status == "failed"
+                report.retried += status == "pending"
         report.errors.append(f"{message.platform} {message.kind} {message.message_id}: {exc.reason}")
         return
-    await mark_sent(conn, message.message_id, platform_message_id=platform_id, rendered_state=card_state(card))
+    async with connect() as conn:
+        await mark_sent(
+            conn,
+            message.message_id,
+            platform_message_id=platform_id,
+            rendered_state=card_state(rendered.card) if rendered.card is not None else None,
+            holder=holder,
+        )
     report.sent += 1
+
+
+async def _renew(connect: Connect, message_id: int, holder: str) -> bool:
+    async with connect() as conn:
+        return await renew_claim(conn, message_id, holder=holder)

@@ -10,13 +10,12 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from engine.outbox import ChannelTarget
+from policy.model import Policy
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
 StartClose = Callable[[str, str, str], Awaitable[str]]  # (entity, period, started_by) -> close id
 Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
 Seal = Callable[[], Awaitable[object]]  # seal committed trace events before answering (audit.sealer.GroupSealer.seal)
-
-START_ROLES = frozenset({"accountant", "controller"})
 
 
 @dataclass(frozen=True)
@@ -25,5 +24,8 @@ class ChatServices:
     connect_engine: Connect  # read status, enqueue outbox messages
     start_close: StartClose
     deliver: Deliver
+    policy: Policy  # risk.yaml: its approver roles may run `status` (policy/access.py)
     channels: tuple[ChannelTarget, ...] = ()
     seal: Seal | None = None  # the server's group sealer; None seals on the request's own connection
+    slack_team_ids: frozenset[str] = frozenset()  # the only Slack workspaces answered; empty answers none
+    teams_tenant_ids: frozenset[str] = frozenset()  # the only Teams tenants answered; empty answers none

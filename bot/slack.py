@@ -8,6 +8,7 @@ principal through its Slack identity, and handed to the same decision module as 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import uuid
 from typing import Any
@@ -19,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.export import FORMATS, export_events
 from audit.trace import iter_events
+from callbacks.access import record_trace_exported
 from callbacks.decisions import (
     DecisionConflict,
     DecisionRefused,
@@ -33,9 +35,11 @@ from cards import slack as slack_cards
 from cards.model import TraceExportCard
 from engine.closes import CloseNotFound, close_status, latest_close_id
 from engine.outbox import enqueue_card_updates
+from policy.access import HELP, START, STATUS, TRACE_EXPORT
 
+from .access import allowed_tenant, authorize_command
 from .gate_cards import status_card
-from .services import START_ROLES, ChatServices
+from .services import ChatServices
 
 log = logging.getLogger("countersign.slack")
 
@@ -58,8 +62,25 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
     )
 
     @app.middleware
+    async def only_allowed_workspaces(body: dict[str, Any], next: Any) -> Any:
+        """Refuse a workspace that is not on COUNTERSIGN_SLACK_TEAM_IDS before anything touches the database."""
+        if not isinstance(body, dict):
+            return BoltResponse(status=400, body="malformed Slack request")
+        if allowed_tenant(services.slack_team_ids, _team_of(body)):
+            return await next()
+        log.info("refused a Slack request from a workspace that is not allow-listed")
+        if isinstance(body.get("command"), str):  # a slash command's answer is shown to the caller only
+            refusal = {"response_type": "ephemeral", "text": "Refused: this Slack workspace is not allowed."}
+            return BoltResponse(status=200, body=json.dumps(refusal), headers={"content-type": "application/json"})
+        return BoltResponse(status=403, body="this Slack workspace is not allowed")
+
+    @app.middleware
     async def drop_event_retries(body: dict[str, Any], next: Any) -> Any:
-        event_id = body.get("event_id") if isinstance(body, dict) else None
+        event_id = body.get("event_id")
+        if event_id is not None and not (
+            isinstance(event_id, str) and len(event_id) <= MAX_ID_CHARS and storable_text(event_id)
+        ):
+            return BoltResponse(status=400, body="event_id must be a short string")
         if event_id:
             async with services.connect_engine() as conn:
                 cur = await conn.execute(
@@ -94,11 +115,19 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
     app.command("/close")(ack=ack_only, lazy=[run_command])
 
     @app.event("app_mention")
-    async def on_mention(event: dict[str, Any], client: AsyncWebClient) -> None:
-        text = str(event.get("text", ""))
-        words = text.split()
-        if "status" in words:
-            await _post_status(client, services, str(event.get("channel")), None, str(event.get("user")))
+    async def on_mention(body: dict[str, Any], event: dict[str, Any], client: AsyncWebClient) -> None:
+        text = event.get("text")
+        words = text.split() if isinstance(text, str) and storable_text(text) else []
+        if "status" not in words:
+            return
+        channel, user, team = str(event.get("channel") or ""), str(event.get("user") or ""), _team_of(body)
+        if not channel or not storable_text(channel):
+            return
+        granted = await authorize_command(services, platform="slack", tenant=team, user=user, command=STATUS)
+        if not granted.allowed:
+            await _ephemeral(client, channel, user, granted.refusal_text(STATUS))
+            return
+        await _post_status(client, services, channel, None, user)
 
     return app
 
@@ -108,6 +137,17 @@ async def _ephemeral(client: AsyncWebClient, channel: str, user: str, text: str)
         await client.chat_postEphemeral(channel=channel, user=user, text=text)
     except SlackApiError as exc:
         log.warning("could not send an ephemeral message: %s", exc)
+
+
+MAX_ID_CHARS = 255
+
+
+def _team_of(body: dict[str, Any]) -> str:
+    """The workspace a request comes from: `team_id` (commands, events), `team.id` or `user.team_id` (actions)."""
+    team = body.get("team_id")
+    if isinstance(team, str) and team:
+        return team
+    return _field(body, "team", "id") or _field(body, "user", "team_id")
 
 
 def _field(body: dict[str, Any], outer: str, inner: str) -> str:
@@ -173,23 +213,42 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         await services.deliver(message_ids)
 
 
-async def _principal_for(services: ChatServices, command: dict[str, Any]) -> Any:
-    async with services.connect_engine() as conn:
-        return await resolve_identity(conn, "slack", str(command.get("user_id")), str(command.get("team_id")))
+def _command_name(words: list[str]) -> str:
+    verb = words[0].lower() if words else HELP
+    if verb == "status" and len(words) <= 2:
+        return STATUS
+    if verb == "start" and len(words) == 3:
+        return START
+    if verb == "trace" and len(words) in (3, 4) and words[1].lower() == "export" and words[2].lower() in FORMATS:
+        return TRACE_EXPORT
+    return HELP
 
 
 async def _command(command: dict[str, Any], client: AsyncWebClient, services: ChatServices) -> None:
-    channel = str(command.get("channel_id"))
-    user = str(command.get("user_id"))
+    channel = str(command.get("channel_id") or "")
+    user = str(command.get("user_id") or "")
+    team = str(command.get("team_id") or "")
     text = str(command.get("text", ""))
     words = text.split() if storable_text(text) else ["help"]
-    verb = words[0].lower() if words else "help"
-    if verb == "status" and len(words) <= 2:
+    name = _command_name(words)
+    if not channel or not storable_text(channel):
+        log.warning("ignoring a Slack command without a channel")
+        return
+    # Nothing is posted and nothing is read for the caller until the caller is known to be entitled.
+    granted = await authorize_command(services, platform="slack", tenant=team, user=user, command=name)
+    if not granted.allowed or granted.caller is None:
+        await _ephemeral(client, channel, user, granted.refusal_text(name))
+        return
+    principal = granted.caller
+    if name == STATUS:
         await _post_status(client, services, channel, words[1] if len(words) == 2 else None, user)
-    elif verb == "start" and len(words) == 3:
-        await _start(client, services, channel, user, command, words[1], words[2])
-    elif verb == "trace" and len(words) in (3, 4) and words[1].lower() == "export" and words[2].lower() in FORMATS:
-        await _export(client, services, channel, user, words[2].lower(), words[3] if len(words) == 4 else None)
+    elif name == START:
+        await _start(
+            client, services, channel, user, principal.principal_id, principal.display_name, words[1], words[2]
+        )
+    elif name == TRACE_EXPORT:
+        close = words[3] if len(words) == 4 else None
+        await _export(client, services, channel, user, principal.principal_id, words[2].lower(), close)
     else:
         await _ephemeral(client, channel, user, USAGE)
 
@@ -226,28 +285,29 @@ async def _start(
     services: ChatServices,
     channel: str,
     user: str,
-    command: dict[str, Any],
+    principal_id: str,
+    display_name: str,
     entity: str,
     period: str,
 ) -> None:
-    principal = await _principal_for(services, command)
-    if principal is None or not principal.is_human or not START_ROLES & set(principal.roles):
-        await _ephemeral(
-            client, channel, user, f"Starting a close needs one of the roles {', '.join(sorted(START_ROLES))}."
-        )
-        return
     try:
-        close_id = await services.start_close(entity, period, principal.principal_id)
+        close_id = await services.start_close(entity, period, principal_id)
     except Exception as exc:  # the composition root raises user errors with a clear message
         await _ephemeral(client, channel, user, f"Could not start the close: {exc}")
         return
     await client.chat_postMessage(
-        channel=channel, text=f"{principal.display_name} started the close for {entity} {period} ({close_id})."
+        channel=channel, text=f"{display_name} started the close for {entity} {period} ({close_id})."
     )
 
 
 async def _export(
-    client: AsyncWebClient, services: ChatServices, channel: str, user: str, fmt: str, close: str | None
+    client: AsyncWebClient,
+    services: ChatServices,
+    channel: str,
+    user: str,
+    principal_id: str,
+    fmt: str,
+    close: str | None,
 ) -> None:
     close_id = await _resolve_close(services, close)
     if close_id is None:
@@ -274,6 +334,11 @@ async def _export(
         filename=filename,
     )
     message = slack_cards.trace_export_message(summary)
+    # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
+    async with services.connect_callbacks() as conn:
+        await record_trace_exported(
+            conn, principal_id=principal_id, close_id=close_id, fmt=fmt, data=data, platform="slack", seal=services.seal
+        )
     await client.files_upload_v2(
         channel=channel, filename=filename, content=data, title=filename, initial_comment=message["text"]
     )

@@ -27,6 +27,7 @@ from fastapi.responses import JSONResponse, Response
 
 from audit.export import FORMATS, export_events
 from audit.trace import iter_events
+from callbacks.access import record_trace_exported
 from callbacks.decisions import (
     DecisionConflict,
     DecisionRefused,
@@ -37,9 +38,11 @@ from callbacks.decisions import (
 )
 from callbacks.principals import resolve_identity
 from cards import teams as teams_cards
-from engine.closes import close_status, latest_close_id
+from engine.closes import CloseNotFound, close_status, latest_close_id
 from engine.outbox import enqueue_card_updates
+from policy.access import HELP, STATUS, TRACE_EXPORT
 
+from .access import allowed_tenant, authorize_command
 from .delivery import TeamsSender
 from .gate_cards import UnknownGate, load_gate_card, status_card, teams_gate_card
 from .services import ChatServices
@@ -93,6 +96,16 @@ class TeamsAdapter:
         except Exception as exc:  # the SDK raises many types for a bad token; every one of them is a 401
             log.info("teams authentication failed: %s: %s", type(exc).__name__, exc)
             return JSONResponse({"error": "unauthorized"}, status_code=401)
+        # Only allow-listed tenants, checked before anything touches the database.
+        if not allowed_tenant(self.services.teams_tenant_ids, self._tenant(activity)):
+            log.info("refused a Teams activity from a tenant that is not allow-listed")
+            if activity.type == "invoke":
+                refusal = teams_cards.error_card("Refused", "This Microsoft 365 tenant is not allowed.")
+                return JSONResponse(
+                    {"statusCode": 403, "type": "application/vnd.microsoft.card.adaptive", "value": refusal},
+                    status_code=403,
+                )
+            return JSONResponse({"error": "tenant_not_allowed"}, status_code=403)
         if activity.type == "invoke" and activity.name == "adaptiveCard/action":
             return await self._card_action(activity)
         if activity.type == "message":
@@ -177,17 +190,34 @@ class TeamsAdapter:
         return JSONResponse(teams_cards.invoke_response(card), status_code=200)
 
     async def _message(self, activity: Activity) -> None:
-        words = (activity.text or "").replace("<at>", " ").replace("</at>", " ").lower().split()
+        text = activity.text if isinstance(activity.text, str) else ""
+        words = text.replace("<at>", " ").replace("</at>", " ").lower().split()
         if "close" in words:
             words = words[words.index("close") + 1 :]
         else:
             return
         conversation = activity.conversation.id if activity.conversation else ""
-        reply: dict[str, Any]
         if words[:1] == ["status"]:
-            reply = await self._status_reply()
+            command = STATUS
         elif words[:2] == ["trace", "export"] and len(words) >= 3 and words[2] in FORMATS:
-            reply = await self._export_reply(words[2], words[3] if len(words) > 3 else None)
+            command = TRACE_EXPORT
+        else:
+            command = HELP
+        sender = activity.from_property
+        user = str(sender.aad_object_id or "") if sender is not None and not self._is_bot(activity) else ""
+        granted = await authorize_command(
+            self.services, platform="teams", tenant=self._tenant(activity), user=user, command=command
+        )
+        reply: dict[str, Any]
+        if not granted.allowed or granted.caller is None:
+            # A plain text reply that carries no close data (Teams has no ephemeral reply in a channel thread).
+            reply = {"type": "message", "text": granted.refusal_text(command).replace("`", "")}
+        elif command == STATUS:
+            reply = await self._status_reply()
+        elif command == TRACE_EXPORT:
+            reply = await self._export_reply(
+                granted.caller.principal_id, words[2], words[3] if len(words) > 3 else None
+            )
         else:
             reply = {"type": "message", "text": "Try `close status` or `close trace export csv|json [CLOSE_ID]`."}
         reply["replyToId"] = activity.id
@@ -201,14 +231,32 @@ class TeamsAdapter:
             status = await close_status(conn, close_id)
         return _card_activity(teams_cards.status_message(status_card(status)))
 
-    async def _export_reply(self, fmt: str, close: str | None) -> dict[str, Any]:
+    async def _export_reply(self, principal_id: str, fmt: str, close: str | None) -> dict[str, Any]:
         async with self.services.connect_engine() as conn:
             close_id = close or await latest_close_id(conn)
             if close_id is None:
                 return {"type": "message", "text": "No close to export."}
-            status = await close_status(conn, close_id)
+            try:
+                status = await close_status(conn, close_id)
+            except CloseNotFound:
+                return {
+                    "type": "message",
+                    "text": f"No close with id {close_id[:64]!r}. Without an id: the latest close.",
+                }
+            close_id = status["close_id"]
             events = [e async for e in iter_events(conn, close_id=close_id)]
         data = export_events(events, fmt)
+        # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
+        async with self.services.connect_callbacks() as conn:
+            await record_trace_exported(
+                conn,
+                principal_id=principal_id,
+                close_id=close_id,
+                fmt=fmt,
+                data=data,
+                platform="teams",
+                seal=self.services.seal,
+            )
         name = f"countersign-trace-{status['entity']}-{status['period']}-{close_id[:8]}.{fmt}"
         mime = "text/csv" if fmt == "csv" else "application/json"
         return {

@@ -259,6 +259,16 @@ def _check_person_proof(request: DecisionRequest, principal: Principal, public_k
         raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
 
 
+def stored_proof(request: DecisionRequest) -> dict[str, Any]:
+    """The proof as the database checks it: platform identities normalised the way `principal_identity` stores them."""
+    proof = dict(request.proof)
+    if request.channel in ("slack", "teams"):
+        for key in ("tenant", "external_id"):
+            if isinstance(proof.get(key), str):
+                proof[key] = normalise_identity(proof[key])
+    return proof
+
+
 async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
     digest = request.digest()
     async with conn.cursor() as cur:
@@ -296,7 +306,7 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
                 request.nonce,
                 digest,
                 request.channel,
-                Jsonb(request.proof),
+                Jsonb(stored_proof(request)),
             ),
         )
         inserted = await cur.fetchone()

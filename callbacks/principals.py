@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 from psycopg import AsyncConnection
 
+from policy.person_proof import parse_public_key
+
 # Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.
 INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e"))
 CHANNELS = ("slack", "teams", "login")
@@ -30,6 +32,8 @@ CSV_COLUMNS = (
     "teams_aad_object_id",
     "login",
 )
+# Optional trailing columns a CSV header may add after CSV_COLUMNS, in this order.
+CSV_OPTIONAL_COLUMNS = ("public_key",)
 
 
 def normalise_identity(raw: str) -> str:
@@ -55,6 +59,8 @@ class Principal:
     display_name: str
     roles: tuple[str, ...]
     identities: tuple[Identity, ...] = field(default=())
+    public_key: bytes | None = None
+    """The person's raw 32-byte Ed25519 public key; signed-callback decisions must carry its signature."""
 
     @property
     def is_human(self) -> bool:
@@ -125,6 +131,19 @@ def _string_keys(mapping: dict[Any, Any], source: str, where: str) -> None:
             raise PrincipalFileError(source, where, f"field names must be strings, found {type(key).__name__} {key!r}")
 
 
+def _public_key(source: str, where: str, kind: object, raw: object) -> bytes | None:
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise PrincipalFileError(source, where, f"must be base64 text, not {type(raw).__name__}")
+    if kind != "human":
+        raise PrincipalFileError(source, where, "only human principals carry a person key")
+    try:
+        return parse_public_key(raw)
+    except ValueError as exc:
+        raise PrincipalFileError(source, where, f"is not an Ed25519 public key: {exc}") from None
+
+
 def _principal(
     source: str,
     where: str,
@@ -133,6 +152,7 @@ def _principal(
     name: object,
     roles: object,
     identities: list[Identity],
+    public_key: object = None,
 ) -> Principal:
     principal_id = normalise_identity(_text(pid, source, f"{where}.id"))
     if not principal_id:
@@ -146,7 +166,8 @@ def _principal(
         _refuse_unstorable(role, source, f"{where}.roles[{index}]")
     if kind == "machine" and roles:
         raise PrincipalFileError(source, f"{where}.roles", "machine principals hold no approval roles")
-    return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities))
+    key = _public_key(source, f"{where}.public_key ({principal_id})", kind, public_key)
+    return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities), key)
 
 
 def _identity(
@@ -241,13 +262,20 @@ def _parse_yaml(path: Path, source: str) -> list[Principal]:
         if not isinstance(item, dict):
             raise PrincipalFileError(source, where, "must be a mapping")
         _string_keys(item, source, where)
-        unknown = sorted(set(item) - {"id", "kind", "name", "roles", "identities"})
+        unknown = sorted(set(item) - {"id", "kind", "name", "roles", "identities", "public_key"})
         if unknown:
             raise PrincipalFileError(source, f"{where}.{unknown[0]}", "is not a known field")
         identities = _yaml_identities(source, where, item.get("identities"))
         out.append(
             _principal(
-                source, where, item.get("id"), item.get("kind"), item.get("name"), item.get("roles", []), identities
+                source,
+                where,
+                item.get("id"),
+                item.get("kind"),
+                item.get("name"),
+                item.get("roles", []),
+                identities,
+                item.get("public_key"),
             )
         )
     return out
@@ -275,15 +303,23 @@ def _parse_csv(path: Path, source: str) -> list[Principal]:
 
 def _csv_principals(reader: Any, source: str) -> list[Principal]:
     out: list[Principal] = []
-    if tuple(next(reader, ())) != CSV_COLUMNS:
-        raise PrincipalFileError(source, "(header)", f"expected columns {list(CSV_COLUMNS)}")
+    header = tuple(next(reader, ()))
+    columns = CSV_COLUMNS + header[len(CSV_COLUMNS) :]
+    if header[: len(CSV_COLUMNS)] != CSV_COLUMNS or header[len(CSV_COLUMNS) :] not in (
+        CSV_OPTIONAL_COLUMNS[:n] for n in range(len(CSV_OPTIONAL_COLUMNS) + 1)
+    ):
+        raise PrincipalFileError(
+            source,
+            "(header)",
+            f"expected columns {list(CSV_COLUMNS)}, optionally followed by {list(CSV_OPTIONAL_COLUMNS)}",
+        )
     for cells in reader:
         where = f"line {reader.line_num}"
         if not cells:
             continue  # a blank line
-        if len(cells) > len(CSV_COLUMNS):
-            raise PrincipalFileError(source, where, f"has more fields than the {len(CSV_COLUMNS)} header columns")
-        row = dict(zip(CSV_COLUMNS, [*cells, *[""] * (len(CSV_COLUMNS) - len(cells))], strict=True))
+        if len(cells) > len(columns):
+            raise PrincipalFileError(source, where, f"has more fields than the {len(columns)} header columns")
+        row = dict(zip(columns, [*cells, *[""] * (len(columns) - len(cells))], strict=True))
         roles = [r.strip() for r in (row["roles"] or "").split(";") if r.strip()]
         identities: list[Identity] = []
         if row["slack_user"] or row["slack_team"]:
@@ -310,7 +346,11 @@ def _csv_principals(reader: Any, source: str) -> list[Principal]:
             )
         if row["login"]:
             identities.append(_identity(source, f"{where}.login", "login", "", row["login"]))
-        out.append(_principal(source, where, row["id"], row["kind"], row["name"], roles, identities))
+        out.append(
+            _principal(
+                source, where, row["id"], row["kind"], row["name"], roles, identities, row.get("public_key", "").strip()
+            )
+        )
     return out
 
 
@@ -319,10 +359,12 @@ async def upsert_principals(conn: AsyncConnection[Any], principals: list[Princip
     async with conn.transaction(), conn.cursor() as cur:
         for p in principals:
             await cur.execute(
-                "INSERT INTO principal (principal_id, kind, display_name, roles) VALUES (%s, %s, %s, %s)"
+                "INSERT INTO principal (principal_id, kind, display_name, roles, public_key)"
+                " VALUES (%s, %s, %s, %s, %s)"
                 " ON CONFLICT (principal_id) DO UPDATE SET display_name = EXCLUDED.display_name,"
-                " roles = EXCLUDED.roles WHERE principal.kind = EXCLUDED.kind RETURNING principal_id",
-                (p.principal_id, p.kind, p.display_name, list(p.roles)),
+                " roles = EXCLUDED.roles, public_key = COALESCE(EXCLUDED.public_key, principal.public_key)"
+                " WHERE principal.kind = EXCLUDED.kind RETURNING principal_id",
+                (p.principal_id, p.kind, p.display_name, list(p.roles), p.public_key),
             )
             if await cur.fetchone() is None:
                 raise PrincipalFileError("principals", p.principal_id, "exists with a different kind; refusing")

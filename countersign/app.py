@@ -13,10 +13,14 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from audit.sealer import GroupSealer
+from callbacks.access import ReadCredentials, ReadUnauthenticated, access_for, authenticate_reader
 from callbacks.http import ErrorBody, build_callback_router
 from engine.closes import CloseNotFound, close_status
+from engine.http_limits import BodyLimitMiddleware
+from policy.access import READ_CLOSE
 
-from .chat import build_senders, channel_targets, check_chat_settings
+from .chat import build_senders, channel_targets, check_allow_lists, check_chat_settings
+from .limits import DEFAULT_MAX_BODY_BYTES, DOOR_BODY_LIMITS
 from .runtime import Runtime, app_version, start_close_with_books
 
 log = logging.getLogger("countersign.app")
@@ -36,6 +40,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         raise MissingSecret("COUNTERSIGN_CALLBACK_SECRET is not set: refusing to serve signed callbacks without it")
     try:
         check_chat_settings(settings)
+        check_allow_lists(settings)
     except RuntimeError as exc:
         raise MissingSecret(str(exc)) from exc
     callbacks_pool = _pool(runtime.database.callbacks_url)
@@ -64,7 +69,9 @@ def create_app(runtime: Runtime) -> FastAPI:
 
     connect_callbacks = connector(callbacks_pool)
     connect_engine = connector(engine_pool)
-    app = FastAPI(title="Countersign", version=app_version(), lifespan=lifespan)
+    docs: dict[str, Any] = {} if settings.openapi else {"docs_url": None, "redoc_url": None, "openapi_url": None}
+    app = FastAPI(title="Countersign", version=app_version(), lifespan=lifespan, **docs)
+    app.add_middleware(BodyLimitMiddleware, limits=DOOR_BODY_LIMITS, default_max_bytes=DEFAULT_MAX_BODY_BYTES)
     app.include_router(build_callback_router(settings.callback_secret, connect_callbacks, seal=sealer.seal))
 
     if settings.slack_enabled or settings.teams_enabled:
@@ -76,8 +83,28 @@ def create_app(runtime: Runtime) -> FastAPI:
             await conn.execute("SELECT 1")
         return {"status": "ok"}
 
-    @app.get("/closes/{close_id}", responses={404: {"model": ErrorBody, "description": "unknown close"}})
-    async def get_close(close_id: str) -> JSONResponse:
+    @app.get(
+        "/closes/{close_id}",
+        responses={
+            401: {"model": ErrorBody, "description": "no credentials, or a revoked, unknown or stale one"},
+            403: {"model": ErrorBody, "description": "the caller may not read closes"},
+            404: {"model": ErrorBody, "description": "unknown close"},
+        },
+    )
+    async def get_close(close_id: str, request: Request) -> JSONResponse:
+        """Needs `Authorization: Bearer cs_...` (a principal's API token) or a principal's signed request."""
+        credentials = _read_credentials(request)
+        if isinstance(credentials, JSONResponse):
+            return credentials
+        async with connect_callbacks() as conn:
+            try:
+                caller = await authenticate_reader(conn, credentials, method="GET", path=request.url.path)
+            except ReadUnauthenticated as exc:
+                return JSONResponse({"error": "unauthenticated", "detail": exc.reason}, status_code=401)
+        access = access_for(READ_CLOSE, runtime.policy, caller)
+        if not access.allowed:
+            detail = f"{access.reason}: reading a close needs one of the roles {', '.join(access.needed)}"
+            return JSONResponse({"error": "forbidden", "detail": detail}, status_code=403)
         async with connect_engine() as conn:
             try:
                 return JSONResponse(await close_status(conn, close_id))
@@ -87,19 +114,34 @@ def create_app(runtime: Runtime) -> FastAPI:
     return app
 
 
+def _read_credentials(request: Request) -> ReadCredentials | JSONResponse:
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return JSONResponse(
+                {"error": "unauthenticated", "detail": "Authorization must be `Bearer cs_...`"}, status_code=401
+            )
+        return ReadCredentials(token=token.strip())
+    return ReadCredentials(
+        principal=request.headers.get("x-countersign-principal"),
+        signed_at=request.headers.get("x-countersign-signed-at"),
+        signature=request.headers.get("x-countersign-person-signature"),
+    )
+
+
 def _mount_chat(
     app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_engine: Any, seal: Callable[[], Any]
 ) -> None:
-    from bot.delivery import deliver_due
+    from bot.delivery import InlineDelivery
     from bot.services import ChatServices
 
     settings = runtime.settings
     senders = build_senders(settings)
 
-    async def deliver(message_ids: list[int]) -> None:
-        if message_ids:
-            async with connect_engine() as conn:
-                await deliver_due(conn, senders, message_ids=message_ids)  # type: ignore[arg-type]
+    # A click's card updates go out in the background; the click's answer waits at most INLINE_WAIT_S for them, and
+    # no pool connection is held while Slack or Teams answers (bot/delivery.py).
+    deliver = InlineDelivery(connect_engine, senders)  # type: ignore[arg-type]
 
     async def start_close_for(entity: str, period: str, started_by: str) -> str:
         async with connect_engine() as conn:
@@ -114,11 +156,15 @@ def _mount_chat(
         deliver=deliver,
         channels=channel_targets(settings),
         seal=seal,
+        policy=runtime.policy,
+        slack_team_ids=frozenset(settings.slack_team_ids),
+        teams_tenant_ids=frozenset(settings.teams_tenant_ids),
     )
     if settings.slack_enabled:
         from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 
         from bot.slack import build_slack_app
+        from bot.slack_shape import slack_body_problem
         from bot.slack_signature import SlackSignatureRejected, verify_slack_request
 
         assert settings.slack_bot_token and settings.slack_signing_secret
@@ -135,10 +181,15 @@ def _mount_chat(
 
         @app.post("/slack/events")
         async def slack_events(request: Request) -> Response:
+            raw = await request.body()
             try:
-                verify_slack_request(signing_secret, request.headers, await request.body())
+                verify_slack_request(signing_secret, request.headers, raw)
             except SlackSignatureRejected as exc:
                 return JSONResponse({"error": "signature_rejected", "detail": exc.reason}, status_code=401)
+            problem = slack_body_problem(raw, request.headers.get("content-type"))
+            if problem is not None:  # signed, so from Slack's side, but not in a shape bolt can handle
+                log.info("refused a signed Slack body out of shape: %s", problem)
+                return JSONResponse({"error": "malformed_slack_request", "detail": problem}, status_code=400)
             try:
                 return await slack_handler.handle(request)
             except Exception:  # a signed but malformed payload: bolt cannot parse it

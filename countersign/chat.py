@@ -22,6 +22,15 @@ def check_chat_settings(settings: Settings) -> None:
             raise ChatConfigError("Teams is enabled but TEAMS_APP_PASSWORD is missing")
 
 
+def check_allow_lists(settings: Settings) -> None:
+    """The server answers only listed Slack teams and Teams tenants: refuse to serve a platform with no list."""
+    # Without an allow-list any workspace or tenant that installs the app could talk to this server.
+    if settings.slack_enabled and not settings.slack_team_ids:
+        raise ChatConfigError("Slack is enabled but COUNTERSIGN_SLACK_TEAM_IDS (the allowed team ids) is empty")
+    if settings.teams_enabled and not settings.teams_tenant_ids:
+        raise ChatConfigError("Teams is enabled but COUNTERSIGN_TEAMS_TENANT_IDS (the allowed tenant ids) is empty")
+
+
 def channel_targets(settings: Settings) -> tuple[ChannelTarget, ...]:
     targets = []
     if settings.slack_enabled and settings.slack_channel:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -30,7 +32,8 @@ from audit.log import (
     tree_root,
 )
 from audit.merkle import MerkleTree
-from audit.trace import iter_events, seal_pending, verify_chain
+from audit.trace import append_event, iter_events, seal_pending, verify_chain
+from callbacks.access import UnknownPrincipal, export_payload, issue_token, revoke_tokens
 from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
 from engine.books import BooksError, load_bank_feed
 from engine.closes import (
@@ -51,7 +54,15 @@ from . import migrate
 from .chat import ChatConfigError, build_senders, check_chat_settings
 from .eval_cli import eval_app
 from .keys import load_trace_signer, verifier_key_text
-from .runtime import Runtime, boot, connection, engine_context, start_close_with_books
+from .limits import SERVE_MAX_CONCURRENCY, SPECIALISTS_MAX_CONCURRENCY
+from .runtime import (
+    MissingSpecialistToken,
+    Runtime,
+    boot,
+    connection,
+    engine_context,
+    start_close_with_books,
+)
 from .settings import load_settings
 
 app = typer.Typer(help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True)
@@ -90,6 +101,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     PolicyError,
     PrincipalFileError,
     ProfileError,
+    MissingSpecialistToken,
+    UnknownPrincipal,
 )
 
 
@@ -204,8 +217,8 @@ def close_advance(
 
     async def go() -> Any:
         close_id = await resolve_close_id(rt, close)
-        async with connection(rt) as conn, engine_context(rt) as ctx:
-            return await advance(conn, close_id, ctx)
+        async with engine_context(rt) as ctx:  # a connection per step: none is held while a specialist works
+            return await advance(lambda: connection(rt), close_id, ctx)
 
     report = run(go)
     for step in report.steps:
@@ -283,9 +296,9 @@ def close_load_bank_feed(
 
 @principals_app.command("import")
 def principals_import(
-    file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list.")],
+    file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list, or a CSV file.")],
 ) -> None:
-    """Load or refresh principals (humans and machines) and their roles."""
+    """Load or refresh principals (humans and machines), their roles and public keys (`public_key`, base64)."""
     rt = runtime()
 
     async def go() -> int:
@@ -293,6 +306,66 @@ def principals_import(
             return await upsert_principals(conn, parse_principals(file))
 
     console.print(f"imported {run(go)} principals")
+
+
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+
+
+@principals_app.command("keygen")
+def principals_keygen(
+    name: Annotated[str, typer.Argument(help="The principal the key belongs to (becomes NAME.key and NAME.pub).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the key files.")] = Path("."),
+) -> None:
+    """Write a person's Ed25519 key pair: NAME.key (private, PKCS8 PEM, mode 0600) and NAME.pub (base64)."""
+    from policy.person_proof import generate_key_pair, public_key_text
+
+    if not KEY_NAME.fullmatch(name):
+        fail(f"NAME {name!r} must be 1-128 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")
+        return
+    private_path, public_path = out / f"{name}.key", out / f"{name}.pub"
+    for path in (private_path, public_path):
+        if path.exists():
+            fail(f"{path} already exists; refusing to overwrite a key")
+            return
+    private_pem, public_raw = generate_key_pair()
+    public_text = public_key_text(public_raw)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(private_pem)
+        public_path.write_text(public_text + "\n")
+    except OSError as exc:
+        fail(f"cannot write the key files in {out}: {exc.strerror or exc}")
+        return
+    console.print(f"private key: {escape(str(private_path))} (keep it with {escape(name)}; never share it)")
+    console.print(f"public key:  {public_text}")
+    console.print(
+        "Register it: add `public_key: "
+        + public_text
+        + f"` to {escape(name)}'s entry in your principals YAML (or the public_key column of the CSV),"
+        " then run `countersign principals import FILE`. Signed-callback decisions by this person must then carry"
+        " a signature by this key."
+    )
+
+
+@principals_app.command("token")
+def principals_token(
+    name: Annotated[str, typer.Argument(help="The principal the token reads as.")],
+    revoke: Annotated[bool, typer.Option("--revoke", help="Revoke every live token of NAME instead.")] = False,
+) -> None:
+    """Print a new API token for `GET /closes/{id}` (shown once; only its SHA-256 is stored), or revoke them."""
+    rt = runtime()
+
+    async def go() -> str | int:
+        async with connection(rt, "owner") as conn:
+            return await (revoke_tokens(conn, name) if revoke else issue_token(conn, name))
+
+    result = run(go)
+    if revoke:
+        console.print(f"revoked {result} token(s) of {name}")
+    else:
+        sys.stdout.write(f"{result}\n")
 
 
 @trace_app.command("verify")
@@ -394,6 +467,21 @@ def trace_export(
             return len(events), data
 
     count, data = run(go)
+
+    async def record_export() -> None:
+        # The export is itself a trace event (the engine role may not write it: the owner does, for the CLI).
+        async with connection(rt, "owner") as conn:
+            async with conn.transaction():
+                await append_event(
+                    conn,
+                    actor="countersign-cli",
+                    close_id=close,
+                    kind="trace_exported",
+                    payload=export_payload(close_id=close, fmt=fmt, data=data, platform="cli"),
+                )
+            await seal_pending(conn)
+
+    run(record_export)
     if out is None:
         sys.stdout.buffer.write(data)
     else:
@@ -483,7 +571,7 @@ def serve(
     # What is built by now (the app, the SDKs' modules) lives as long as the process: keep it out of the cyclic
     # collector's full passes, which otherwise stall every in-flight request for tens of milliseconds.
     gc.freeze()
-    uvicorn.run(application, host=host, port=port, log_level="info")
+    uvicorn.run(application, host=host, port=port, log_level="info", limit_concurrency=SERVE_MAX_CONCURRENCY)
 
 
 @specialists_app.command("serve")
@@ -492,12 +580,17 @@ def specialists_serve(
     port: Annotated[int, typer.Option(help="Port.")] = 8100,
     public_url: Annotated[str | None, typer.Option(help="Base URL clients reach (for the agent cards).")] = None,
 ) -> None:
-    """Serve the three specialists as A2A HTTP services."""
+    """Serve the three specialists as A2A HTTP services (every call needs COUNTERSIGN_SPECIALIST_TOKEN)."""
     import uvicorn
 
     from engine.agents import build_specialists_app
 
-    uvicorn.run(build_specialists_app(public_url or f"http://{host}:{port}"), host=host, port=port)
+    token = load_settings().specialist_token
+    if not token:
+        fail("COUNTERSIGN_SPECIALIST_TOKEN is not set: refusing to serve the specialists without a bearer token")
+        return
+    application = build_specialists_app(public_url or f"http://{host}:{port}", token=token)
+    uvicorn.run(application, host=host, port=port, limit_concurrency=SPECIALISTS_MAX_CONCURRENCY)
 
 
 @app.command()
@@ -516,24 +609,27 @@ def worker(
     senders = build_senders(rt.settings)
     signer = load_trace_signer(rt.settings)
 
+    def connect() -> Any:  # a connection per short step: none is held across a specialist, Slack or Teams call
+        return connection(rt)
+
     async def one_pass() -> int:
-        async with connection(rt) as conn:
-            async with conn.cursor() as cur:
-                await cur.execute(
-                    "SELECT close_id FROM close_run WHERE status <> 'closed'"
-                    " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY created_at",
-                    (close, close),
-                )
-                ids = [str(r[0]) for r in await cur.fetchall()]
-            async with engine_context(rt) as ctx:
-                for close_id in ids:
-                    report = await advance(conn, close_id, ctx)
-                    for step in report.steps:
-                        console.print(f"{close_id[:8]} {escape(step)}", highlight=False)
+        async with connect() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "SELECT close_id FROM close_run WHERE status <> 'closed'"
+                " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY created_at",
+                (close, close),
+            )
+            ids = [str(r[0]) for r in await cur.fetchall()]
+        async with engine_context(rt) as ctx:
+            for close_id in ids:
+                report = await advance(connect, close_id, ctx)
+                for step in report.steps:
+                    console.print(f"{close_id[:8]} {escape(step)}", highlight=False)
+        async with connect() as conn:
             await sign_log_checkpoint(
                 conn, signer, rt.settings.trace_origin, actor="countersign-worker", min_new_events=2
             )
-            await run_outbox(conn, senders)
+        await run_outbox(connect, senders)
         return len(ids)
 
     passes = 0
@@ -555,13 +651,13 @@ def demo(seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")
     raise typer.Exit(0 if ok else 1)
 
 
-async def run_outbox(conn: Any, senders: dict[str, object]) -> None:
-    """Announce gate state changes and deliver what is due to Slack and Teams."""
+async def run_outbox(connect: Any, senders: dict[str, object]) -> None:
+    """Announce gate state changes and deliver what is due to Slack and Teams (no connection held during a call)."""
     from bot.delivery import deliver_due
 
-    async with conn.transaction():
+    async with connect() as conn, conn.transaction():
         await enqueue_card_updates(conn)
-    report = await deliver_due(conn, senders)  # type: ignore[arg-type]
+    report = await deliver_due(connect, senders)  # type: ignore[arg-type]
     for error in report.errors:
         console.print(f"outbox: {escape(error)}", highlight=False)
 

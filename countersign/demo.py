@@ -1,7 +1,8 @@
 """`countersign demo`: one whole close on the real stack, decided by scripted people over the signed callback.
 
 Nothing here takes a shortcut a person could not: gates are decided by HTTP requests to the running server,
-signed like any client's; the halt is resolved by loading the corrected bank feed and approving a re-run.
+signed like any client's (the door's HMAC) and by each scripted person's own Ed25519 key, generated for the run and
+registered with their principal; the halt is resolved by loading the corrected bank feed and approving a re-run.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import asyncio
 import json
 import secrets
 import time
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from synthetic import generate_books, load_profile
 
 from .app import create_app
 from .runtime import Runtime, connection, engine_context
+from .scripted_people import ScriptedPeople
 from .timeline import print_timeline
 
 MAX_ROUNDS = 20
@@ -57,14 +58,13 @@ def _approvers(people: list[Principal], gate: dict[str, Any], count: int) -> lis
 class SignedClient:
     """Posts decisions to the server exactly as an external client would."""
 
-    def __init__(self, base_url: str, secret: str) -> None:
+    def __init__(self, base_url: str, secret: str, people: ScriptedPeople) -> None:
         self.http = httpx.AsyncClient(base_url=base_url, timeout=30)
         self.secret = secret
+        self.people = people
 
     async def decide(self, gate_id: str, principal: str, decision: str, reason: str) -> httpx.Response:
-        body = json.dumps(
-            {"principal": principal, "decision": decision, "reason": reason, "nonce": uuid.uuid4().hex}
-        ).encode()
+        body = json.dumps(self.people.body(gate_id, principal, decision, reason)).encode()
         stamp = str(int(time.time()))
         return await self.http.post(
             f"/callbacks/gates/{gate_id}/decisions",
@@ -99,8 +99,9 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
         generate_books(profile, seed, books_dir, entity=entity, period=period)
         progress.update(step, description="loading books into PostgreSQL")
         people = parse_principals(rt.settings.principals_path)
+        scripted = ScriptedPeople(people)  # each scripted approver gets their own key for this run
         async with connection(rt, "owner") as conn:
-            await upsert_principals(conn, people)
+            await upsert_principals(conn, scripted.registered(people))
         async with connection(rt) as conn:
             loaded = await load_books(conn, books_dir, loaded_by="countersign-demo")
             close_id = await start_close(
@@ -123,7 +124,7 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
             raise RuntimeError("the demo server failed to start")
         await asyncio.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
-    client = SignedClient(f"http://127.0.0.1:{port}", secret)
+    client = SignedClient(f"http://127.0.0.1:{port}", secret, scripted)
     console.print(f"signed-callback server listening on 127.0.0.1:{port}")
     try:
         closed = await _drive(rt, close_id, books_dir, people, client, console)

@@ -26,6 +26,7 @@ from engine.postings import JournalLine, JournalRequest, PostingConflict, post_j
 from synthetic import generate_books, load_profile
 
 from .runtime import Runtime
+from .scripted_people import ScriptedPeople
 
 CONNECTIONS_PER_PROCESS = 8
 
@@ -320,6 +321,16 @@ def exactly_once_problems(rt: Runtime, close_ids: list[str]) -> list[str]:
     return problems
 
 
+_SCRIPTED_BY_PROCESS: list[ScriptedPeople] = []
+
+
+def _scripted_people(people: list[Any]) -> ScriptedPeople:
+    """The drill's scripted approvers and their keys: one set per process, registered by `_prepare_close`."""
+    if not _SCRIPTED_BY_PROCESS:
+        _SCRIPTED_BY_PROCESS.append(ScriptedPeople(people))
+    return _SCRIPTED_BY_PROCESS[0]
+
+
 async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
     from callbacks.decisions import DecisionRequest, record_decision
     from callbacks.principals import parse_principals
@@ -349,10 +360,20 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
                 p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded
             ]
             for person in voters[: gate["quorum"] - gate["approvals"]]:
+                nonce = uuid.uuid4().hex
+                proof = _scripted_people(people).proof(
+                    gate["gate_id"], person.principal_id, "approve", "restart drill", nonce
+                )
                 await record_decision(
                     conn,
                     DecisionRequest(
-                        gate["gate_id"], person.principal_id, "approve", "restart drill", uuid.uuid4().hex, "drill"
+                        gate["gate_id"],
+                        person.principal_id,
+                        "approve",
+                        "restart drill",
+                        nonce,
+                        "signed_callback",
+                        proof,
                     ),
                 )
 
@@ -364,8 +385,9 @@ async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
     entity = f"DRILL-{tag}-{uuid.uuid4().hex[:6].upper()}"
     books = rt.settings.state_dir / "drills" / entity
     generate_books(profile, 11, books, entity=entity, period=profile.period, gl_lines=300)
+    people = parse_principals(rt.settings.principals_path)
     async with await psycopg.AsyncConnection.connect(rt.database.url, autocommit=True) as owner:
-        await upsert_principals(owner, parse_principals(rt.settings.principals_path))
+        await upsert_principals(owner, _scripted_people(people).registered(people))
     async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
         loaded = await load_books(conn, books, loaded_by="countersign-drill")
         close_id = await start_close(

@@ -75,21 +75,34 @@ async def connection(runtime: Runtime, role: str = "engine") -> AsyncIterator[As
         await conn.close()
 
 
+class MissingSpecialistToken(RuntimeError):
+    pass
+
+
 @asynccontextmanager
 async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
-    """Specialists in-process over ASGI by default; over HTTP when COUNTERSIGN_SPECIALISTS_URL is set."""
+    """Specialists in-process over ASGI by default; over HTTP when COUNTERSIGN_SPECIALISTS_URL is set.
+
+    In process, without COUNTERSIGN_SPECIALIST_TOKEN, app and client share a token made for this process; remote
+    specialists need the deployment's token.
+    """
     url = runtime.settings.specialists_url
+    token = runtime.settings.specialist_token
     channels = channel_targets(runtime.settings)
     signer = load_trace_signer(runtime.settings)
     origin = runtime.settings.trace_origin
     if url is None:
-        async with open_in_process() as client:
+        async with open_in_process(token=token) as client:
             yield EngineContext(
                 runtime.policy, runtime.checklist, call=client.call, channels=channels, signer=signer, origin=origin
             )
         return
+    if not token:
+        raise MissingSpecialistToken(
+            f"COUNTERSIGN_SPECIALIST_TOKEN is not set: the specialists at {url} refuse calls without their token"
+        )
     async with httpx.AsyncClient() as http:
-        remote = SpecialistClient(http, url.rstrip("/"))
+        remote = SpecialistClient(http, url.rstrip("/"), token=token)
         try:
             yield EngineContext(
                 runtime.policy, runtime.checklist, call=remote.call, channels=channels, signer=signer, origin=origin

@@ -31,6 +31,10 @@ class Settings:
     teams_token_url: str | None = None
     trace_signing_key: str | None = None
     trace_origin: str = "countersign.local/close-trace"
+    specialist_token: str | None = None  # COUNTERSIGN_SPECIALIST_TOKEN: bearer token for the specialists' A2A calls
+    slack_team_ids: tuple[str, ...] = ()  # COUNTERSIGN_SLACK_TEAM_IDS: the only Slack workspaces served
+    teams_tenant_ids: tuple[str, ...] = ()  # COUNTERSIGN_TEAMS_TENANT_IDS: the only Teams tenants served
+    openapi: bool = False  # COUNTERSIGN_OPENAPI=1 serves /docs, /redoc and /openapi.json
 
     @property
     def slack_enabled(self) -> bool:
@@ -56,6 +60,11 @@ class Settings:
         return self.config_dir / "profiles" / f"{name}.yaml"
 
 
+def id_list(raw: str | None) -> tuple[str, ...]:
+    """A comma-separated list of ids; blanks dropped."""
+    return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     return Settings(
@@ -78,4 +87,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         teams_token_url=env.get("TEAMS_TOKEN_URL") or None,
         trace_signing_key=env.get("COUNTERSIGN_TRACE_SIGNING_KEY") or None,
         trace_origin=env.get("COUNTERSIGN_TRACE_ORIGIN") or "countersign.local/close-trace",
+        specialist_token=env.get("COUNTERSIGN_SPECIALIST_TOKEN") or None,
+        slack_team_ids=id_list(env.get("COUNTERSIGN_SLACK_TEAM_IDS")),
+        teams_tenant_ids=id_list(env.get("COUNTERSIGN_TEAMS_TENANT_IDS")),
+        openapi=(env.get("COUNTERSIGN_OPENAPI") or "").strip().lower() in ("1", "true", "yes"),
     )

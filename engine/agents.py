@@ -1,25 +1,55 @@
-"""Server side of the specialists' A2A transport: one ASGI app serving all three specialist agents."""
+"""Server side of the specialists' A2A transport: one ASGI app serving all three specialist agents.
+
+Every JSON-RPC call needs `Authorization: Bearer <token>` (declared in each agent card's security schemes); the
+agent cards and `/healthz` stay readable without it. Request bodies are bounded (`SPECIALIST_MAX_BODY_BYTES`) while
+they are read. A message without the data part a specialist needs is refused with JSON-RPC invalid params (-32602)
+before any task exists.
+"""
 
 import contextvars
+import hmac
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio.to_thread
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Message
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    Message,
+    SecurityRequirement,
+    SecurityScheme,
+    SendMessageRequest,
+    StringList,
+    Task,
+)
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT, TransportProtocol
+from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
 from engine.a2a_data import IDEMPOTENCY_KEY_FIELD, restore_integers
+from engine.http_limits import MIB, ASGIApp, BodyLimitMiddleware, Receive, Scope, Send
+
+SPECIALIST_MAX_BODY_BYTES = 16 * MIB
+"""The default profile's largest call (bank reconciliation, 2,000 GL lines) sends about 61 KB; 16 MiB is ~270x that
+and keeps the body a refused chunked request can make the server hold (the SDK buffers up to the limit) far under
+the 50 MB RSS budget."""
+
+BEARER_SCHEME_NAME = "bearer"
 
 SPECIALIST_NAMES = ("reconciliation", "accruals", "variance")
 
@@ -94,6 +124,15 @@ def agent_card(name: str, base_url: str) -> AgentCard:
             )
         ],
         capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        security_schemes={
+            BEARER_SCHEME_NAME: SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="Bearer",
+                    description="The deployment's specialist token (COUNTERSIGN_SPECIALIST_TOKEN).",
+                )
+            )
+        },
+        security_requirements=[SecurityRequirement(schemes={BEARER_SCHEME_NAME: StringList()})],
         default_input_modes=["application/json"],
         default_output_modes=["application/json"],
         skills=[
@@ -133,6 +172,31 @@ def _read_idempotency_key(message: Message) -> str:
     return key
 
 
+def read_request(message: Message) -> tuple[str, dict[str, Any]]:
+    """The idempotency key and the payload a specialist needs; SpecialistRequestError names what is missing."""
+    return _read_idempotency_key(message), _read_payload(message)
+
+
+def _invalid_params(name: str, exc: SpecialistRequestError) -> InvalidParamsError:
+    return InvalidParamsError(message=f"{name}: {exc}")
+
+
+class SpecialistRequestHandler(DefaultRequestHandler):
+    """Refuses a message without the data part or key the specialist needs as invalid params, before any task."""
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        try:
+            read_request(params.message)
+        except SpecialistRequestError as exc:
+            raise _invalid_params(self.name, exc) from None
+        result: Message | Task = await super().on_message_send(params, context)
+        return result
+
+
 def _run_with_key(handler: Handler, payload: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
     token = _current_idempotency_key.set(idempotency_key)
     try:
@@ -150,16 +214,18 @@ class HandlerExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
-        if message is None:
-            raise SpecialistRequestError("message", "the request carries no message")
+        try:
+            if message is None:
+                raise SpecialistRequestError("message", "the request carries no message")
+            idempotency_key, payload = read_request(message)
+        except SpecialistRequestError as exc:  # SpecialistRequestHandler refuses these first; this is the backstop
+            raise _invalid_params(self.name, exc) from None
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         try:
-            idempotency_key = _read_idempotency_key(message)
-            payload = _read_payload(message)
             result = await anyio.to_thread.run_sync(_run_with_key, self._handler, payload, idempotency_key)
             if not isinstance(result, dict):
                 raise TypeError(f"{self.name} handler returned {type(result).__name__}, expected dict")
@@ -179,14 +245,55 @@ class HandlerExecutor(AgentExecutor):
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
 
+def _open_without_token(method: str, path: str) -> bool:
+    """The agent cards and health stay readable without the token; every JSON-RPC call needs it."""
+    return method in ("GET", "HEAD") and (path == "/healthz" or path.endswith(AGENT_CARD_WELL_KNOWN_PATH))
+
+
+def bearer_token_matches(authorization: str | None, token: str) -> bool:
+    """`Authorization: Bearer <token>` (scheme case-insensitive), compared in constant time."""
+    scheme, _, presented = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(presented.strip().encode(), token.encode())
+
+
+class BearerTokenMiddleware:
+    """401 before any work for a call without the specialist token; pure ASGI, so the body is never read."""
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
+        if not token:
+            raise ValueError("the specialist token must not be empty")
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _open_without_token(str(scope["method"]), str(scope["path"])):
+            await self.app(scope, receive, send)
+            return
+        authorization = next(
+            (value.decode("latin-1") for name, value in scope.get("headers", ()) if name.lower() == b"authorization"),
+            None,
+        )
+        if bearer_token_matches(authorization, self.token):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {"error": "unauthorized", "detail": "a specialist call needs Authorization: Bearer <specialist token>"},
+            status_code=401,
+            headers={"www-authenticate": 'Bearer realm="countersign-specialists"', "connection": "close"},
+        )
+        await response(scope, receive, send)
+
+
 async def _healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok", "specialists": sorted(request.app.state.specialist_names)})
 
 
 def _specialist_routes(name: str, handler: Handler, base_url: str) -> list[BaseRoute]:
     card = agent_card(name, base_url)
-    request_handler = DefaultRequestHandler(
-        agent_executor=HandlerExecutor(name, handler), task_store=InMemoryTaskStore(), agent_card=card
+    request_handler = SpecialistRequestHandler(
+        name, agent_executor=HandlerExecutor(name, handler), task_store=InMemoryTaskStore(), agent_card=card
     )
     return [
         *create_agent_card_routes(card, card_url=f"/{name}{AGENT_CARD_WELL_KNOWN_PATH}"),
@@ -195,11 +302,20 @@ def _specialist_routes(name: str, handler: Handler, base_url: str) -> list[BaseR
     ]
 
 
-def build_specialists_app(base_url: str, handlers: Mapping[str, Handler] | None = None) -> Starlette:
+def build_specialists_app(
+    base_url: str,
+    handlers: Mapping[str, Handler] | None = None,
+    *,
+    token: str,
+    max_body_bytes: int = SPECIALIST_MAX_BODY_BYTES,
+) -> Starlette:
     """Serve each specialist at `/{name}` (JSON-RPC) with its card at `/{name}/.well-known/agent-card.json`.
 
     `base_url` is where clients reach this app; it goes into every card as the specialist's interface URL.
+    `token` is the bearer token every JSON-RPC call must present; bodies over `max_bytes` get 413 while read.
     """
+    if not token:
+        raise ValueError("the specialists need a bearer token: set COUNTERSIGN_SPECIALIST_TOKEN")
     chosen = default_handlers() if handlers is None else dict(handlers)
     for name in chosen:
         if name not in SPECIALIST_NAMES:
@@ -207,6 +323,10 @@ def build_specialists_app(base_url: str, handlers: Mapping[str, Handler] | None 
     routes: list[BaseRoute] = [Route("/healthz", _healthz, methods=["GET"])]
     for name, handler in chosen.items():
         routes.extend(_specialist_routes(name, handler, base_url))
-    app = Starlette(routes=routes)
+    middleware = [
+        Middleware(BearerTokenMiddleware, token=token),
+        Middleware(BodyLimitMiddleware, limits=(), default_max_bytes=max_body_bytes),
+    ]
+    app = Starlette(routes=routes, middleware=middleware)
     app.state.specialist_names = tuple(chosen)
     return app

@@ -1,6 +1,7 @@
 """Client side of the specialists' A2A transport: call a specialist, get its result or a SpecialistError."""
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,11 +28,15 @@ class SpecialistError(Exception):
 
 
 class SpecialistClient:
-    """Calls specialist agents served under `{base_url}/{specialist}`; caches each agent card and client."""
+    """Calls specialist agents served under `{base_url}/{specialist}`; caches each agent card and client.
 
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+    Every call carries `Authorization: Bearer <token>`; the agent cards are fetched without it.
+    """
+
+    def __init__(self, http: httpx.AsyncClient, base_url: str, *, token: str) -> None:
         self._http = http
         self._base_url = base_url.rstrip("/")
+        self._auth_headers = {"Authorization": f"Bearer {token}"}
         self._factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
         self._cards: dict[str, AgentCard] = {}
         self._clients: dict[str, Client] = {}
@@ -84,7 +89,7 @@ class SpecialistClient:
         message.metadata.update({IDEMPOTENCY_KEY_FIELD: idempotency_key})
         request = SendMessageRequest(message=message)
         task: Task | None = None
-        async for event in client.send_message(request, context=ClientCallContext(timeout=timeout_s)):
+        async for event in client.send_message(request, context=self._call_context(timeout_s)):
             if event.HasField("task"):
                 task = event.task
             elif event.HasField("message"):
@@ -93,6 +98,9 @@ class SpecialistClient:
         if task is None:
             raise SpecialistError(specialist, "the agent returned no task")
         return task
+
+    def _call_context(self, timeout_s: float) -> ClientCallContext:
+        return ClientCallContext(timeout=timeout_s, service_parameters=dict(self._auth_headers))
 
 
 def _task_result(specialist: str, task: Task, idempotency_key: str) -> dict[str, Any]:
@@ -117,12 +125,16 @@ def _task_result(specialist: str, task: Task, idempotency_key: str) -> dict[str,
 
 @asynccontextmanager
 async def open_in_process(
-    handlers: Mapping[str, Handler] | None = None, base_url: str = IN_PROCESS_BASE_URL
+    handlers: Mapping[str, Handler] | None = None, base_url: str = IN_PROCESS_BASE_URL, token: str | None = None
 ) -> AsyncIterator[SpecialistClient]:
-    """A SpecialistClient talking to an in-process specialists app over `httpx.ASGITransport`."""
-    app = build_specialists_app(base_url, handlers)
+    """A SpecialistClient talking to an in-process specialists app over `httpx.ASGITransport`.
+
+    Without a `token`, app and client share a fresh random one: the in-process door is authenticated too.
+    """
+    token = token or secrets.token_urlsafe(32)
+    app = build_specialists_app(base_url, handlers, token=token)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url) as http:
-        client = SpecialistClient(http, base_url)
+        client = SpecialistClient(http, base_url, token=token)
         try:
             yield client
         finally:

@@ -8,7 +8,8 @@ opened once per (close, task, attempt), postings carry keys, and gate outcomes a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date
 from decimal import Decimal
@@ -32,18 +33,24 @@ from .dispatch import (
     DispatchBackingOff,
     DispatchDeadLettered,
     DispatchFailed,
+    DispatchInFlight,
+    DispatchOutcome,
     SpecialistCall,
+    dispatch_in_flight,
     dispatch_once,
 )
 from .gates import (
     GateView,
+    UnprovenDecision,
     gates_for_close,
     mark_gate_applied,
     mark_gate_escalated,
     mark_gate_expired,
     open_gate,
+    unproven_decisions,
 )
 from .grounding import UngroundedFigureError, ground_figures
+from .leases import Connect, connect_to
 from .outbox import ChannelTarget, enqueue_gate_cards, enqueue_notices
 from .postings import JournalLine, JournalRequest, PostingRefused, post_journal
 
@@ -73,33 +80,98 @@ def _lock_key(close_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"close:{close_id}".encode()).digest()[:8], "big", signed=True)
 
 
-async def advance(conn: AsyncConnection[Any], close_id: str, ctx: EngineContext) -> AdvanceReport:
-    """Advance one close as far as it can go without a person. `conn` must be in autocommit mode."""
-    close = await load_close(conn, close_id)
+class _CloseSession:
+    """The close's connection and advisory lock, held for database work only.
+
+    Both are let go around every call to a specialist (`let_go`): a slow or hung specialist holds no connection and
+    no lock. The dispatch's own lease row keeps the call single; the lock keeps two workers from interleaving the
+    database steps of one close.
+    """
+
+    def __init__(self, connect: Connect, close_id: str) -> None:
+        self.connect = connect
+        self._key = _lock_key(close_id)
+        self._held: AbstractAsyncContextManager[AsyncConnection[Any]] | None = None
+        self._conn: AsyncConnection[Any] | None = None
+
+    @property
+    def conn(self) -> AsyncConnection[Any]:
+        assert self._conn is not None, "the close session is let go"
+        return self._conn
+
+    async def acquire(self, *, wait: bool) -> bool:
+        held = self.connect()
+        conn = await held.__aenter__()
+        try:
+            async with conn.cursor() as cur:
+                if wait:
+                    await cur.execute("SELECT pg_advisory_lock(%s)", (self._key,))
+                    locked = True
+                else:
+                    await cur.execute("SELECT pg_try_advisory_lock(%s)", (self._key,))
+                    row = await cur.fetchone()
+                    locked = bool(row and row[0])
+        except BaseException:
+            await held.__aexit__(None, None, None)
+            raise
+        if not locked:
+            await held.__aexit__(None, None, None)
+            return False
+        self._held, self._conn = held, conn
+        return True
+
+    async def release(self) -> None:
+        held, conn = self._held, self._conn
+        self._held = self._conn = None
+        if held is None or conn is None:
+            return
+        try:
+            if not conn.closed:
+                async with conn.cursor() as cur:
+                    await cur.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+        finally:
+            await held.__aexit__(None, None, None)
+
+    @asynccontextmanager
+    async def let_go(self) -> AsyncIterator[None]:
+        await self.release()
+        try:
+            yield
+        finally:
+            await self.acquire(wait=True)
+
+
+async def advance(db: AsyncConnection[Any] | Connect, close_id: str, ctx: EngineContext) -> AdvanceReport:
+    """Advance one close as far as it can go without a person.
+
+    `db` is a way to connect (the connection goes back to it around every specialist call) or an autocommit
+    connection the caller keeps (then only the lock is let go around the calls).
+    """
+    connect = connect_to(db)
+    async with connect() as conn:
+        close = await load_close(conn, close_id)
     report = AdvanceReport(close.close_id, close.status)
     if close.status == "closed":
         return report
-    async with conn.cursor() as cur:
-        await cur.execute("SELECT pg_try_advisory_lock(%s)", (_lock_key(close.close_id),))
-        locked = await cur.fetchone()
-    if not locked or not locked[0]:
+    session = _CloseSession(connect, close.close_id)
+    if not await session.acquire(wait=False):
         report.busy = True
         report.steps.append("another worker is advancing this close")
         return report
     try:
         failed_this_call: set[str] = set()
         for _ in range(MAX_ROUNDS):
-            progressed = await _apply_gate_outcomes(conn, close, ctx, report)
-            progressed |= await _run_ready_tasks(conn, close, ctx, report, failed_this_call)
+            progressed = await _apply_gate_outcomes(session.conn, close, ctx, report)
+            progressed |= await _run_ready_tasks(session, close, ctx, report, failed_this_call)
             if not progressed:
                 break
+        conn = session.conn
         report.status = await refresh_close_status(conn, close.close_id, ctx.actor)
         await seal_pending(conn)
         if report.status == "closed" and close.status != "closed" and ctx.signer is not None:
             await _sign_closing_checkpoint(conn, close, ctx, report)
     finally:
-        async with conn.cursor() as cur:
-            await cur.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(close.close_id),))
+        await session.release()
     return report
 
 
@@ -115,18 +187,12 @@ async def _sign_closing_checkpoint(
         await enqueue_notices(
             conn,
             key=f"checkpoint:{stored.tree_size}",
-            text=checkpoint_notice(stored.note.decode(), close.entity, close.period),
+            template="checkpoint",
+            args={"tree_size": stored.tree_size},
             close_id=close.close_id,
             channels=ctx.channels,
         )
     report.steps.append(f"trace checkpoint signed at tree size {stored.tree_size}")
-
-
-def checkpoint_notice(note: str, entity: str, period: str) -> str:
-    return (
-        f"Close trace checkpoint after sign-off of {entity} {period}. Keep this message: it witnesses the log.\n"
-        f"```\n{note}```"
-    )
 
 
 async def _task_rows(conn: AsyncConnection[Any], close_id: str) -> dict[str, tuple[str, int, Any]]:
@@ -187,6 +253,10 @@ async def _apply_gate_outcomes(
             continue
         if gate.status not in ("approved", "rejected"):
             continue
+        unproven = await unproven_decisions(conn, gate.gate_id)
+        if unproven:  # a decision without person-level proof never counts: the gate is not applied
+            await _block_on_unproven(conn, close, ctx, gate, unproven, report)
+            continue
         kill_point("gates.before_apply")
         async with conn.transaction():
             if not await mark_gate_applied(conn, gate.gate_id):
@@ -194,6 +264,39 @@ async def _apply_gate_outcomes(
             await _apply_one(conn, close, ctx, gate, report)
         progressed = True
     return progressed
+
+
+async def _block_on_unproven(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    ctx: EngineContext,
+    gate: GateView,
+    unproven: list[UnprovenDecision],
+    report: AdvanceReport,
+) -> None:
+    """Stop the gate's task (so the close is blocked, reason naming gate and principals) and trace it once."""
+    who = ", ".join(f"{u.principal_id} ({u.channel}: {u.problem})" for u in unproven)
+    reason = f"gate {gate.gate_id}: decision without valid person-level proof by {who}"[:500]
+    async with conn.transaction():
+        if not await _set_task(
+            conn, close.close_id, gate.task, status="failed", expect=("awaiting_gate", "halted"), reason=reason
+        ):
+            return
+        await append_event(
+            conn,
+            actor=ctx.actor,
+            close_id=close.close_id,
+            kind="decision_proof_invalid",
+            payload={
+                "gate_id": gate.gate_id,
+                "task": gate.task,
+                "gate_status": gate.status,
+                "decisions": [
+                    {"principal": u.principal_id, "channel": u.channel, "problem": u.problem} for u in unproven
+                ],
+            },
+        )
+    report.steps.append(f"{gate.task}: BLOCKED: {reason}")
 
 
 async def _escalate_overdue(
@@ -233,7 +336,7 @@ async def _escalate_overdue(
     await enqueue_notices(
         conn,
         key=f"gate_overdue:{gate.gate_id}",
-        text=reminder,
+        template="gate_overdue",
         close_id=close.close_id,
         channels=ctx.channels,
         gate_id=gate.gate_id,
@@ -377,7 +480,7 @@ async def _complete_task(
 
 
 async def _run_ready_tasks(
-    conn: AsyncConnection[Any],
+    session: _CloseSession,
     close: CloseRecord,
     ctx: EngineContext,
     report: AdvanceReport,
@@ -385,12 +488,17 @@ async def _run_ready_tasks(
 ) -> bool:
     progressed = False
     for task_id in ctx.checklist.topological_order():
+        conn = session.conn
         tasks = await _task_rows(conn, close.close_id)
         status, attempt, _ = tasks[task_id]
         task = ctx.checklist.task(task_id)
         if status not in ("pending", "running") or task_id in failed_this_call:
             continue
         if any(tasks[dep][0] != "done" for dep in task.depends_on):
+            continue
+        if status == "running" and await dispatch_in_flight(conn, close.close_id, task_id, attempt):
+            failed_this_call.add(task_id)
+            report.steps.append(f"{task_id}: another worker is calling the specialist")
             continue
         async with conn.transaction():
             if not await _set_task(conn, close.close_id, task_id, status="running", expect=(status,)):
@@ -403,8 +511,13 @@ async def _run_ready_tasks(
                 payload={"task": task_id, "attempt": attempt, "resumed": status != "pending"},
             )
         try:
-            result = await _perform(conn, close, ctx, task, attempt)
+            result = await _perform(session, close, ctx, task, attempt)
+        except DispatchInFlight as busy:
+            failed_this_call.add(task_id)
+            report.steps.append(str(busy))
+            continue
         except DispatchBackingOff as waiting:
+            conn = session.conn
             async with conn.transaction():
                 await _set_task(
                     conn, close.close_id, task_id, status="pending", expect=("running",), reason=str(waiting)
@@ -413,6 +526,7 @@ async def _run_ready_tasks(
             report.steps.append(f"{task_id}: waiting to retry the specialist ({waiting.retry_in_s:.1f}s)")
             continue
         except DispatchFailed as failure:
+            conn = session.conn
             async with conn.transaction():
                 await _set_task(
                     conn,
@@ -430,6 +544,7 @@ async def _run_ready_tasks(
             )
             continue
         except (DispatchDeadLettered, UngroundedFigureError, PostingRefused, ValueError) as exc:
+            conn = session.conn
             async with conn.transaction():
                 await _set_task(conn, close.close_id, task_id, status="failed", expect=("running",), reason=str(exc))
                 await append_event(
@@ -443,27 +558,18 @@ async def _run_ready_tasks(
             report.steps.append(f"{task_id}: failed: {exc}")
             continue
         kill_point("task.after_result")
-        await _record_result(conn, close, ctx, task, attempt, result, report)
-        progressed = True
+        progressed |= await _record_result(session.conn, close, ctx, task, attempt, result, report)
     return progressed
 
 
 async def _perform(
-    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, task: ChecklistTask, attempt: int
+    session: _CloseSession, close: CloseRecord, ctx: EngineContext, task: ChecklistTask, attempt: int
 ) -> dict[str, Any]:
     if task.specialist is None:
-        return await _signoff_summary(conn, close)
-    payload = await _specialist_input(conn, close, ctx.policy, task)
-    outcome = await dispatch_once(
-        conn,
-        ctx.call,
-        close_id=close.close_id,
-        task=task.id,
-        attempt=attempt,
-        specialist=task.specialist,
-        payload=payload,
-        actor=ctx.actor,
-    )
+        return await _signoff_summary(session.conn, close)
+    payload = await _specialist_input(session.conn, close, ctx.policy, task)
+    async with session.let_go():  # no connection and no lock while the specialist works
+        outcome = await _dispatch(session.connect, ctx, close, task, attempt, payload)
     result = outcome.result
     if task.specialist == "variance":
         # The specialist grounds its own draft; the engine does not take its word for it.
@@ -473,6 +579,28 @@ async def _perform(
             ctx.policy.variance.grounding_tolerance,
         )
     return result
+
+
+async def _dispatch(
+    connect: Connect,
+    ctx: EngineContext,
+    close: CloseRecord,
+    task: ChecklistTask,
+    attempt: int,
+    payload: dict[str, Any],
+) -> DispatchOutcome:
+    assert task.specialist is not None
+    return await dispatch_once(
+        connect,
+        ctx.call,
+        close_id=close.close_id,
+        task=task.id,
+        attempt=attempt,
+        specialist=task.specialist,
+        payload=payload,
+        actor=ctx.actor,
+        wait=False,
+    )
 
 
 async def _specialist_input(
@@ -536,10 +664,20 @@ async def _record_result(
     attempt: int,
     result: dict[str, Any],
     report: AdvanceReport,
-) -> None:
+) -> bool:
+    """Record the task's result once; False when another worker recorded it while our specialist call ran."""
     prepared_by = AGENT_PRINCIPALS.get(task.specialist or "", ctx.actor)
     requesters = await _requesters(conn, close, task)
     async with conn.transaction():
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT status, attempt FROM close_task WHERE close_id = %s AND task = %s FOR UPDATE",
+                (close.close_id, task.id),
+            )
+            current = await cur.fetchone()
+        if current is None or current[0] != "running" or int(current[1]) != attempt:
+            report.steps.append(f"{task.id}: result already recorded by another worker")
+            return False
         if result.get("halted"):
             reason = str(result.get("halt_reason") or "specialist halted the task")
             await _set_task(
@@ -571,13 +709,13 @@ async def _record_result(
             )
             await enqueue_gate_cards(conn, close_id=close.close_id, gate_id=gate_id, channels=ctx.channels)
             report.steps.append(f"{task.id}: HALTED: {reason} (escalation gate {gate_id})")
-            return
+            return True
         requirement = derive_gate(ctx.policy, task, _gate_amount(task, result))
         if requirement is None:
             await _set_task(conn, close.close_id, task.id, status="running", expect=("running",), result=result)
             await _complete_task(conn, close, ctx, task, attempt, result, report)
             report.steps.append(f"{task.id}: done (no gate required by policy)")
-            return
+            return True
         await _set_task(
             conn,
             close.close_id,
@@ -600,6 +738,7 @@ async def _record_result(
         )
         await enqueue_gate_cards(conn, close_id=close.close_id, gate_id=gate_id, channels=ctx.channels)
         report.steps.append(f"{task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
+    return True
 
 
 async def _requesters(conn: AsyncConnection[Any], close: CloseRecord, task: ChecklistTask) -> list[str]:

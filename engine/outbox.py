@@ -1,8 +1,16 @@
 """The outbox: messages to chat platforms, written in the same transaction as the fact they announce.
 
 A gate's card is enqueued once per configured channel (UNIQUE per gate, platform and channel); card updates are
-enqueued under a key that includes the gate state they show, so a state is announced once. Delivery (in `bot/`)
-claims due rows with SKIP LOCKED, so any number of workers can deliver without sending twice.
+enqueued under a key that includes the gate state they show, so a state is announced once.
+
+A row carries facts, never text to post: the gate, the message kind and, for a notice, a template name from
+NOTICE_TEMPLATES with its arguments (ids and numbers). The deliverer renders every message from the tables through
+`cards/`; the database refuses a row with anything else (migration 0009).
+
+Delivery (in `bot/`) claims due rows with a lease (`claimed_by`, `claimed_until`) in one short statement, gives the
+connection back, calls the platform, renews the claim while the call runs, and records the outcome in a new short
+transaction. Any number of workers can deliver without sending twice, and none holds a connection or a row lock
+while Slack or Teams answers.
 """
 
 from __future__ import annotations
@@ -16,6 +24,17 @@ from psycopg.types.json import Jsonb
 
 MAX_ATTEMPTS = 8
 MAX_BACKOFF_S = 300.0
+CLAIM_S = 5.0  # a delivery's claim, renewed every CLAIM_S / 3 during the call; a dead deliverer's lapses within it
+
+# Notice templates and the arguments each takes (all integers). The migration's CHECK holds the same list.
+NOTICE_TEMPLATES: dict[str, frozenset[str]] = {
+    "gate_overdue": frozenset(),  # the gate's row says everything: task, role, due and expiry, approvals
+    "checkpoint": frozenset({"tree_size"}),  # the signed checkpoint at that tree size, witnessed in the channel
+}
+
+
+class NotAFact(ValueError):
+    """A notice whose template or arguments are not in NOTICE_TEMPLATES."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +54,7 @@ class OutboxMessage:
     kind: str
     payload: dict[str, Any]
     attempts: int
+    template: str | None = None
 
 
 async def enqueue(
@@ -47,13 +67,14 @@ async def enqueue(
     close_id: str | None = None,
     gate_id: str | None = None,
     payload: dict[str, Any] | None = None,
+    template: str | None = None,
 ) -> int | None:
     """Insert once; returns the new id, or None when the same message was already enqueued."""
     async with conn.cursor() as cur:
         await cur.execute(
-            "INSERT INTO outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING message_id",
-            (dedupe_key, close_id, gate_id, platform, channel, kind, Jsonb(payload or {})),
+            "INSERT INTO outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload, template)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING message_id",
+            (dedupe_key, close_id, gate_id, platform, channel, kind, Jsonb(payload or {}), template),
         )
         row = await cur.fetchone()
     return int(row[0]) if row else None
@@ -71,15 +92,32 @@ async def enqueue_notices(
     conn: AsyncConnection[Any],
     *,
     key: str,
-    text: str,
+    template: str,
     close_id: str,
     channels: tuple[ChannelTarget, ...],
     gate_id: str | None = None,
+    args: dict[str, int] | None = None,
 ) -> None:
-    """A plain-text message once per channel; `key` names the fact, so announcing it twice sends nothing more."""
-    await _enqueue_per_channel(
-        conn, key=key, kind="notice", channels=channels, close_id=close_id, gate_id=gate_id, payload={"text": text}
-    )
+    """A notice once per channel, as a template name and its arguments; `key` names the fact, so announcing it twice
+    sends nothing more. The deliverer renders the text from the tables when it posts."""
+    args = dict(args or {})
+    allowed = NOTICE_TEMPLATES.get(template)
+    if allowed is None:
+        raise NotAFact(f"unknown notice template {template!r}; known: {', '.join(sorted(NOTICE_TEMPLATES))}")
+    if set(args) != allowed or not all(type(v) is int for v in args.values()):
+        raise NotAFact(f"notice {template!r} takes the integer arguments {sorted(allowed)}, got {sorted(args)}")
+    for target in channels:
+        await enqueue(
+            conn,
+            dedupe_key=f"{key}:{target.platform}:{target.channel}",
+            platform=target.platform,
+            channel=target.channel,
+            kind="notice",
+            close_id=close_id,
+            gate_id=gate_id,
+            payload=args,
+            template=template,
+        )
 
 
 async def _enqueue_per_channel(
@@ -141,34 +179,71 @@ async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None =
 
 def _row(r: tuple[Any, ...]) -> OutboxMessage:
     return OutboxMessage(
-        int(r[0]), r[1], str(r[2]) if r[2] else None, str(r[3]) if r[3] else None, r[4], r[5], r[6], r[7], int(r[8])
+        int(r[0]),
+        r[1],
+        str(r[2]) if r[2] else None,
+        str(r[3]) if r[3] else None,
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        int(r[8]),
+        r[9],
     )
 
 
-CLAIM_COLUMNS = "message_id, dedupe_key, close_id, gate_id, platform, channel, kind, payload, attempts"
+CLAIM_COLUMNS = "message_id, dedupe_key, close_id, gate_id, platform, channel, kind, payload, attempts, template"
 
 
 async def claim_due(
-    conn: AsyncConnection[Any], *, limit: int = 50, message_id: int | None = None
+    conn: AsyncConnection[Any],
+    *,
+    holder: str,
+    limit: int = 50,
+    message_ids: list[int] | None = None,
+    claim_s: float = CLAIM_S,
 ) -> list[OutboxMessage]:
-    """Lock due messages for this transaction. Call inside `conn.transaction()` and settle each before it ends."""
+    """Claim due messages (or due ones among `message_ids`) for `holder` until now + `claim_s`, in one statement.
+
+    Nothing stays locked after it returns: the claim is a column, so the caller can give its connection back.
+    """
     async with conn.cursor() as cur:
         await cur.execute(
-            f"SELECT {CLAIM_COLUMNS} FROM outbox_message"
-            " WHERE status = 'pending' AND next_attempt_at <= now() AND (%s::bigint IS NULL OR message_id = %s)"
-            " ORDER BY message_id LIMIT %s FOR UPDATE SKIP LOCKED",
-            (message_id, message_id, limit),
+            f"UPDATE outbox_message SET claimed_by = %s, claimed_until = now() + make_interval(secs => %s)"
+            f" WHERE message_id IN (SELECT message_id FROM outbox_message"
+            f"   WHERE status = 'pending' AND next_attempt_at <= now()"
+            f"     AND (claimed_until IS NULL OR claimed_until < now())"
+            f"     AND (%s::bigint[] IS NULL OR message_id = ANY(%s::bigint[]))"
+            f"   ORDER BY message_id LIMIT %s FOR UPDATE SKIP LOCKED)"
+            f" RETURNING {CLAIM_COLUMNS}",
+            (holder, claim_s, message_ids, message_ids, limit),
         )
-        return [_row(r) for r in await cur.fetchall()]
+        return sorted((_row(r) for r in await cur.fetchall()), key=lambda m: m.message_id)
+
+
+async def renew_claim(conn: AsyncConnection[Any], message_id: int, *, holder: str, claim_s: float = CLAIM_S) -> bool:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "UPDATE outbox_message SET claimed_until = now() + make_interval(secs => %s)"
+            " WHERE message_id = %s AND claimed_by = %s AND status = 'pending' RETURNING message_id",
+            (claim_s, message_id, holder),
+        )
+        return await cur.fetchone() is not None
 
 
 async def mark_sent(
-    conn: AsyncConnection[Any], message_id: int, *, platform_message_id: str | None, rendered_state: str | None
+    conn: AsyncConnection[Any],
+    message_id: int,
+    *,
+    platform_message_id: str | None,
+    rendered_state: str | None,
+    holder: str | None = None,
 ) -> None:
     await conn.execute(
         "UPDATE outbox_message SET status = 'sent', sent_at = now(), attempts = attempts + 1,"
-        " platform_message_id = %s, rendered_state = %s, last_error = NULL WHERE message_id = %s",
-        (platform_message_id, rendered_state, message_id),
+        " platform_message_id = %s, rendered_state = %s, last_error = NULL, claimed_by = NULL, claimed_until = NULL"
+        " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
+        (platform_message_id, rendered_state, message_id, holder, holder),
     )
 
 
@@ -180,25 +255,33 @@ def backoff_s(attempts: int, retry_after_s: float | None) -> float:
 
 
 async def mark_retry(
-    conn: AsyncConnection[Any], message: OutboxMessage, *, error: str, retry_after_s: float | None = None
+    conn: AsyncConnection[Any],
+    message: OutboxMessage,
+    *,
+    error: str,
+    retry_after_s: float | None = None,
+    holder: str | None = None,
 ) -> str:
     """Schedule another attempt, or give up after MAX_ATTEMPTS. Returns the new status."""
     attempts = message.attempts + 1
     if attempts >= MAX_ATTEMPTS:
-        await mark_failed(conn, message.message_id, error=f"gave up after {attempts} attempts: {error}")
+        await mark_failed(conn, message.message_id, error=f"gave up after {attempts} attempts: {error}", holder=holder)
         return "failed"
     await conn.execute(
-        "UPDATE outbox_message SET attempts = %s, last_error = %s,"
-        " next_attempt_at = now() + make_interval(secs => %s) WHERE message_id = %s",
-        (attempts, error[:1000], backoff_s(attempts - 1, retry_after_s), message.message_id),
+        "UPDATE outbox_message SET attempts = %s, last_error = %s, claimed_by = NULL, claimed_until = NULL,"
+        " next_attempt_at = now() + make_interval(secs => %s)"
+        " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
+        (attempts, error[:1000], backoff_s(attempts - 1, retry_after_s), message.message_id, holder, holder),
     )
     return "pending"
 
 
-async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str) -> None:
+async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str, holder: str | None = None) -> None:
     await conn.execute(
-        "UPDATE outbox_message SET status = 'failed', attempts = attempts + 1, last_error = %s WHERE message_id = %s",
-        (error[:1000], message_id),
+        "UPDATE outbox_message SET status = 'failed', attempts = attempts + 1, last_error = %s,"
+        " claimed_by = NULL, claimed_until = NULL"
+        " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
+        (error[:1000], message_id, holder, holder),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import time
 import uuid
@@ -9,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from psycopg import AsyncConnection
 
-from callbacks.principals import parse_principals, upsert_principals
+from callbacks.principals import normalise_identity, parse_principals, upsert_principals
 from callbacks.signature import sign
 from countersign.runtime import Runtime
 from countersign.settings import PROJECT_ROOT
 from engine.books import load_books
 from engine.closes import start_close
+from policy.person_proof import decision_message, public_key_raw
+from policy.person_proof import sign as person_sign
 
 SECRET = "test-callback-secret"
 
@@ -30,12 +35,66 @@ def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = No
     }
 
 
-def decision_body(principal: str, decision: str = "approve", nonce: str | None = None, **extra: Any) -> bytes:
-    body = {
+def person_key(principal: str) -> Ed25519PrivateKey:
+    """A deterministic test key per person: the Ed25519 seed is sha256 of the normalised principal name."""
+    seed = hashlib.sha256(f"countersign-test-person-key:{normalise_identity(principal)}".encode()).digest()
+    return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def person_public_key(principal: str) -> bytes:
+    return public_key_raw(person_key(principal))
+
+
+def person_signature(
+    gate_id: str,
+    principal: str,
+    decision: str,
+    reason: str,
+    nonce: str,
+    signed_at: int,
+    key: Ed25519PrivateKey | None = None,
+) -> str:
+    """The person's own signature over a decision, as a client computes it (gate id and principal canonical)."""
+    message = decision_message(
+        gate_id=str(uuid.UUID(gate_id)) if _is_uuid(gate_id) else gate_id,
+        principal=normalise_identity(principal),
+        decision=decision,
+        reason=reason,
+        nonce=nonce,
+        signed_at=signed_at,
+    )
+    return person_sign(key or person_key(principal), message)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def decision_body(
+    principal: str,
+    decision: str = "approve",
+    nonce: str | None = None,
+    *,
+    gate_id: str,
+    reason: str = "reviewed",
+    signed_at: int | None = None,
+    key: Ed25519PrivateKey | None = None,
+    **extra: Any,
+) -> bytes:
+    """A decision body signed by the person's own test key (or `key`); `extra` fields override after signing."""
+    nonce = nonce or uuid.uuid4().hex
+    stamp = int(time.time()) if signed_at is None else signed_at
+    body: dict[str, Any] = {
         "principal": principal,
         "decision": decision,
-        "reason": "reviewed",
-        "nonce": nonce or uuid.uuid4().hex,
+        "reason": reason,
+        "nonce": nonce,
+        "signed_at": stamp,
+        "signature": person_signature(gate_id, principal, decision, reason, nonce, stamp, key),
     }
     body.update(extra)
     return json.dumps(body).encode()
@@ -47,13 +106,22 @@ async def post_decision(
     principal: str,
     decision: str = "approve",
     nonce: str | None = None,
+    **body_fields: Any,
 ) -> httpx.Response:
-    body = decision_body(principal, decision, nonce)
+    body = decision_body(principal, decision, nonce, gate_id=gate_id, **body_fields)
     return await client.post(f"/callbacks/gates/{gate_id}/decisions", content=body, headers=signed_headers(body))
 
 
+def with_test_keys(principals: list[Any]) -> list[Any]:
+    """Every human gets its deterministic test key (`person_key`) registered."""
+    return [
+        dataclasses.replace(p, public_key=person_public_key(p.principal_id)) if p.is_human else p for p in principals
+    ]
+
+
 async def import_default_principals(conn: AsyncConnection[Any]) -> None:
-    await upsert_principals(conn, parse_principals(PROJECT_ROOT / "config" / "principals.yaml"))
+    """The shipped principals, each human with its test key registered."""
+    await upsert_principals(conn, with_test_keys(parse_principals(PROJECT_ROOT / "config" / "principals.yaml")))
 
 
 async def start_default_close(conn: AsyncConnection[Any], runtime: Runtime, books: Path) -> str:
@@ -76,3 +144,12 @@ async def count(conn: AsyncConnection[Any], sql: str, *params: Any) -> int:
         row = await cur.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def rewrite_gate_as_owner(conn: AsyncConnection[Any], gate_id: str, assignment: str, *params: Any) -> None:
+    """Test set-up only: the owner changes an open gate's requirements past the trigger that forbids it
+    (migration 0006), e.g. `rewrite_gate_as_owner(conn, gate_id, "quorum = 2")`."""
+    async with conn.transaction():
+        await conn.execute("ALTER TABLE gate DISABLE TRIGGER gate_requirements_fixed")
+        await conn.execute(f"UPDATE gate SET {assignment} WHERE gate_id = %s", (*params, gate_id))
+        await conn.execute("ALTER TABLE gate ENABLE ALWAYS TRIGGER gate_requirements_fixed")

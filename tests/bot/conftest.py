@@ -63,6 +63,13 @@ PEOPLE = [
         ("cfo",),
         (Identity("slack", TEAM.casefold(), "u0carol"), Identity("teams", TENANT.casefold(), "aad-carol")),
     ),
+    Principal(
+        "erin.park",
+        "human",
+        "Erin Park",
+        ("auditor",),
+        (Identity("slack", TEAM.casefold(), "u0erin"), Identity("teams", TENANT.casefold(), "aad-erin")),
+    ),
 ]
 
 
@@ -105,6 +112,8 @@ def chat_runtime(runtime: Runtime, fake_slack: FakeSlack, fake_teams_auth: FakeB
         teams_service_url=SERVICE_URL,
         teams_conversation=TEAMS_CONVERSATION,
         teams_token_url=TOKEN_URL,
+        slack_team_ids=(TEAM,),
+        teams_tenant_ids=(TENANT,),
     )
     return replace(runtime, settings=settings)
 
@@ -218,4 +227,6 @@ def server_env(
         "COUNTERSIGN_TEAMS_SERVICE_URL": connector.base_url,
         "COUNTERSIGN_TEAMS_CONVERSATION": TEAMS_CONVERSATION,
         "TEAMS_TOKEN_URL": connector.base_url + "/token",
+        "COUNTERSIGN_SLACK_TEAM_IDS": TEAM,
+        "COUNTERSIGN_TEAMS_TENANT_IDS": TENANT,
     }

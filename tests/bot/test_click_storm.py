@@ -65,7 +65,7 @@ async def test_five_hundred_identical_decisions_per_door_record_one_each(
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
 
-            signed = decision_body("alice.chen", nonce="storm-nonce")
+            signed = decision_body("alice.chen", nonce="storm-nonce", gate_id=by_task["accruals"])
             callback = [
                 http.post(
                     f"/callbacks/gates/{by_task['accruals']}/decisions", content=signed, headers=signed_headers(signed)

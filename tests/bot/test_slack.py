@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ from engine.closes import close_status
 from engine.orchestrator import advance
 from engine.outbox import enqueue_card_updates
 from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAM, button_click, slack_headers, slash_command, wait_until
-from tests.support import count, start_default_close
+from tests.support import count, rewrite_gate_as_owner, start_default_close
 
 # Slack's published example (docs "Verifying requests from Slack"; python-slack-sdk's signature tests).
 VECTOR_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -169,19 +170,24 @@ async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
         timeout=120,
     )
     assert cli.returncode == 0, cli.stderr
-    assert uploaded == cli.stdout
+    # The CLI's export also holds the Slack export's own `trace_exported` event, sealed after the upload's bytes.
+    assert cli.stdout.startswith(uploaded)
+    (exported,) = cli.stdout[len(uploaded) :].decode().splitlines()
+    assert ",alice.chen," in exported and ",trace_exported," in exported
+    assert hashlib.sha256(uploaded).hexdigest() in exported
     assert fake_slack.calls_to("files.upload") == []  # the retired method is never used
 
 
 async def test_close_start_is_role_checked(conn: Any, chat_api: Any, chat_runtime: Any, fake_slack: Any) -> None:
-    refused = slash_command("start NEWCO 2026-10", "U0CAROL")  # cfo: may approve, may not start
-    await chat_api.post("/slack/events", content=refused, headers=slack_headers(refused))
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    for n, user in enumerate(("U0CAROL", "U0DANA", "U0ERIN"), start=1):  # cfo, accountant, auditor: may not start
+        refused = slash_command("start NEWCO 2026-10", user)
+        await chat_api.post("/slack/events", content=refused, headers=slack_headers(refused))
+        await wait_until(lambda n=n: len(fake_slack.calls_to("chat.postEphemeral")) == n)
     assert await count(conn, "SELECT count(*) FROM close_run") == 0
-    allowed = slash_command("start NEWCO 2026-10", "U0DANA")
+    allowed = slash_command("start NEWCO 2026-10", "U0ALICE")
     await chat_api.post("/slack/events", content=allowed, headers=slack_headers(allowed))
     await wait_until(lambda: len(fake_slack.calls_to("chat.postMessage")) == 1, timeout_s=60)
-    assert await count(conn, "SELECT count(*) FROM close_run WHERE started_by = 'dana.reyes'") == 1
+    assert await count(conn, "SELECT count(*) FROM close_run WHERE started_by = 'alice.chen'") == 1
 
 
 async def test_unknown_subcommands_get_usage(conn: Any, chat_api: Any, fake_slack: Any) -> None:
@@ -257,7 +263,7 @@ async def test_an_overdue_gate_reminds_the_channel_once_and_leaves_its_card_alon
 ) -> None:
     close_id, status = await _close_with_cards(conn, chat_runtime, default_books)
     gate_id = _gate(status, "accruals")
-    await conn.execute("UPDATE gate SET due_at = now() - interval '1 hour' WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "due_at = now() - interval '1 hour'")
     posts_before = len(fake_slack.calls_to("chat.postMessage"))
     for _ in range(2):  # a second pass must not remind again
         async with engine_context(chat_runtime) as ctx:

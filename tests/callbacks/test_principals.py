@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,80 @@ def test_identity_variants_normalise_to_one_id(variant: str) -> None:
 def test_normalisation_is_idempotent(text: str) -> None:
     once = normalise_identity(text)
     assert normalise_identity(once) == once
+
+
+# --- person keys (issue 9) -----------------------------------------------------------------------------------
+
+KEY_A = base64.b64encode(bytes(range(32))).decode()
+KEY_B = base64.b64encode(bytes(range(1, 33))).decode()
+
+
+async def test_yaml_and_csv_register_each_persons_public_key(conn: Any, tmp_path: Path) -> None:
+    yaml_text = f"principals:\n  - {{id: Alice.Chen, kind: human, name: A, roles: [controller], public_key: {KEY_A}}}\n"
+    csv_text = CSV.replace(",login\n", ",login,public_key\n", 1).replace(
+        "bob@acme.example\n", f"bob@acme.example,{KEY_B}\n"
+    )
+    await upsert_principals(conn, parse_principals(_write(tmp_path, "p.yaml", yaml_text)))
+    await upsert_principals(conn, parse_principals(_write(tmp_path, "p.csv", csv_text)))
+    rows = dict(
+        await (
+            await conn.execute("SELECT principal_id, public_key FROM principal WHERE public_key IS NOT NULL")
+        ).fetchall()
+    )
+    assert rows == {"alice.chen": bytes(range(32)), "bob.osei": bytes(range(1, 33))}
+    # A later import without a key leaves the registered key in place; a new key replaces it.
+    await upsert_principals(
+        conn, parse_principals(_write(tmp_path, "p2.yaml", yaml_text.replace(f", public_key: {KEY_A}", "")))
+    )
+    await upsert_principals(conn, parse_principals(_write(tmp_path, "p3.csv", CSV)))
+    after = dict(
+        await (
+            await conn.execute("SELECT principal_id, public_key FROM principal WHERE public_key IS NOT NULL")
+        ).fetchall()
+    )
+    assert after == rows
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("not base64!!", "base64"),
+        (base64.b64encode(b"\x01" * 31).decode(), "31 bytes"),
+        ("", None),  # an empty key is no key
+        ("[1, 2]", "base64"),
+    ],
+)
+def test_a_bad_public_key_names_the_person_and_field(tmp_path: Path, key: str, problem: str | None) -> None:
+    text = f"principals:\n  - {{id: carol.main, kind: human, name: C, roles: [cfo], public_key: '{key}'}}\n"
+    path = _write(tmp_path, "p.yaml", text)
+    if problem is None:
+        assert parse_principals(path)[0].public_key is None
+        return
+    with pytest.raises(PrincipalFileError) as failure:
+        parse_principals(path)
+    assert failure.value.field == "principals[0].public_key (carol.main)" and problem in failure.value.reason
+
+
+def test_a_bad_public_key_in_csv_names_the_line_and_person(tmp_path: Path) -> None:
+    csv_text = CSV.replace(",login\n", ",login,public_key\n", 1).replace(
+        "carol.main,human,Carol Main,cfo,,,,,\n", "carol.main,human,Carol Main,cfo,,,,,,AAAA\n"
+    )
+    with pytest.raises(PrincipalFileError) as failure:
+        parse_principals(_write(tmp_path, "p.csv", csv_text))
+    assert failure.value.field == "line 3.public_key (carol.main)" and "3 bytes" in failure.value.reason
+
+
+def test_a_csv_header_with_an_unknown_extra_column_is_refused(tmp_path: Path) -> None:
+    csv_text = CSV.replace(",login\n", ",login,colour\n", 1)
+    with pytest.raises(PrincipalFileError) as failure:
+        parse_principals(_write(tmp_path, "p.csv", csv_text))
+    assert failure.value.field == "(header)"
+
+
+def test_a_non_string_key_and_a_machine_key_are_refused(tmp_path: Path) -> None:
+    numeric = "principals:\n  - {id: carol.main, kind: human, name: C, roles: [cfo], public_key: 12}\n"
+    machine = f"principals:\n  - {{id: countersign-bot, kind: machine, name: B, roles: [], public_key: {KEY_A}}}\n"
+    with pytest.raises(PrincipalFileError, match="must be base64 text"):
+        parse_principals(_write(tmp_path, "n.yaml", numeric))
+    with pytest.raises(PrincipalFileError, match="only human principals"):
+        parse_principals(_write(tmp_path, "m.yaml", machine))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.support import count, post_decision, start_default_close
+from tests.support import count, person_signature, post_decision, rewrite_gate_as_owner, start_default_close
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ async def test_the_person_who_started_the_close_cannot_approve_its_work(
     api: Any, conn: Any, close_and_gate: tuple[str, str]
 ) -> None:
     _, gate_id = close_and_gate
-    await conn.execute("UPDATE gate SET requested_by = '{bob.osei}' WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "requested_by = '{bob.osei}'")
     assert await _refusal(api, gate_id, "bob.osei") == (403, "preparer")
     assert await _refusal(api, gate_id, " Bob.Osei\u200b") == (403, "preparer")
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
@@ -64,9 +65,8 @@ async def test_a_close_started_by_a_person_records_them_as_requester(
 
 async def test_an_expired_gate_refuses_decisions(api: Any, conn: Any, close_and_gate: tuple[str, str]) -> None:
     _, gate_id = close_and_gate
-    await conn.execute(
-        "UPDATE gate SET due_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE gate_id = %s",
-        (gate_id,),
+    await rewrite_gate_as_owner(
+        conn, gate_id, "due_at = now() - interval '2 days', expires_at = now() - interval '1 day'"
     )
     assert await _refusal(api, gate_id, "alice.chen") == (403, "gate_expired")
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
@@ -89,7 +89,7 @@ async def test_a_decided_gate_refuses_a_further_vote_the_same_way(
 
 async def test_any_rejection_rejects_a_quorum_gate(api: Any, conn: Any, close_and_gate: tuple[str, str]) -> None:
     _, gate_id = close_and_gate
-    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "quorum = 2")
     first = await post_decision(api, gate_id, "alice.chen", "approve")
     second = await post_decision(api, gate_id, "bob.osei", "reject")
     assert first.json()["status"] == "open"
@@ -100,7 +100,7 @@ async def test_concurrent_votes_by_one_person_record_one_decision(
     api: Any, conn: Any, close_and_gate: tuple[str, str]
 ) -> None:
     _, gate_id = close_and_gate
-    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "quorum = 2")
     responses = await asyncio.gather(*(post_decision(api, gate_id, "alice.chen") for _ in range(8)))
     codes = sorted(r.status_code for r in responses)
     assert codes == [200] + [403] * 7
@@ -113,21 +113,38 @@ async def test_a_nonce_committed_meanwhile_for_another_gate_is_a_conflict_and_re
 ) -> None:
     """Two gates take two different locks, so both can pass the replay check; the nonce's unique key decides."""
     import psycopg
+    from psycopg.types.json import Jsonb
 
     from callbacks.decisions import DecisionConflict, DecisionRequest, record_decision
+    from callbacks.person_signature import ed25519_proof
 
     close_id, gate_id = close_and_gate
     async with conn.cursor() as cur:
         await cur.execute("SELECT gate_id FROM gate WHERE close_id = %s AND gate_id <> %s LIMIT 1", (close_id, gate_id))
         row = await cur.fetchone()
     assert row is not None, "the default close opens more than one gate"
+    now = int(time.time())
+    rival_proof = {
+        "kind": "ed25519",
+        "signature": person_signature(str(row[0]), "bob.osei", "approve", "r", "shared-nonce", now),
+        "signed_at": now,
+    }
     async with await psycopg.AsyncConnection.connect(database.url) as rival:  # holds the nonce, not yet committed
         await rival.execute(
-            "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel)"
-            " VALUES (%s, 'bob.osei', 'approve', 'r', 'shared-nonce', 'x', 'signed_callback')",
-            (row[0],),
+            "INSERT INTO gate_decision (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof)"
+            " VALUES (%s, 'bob.osei', 'approve', 'r', 'shared-nonce', 'x', 'signed_callback', %s)",
+            (row[0], Jsonb(rival_proof)),
         )
-        request = DecisionRequest(gate_id, "alice.chen", "approve", "looks right", "shared-nonce", "signed_callback")
+        signature = person_signature(gate_id, "alice.chen", "approve", "looks right", "shared-nonce", now)
+        request = DecisionRequest(
+            gate_id,
+            "alice.chen",
+            "approve",
+            "looks right",
+            "shared-nonce",
+            "signed_callback",
+            ed25519_proof(signature, now),
+        )
         attempt = asyncio.create_task(record_decision(conn, request))
         await asyncio.sleep(0.3)  # the attempt has passed the replay check and waits on the rival's nonce
         assert not attempt.done()

@@ -11,7 +11,14 @@ import pytest
 
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.support import count, decision_body, post_decision, signed_headers, start_default_close
+from tests.support import (
+    count,
+    decision_body,
+    post_decision,
+    rewrite_gate_as_owner,
+    signed_headers,
+    start_default_close,
+)
 
 MACHINE_SPELLINGS = [
     "orchestrator",
@@ -43,7 +50,7 @@ async def gate_id(conn: Any, runtime: Any, engine_ctx: Any, default_books: Any) 
     close_id = await start_default_close(conn, runtime, default_books)
     await advance(conn, close_id, engine_ctx)
     status = await close_status(conn, close_id)
-    return next(g["gate_id"] for g in status["gates"] if g["task"] == "accruals")
+    return str(next(g["gate_id"] for g in status["gates"] if g["task"] == "accruals"))
 
 
 async def _decisions(conn: Any) -> int:
@@ -87,7 +94,7 @@ async def test_a_human_without_the_tier_role_is_refused(api: Any, conn: Any, gat
 
 async def test_a_second_vote_by_the_same_person_is_refused(api: Any, conn: Any, runtime: Any, gate_id: str) -> None:
     # Use the two-person sign-off tier so the gate stays open after the first vote.
-    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "quorum = 2")
     assert (await post_decision(api, gate_id, "alice.chen")).status_code == 200
     again = await post_decision(api, gate_id, "alice.chen")
     assert again.status_code == 403 and again.json()["error"] == "already_voted"
@@ -97,7 +104,7 @@ async def test_a_second_vote_by_the_same_person_is_refused(api: Any, conn: Any, 
 async def test_replayed_request_returns_the_original_outcome_and_records_nothing(
     api: Any, conn: Any, gate_id: str
 ) -> None:
-    body = decision_body("alice.chen", nonce="nonce-1")
+    body = decision_body("alice.chen", nonce="nonce-1", gate_id=gate_id)
     first = await api.post(f"/callbacks/gates/{gate_id}/decisions", content=body, headers=signed_headers(body))
     replay = await api.post(f"/callbacks/gates/{gate_id}/decisions", content=body, headers=signed_headers(body))
     assert first.status_code == replay.status_code == 200
@@ -108,8 +115,8 @@ async def test_replayed_request_returns_the_original_outcome_and_records_nothing
 
 
 async def test_replay_while_the_gate_is_still_open_is_not_a_second_vote(api: Any, conn: Any, gate_id: str) -> None:
-    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
-    body = decision_body("alice.chen", nonce="nonce-open")
+    await rewrite_gate_as_owner(conn, gate_id, "quorum = 2")
+    body = decision_body("alice.chen", nonce="nonce-open", gate_id=gate_id)
     url = f"/callbacks/gates/{gate_id}/decisions"
     first = await api.post(url, content=body, headers=signed_headers(body))
     replay = await api.post(url, content=body, headers=signed_headers(body))
@@ -119,7 +126,7 @@ async def test_replay_while_the_gate_is_still_open_is_not_a_second_vote(api: Any
 
 
 async def test_a_reused_nonce_with_a_different_body_is_refused(api: Any, conn: Any, gate_id: str) -> None:
-    await conn.execute("UPDATE gate SET quorum = 2 WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "quorum = 2")
     assert (await post_decision(api, gate_id, "alice.chen", nonce="shared")).status_code == 200
     other = await post_decision(api, gate_id, "bob.osei", nonce="shared")
     assert other.status_code == 409
@@ -134,7 +141,7 @@ async def test_a_decided_gate_answers_409_to_the_other_outcome(api: Any, conn: A
 
 
 async def test_forged_and_stale_signatures_get_401_and_record_nothing(api: Any, conn: Any, gate_id: str) -> None:
-    body = decision_body("alice.chen")
+    body = decision_body("alice.chen", gate_id=gate_id)
     url = f"/callbacks/gates/{gate_id}/decisions"
     forged = await api.post(url, content=body, headers=signed_headers(body, secret="not-the-secret"))
     stale = await api.post(url, content=body, headers=signed_headers(body, timestamp=int(time.time()) - 301))
@@ -185,7 +192,7 @@ async def test_malformed_body_is_422_naming_the_field(
 
 
 async def test_oversized_body_is_refused_before_parsing(api: Any, conn: Any, gate_id: str) -> None:
-    body = decision_body("alice.chen", reason="x" * 20_000)
+    body = decision_body("alice.chen", gate_id=gate_id, reason="x" * 20_000)
     response = await api.post(f"/callbacks/gates/{gate_id}/decisions", content=body, headers=signed_headers(body))
     assert response.status_code == 413
     assert await _decisions(conn) == 0

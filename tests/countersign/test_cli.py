@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ import psycopg
 import pytest
 
 from callbacks.decisions import DecisionRequest, record_decision
+from callbacks.person_signature import ed25519_proof
 from countersign.settings import PROJECT_ROOT
-from tests.support import import_default_principals
+from tests.support import import_default_principals, person_signature
 
 
 def cli(database: Any, tmp_path: Path, *args: str, config_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,7 +54,11 @@ async def test_advance_from_two_fresh_processes_in_turn(database: Any, conn: Any
 
     await import_default_principals(conn)
     accruals = next(g for g in status["gates"] if g["task"] == "accruals")
-    await record_decision(conn, DecisionRequest(accruals["gate_id"], "alice.chen", "approve", "ok", "n1", "test"))
+    stamp = int(time.time())
+    signature = person_signature(accruals["gate_id"], "alice.chen", "approve", "ok", "n1", stamp)
+    proof = ed25519_proof(signature, stamp)
+    request = DecisionRequest(accruals["gate_id"], "alice.chen", "approve", "ok", "n1", "signed_callback", proof)
+    await record_decision(conn, request)
 
     second = cli(database, tmp_path, "close", "advance")
     assert second.returncode == 0, second.stderr

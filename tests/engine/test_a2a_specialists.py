@@ -21,6 +21,7 @@ from engine.dispatch_client import SpecialistClient, SpecialistError, open_in_pr
 from engine.specialists.errors import SpecialistInputError
 
 BASE_URL = "http://specialists.test"
+TOKEN = "specialist-token-for-tests"
 
 
 class RecordingHandler:
@@ -39,7 +40,7 @@ def recording_handlers() -> dict[str, RecordingHandler]:
 
 
 async def test_agent_card_is_served_for_every_specialist_with_its_reachable_url() -> None:
-    app = build_specialists_app(BASE_URL, recording_handlers())
+    app = build_specialists_app(BASE_URL, recording_handlers(), token=TOKEN)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
         for name in SPECIALIST_NAMES:
             response = await http.get(f"/{name}/.well-known/agent-card.json")
@@ -51,7 +52,7 @@ async def test_agent_card_is_served_for_every_specialist_with_its_reachable_url(
 
 
 async def test_healthz_lists_the_mounted_specialists() -> None:
-    app = build_specialists_app(BASE_URL, {"accruals": RecordingHandler()})
+    app = build_specialists_app(BASE_URL, {"accruals": RecordingHandler()}, token=TOKEN)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
         response = await http.get("/healthz")
     assert response.status_code == 200
@@ -60,7 +61,7 @@ async def test_healthz_lists_the_mounted_specialists() -> None:
 
 def test_unknown_specialist_name_is_refused_when_building_the_app() -> None:
     with pytest.raises(UnknownSpecialistError) as caught:
-        build_specialists_app(BASE_URL, {"payroll": RecordingHandler()})
+        build_specialists_app(BASE_URL, {"payroll": RecordingHandler()}, token=TOKEN)
     assert caught.value.name == "payroll"
 
 
@@ -109,11 +110,12 @@ async def test_unexpected_handler_exception_becomes_specialist_error_with_its_ty
     assert caught.value.reason == "ZeroDivisionError: division by zero"
 
 
-async def test_missing_idempotency_key_fails_the_task() -> None:
+async def test_missing_idempotency_key_is_refused_as_invalid_params() -> None:
     handlers = recording_handlers()
     async with open_in_process(handlers, base_url=BASE_URL) as client:
         with pytest.raises(SpecialistError) as caught:
             await client.call("accruals", {"a": "1.00"}, idempotency_key="")
+    assert caught.value.reason.startswith("InvalidParamsError: accruals: ")
     assert "idempotency_key" in caught.value.reason
     assert handlers["accruals"].calls == []
 
@@ -149,10 +151,10 @@ async def test_agent_card_is_fetched_once_per_specialist() -> None:
         if request.url.path.endswith("agent-card.json"):
             card_fetches.append(request.url.path)
 
-    app = build_specialists_app(BASE_URL, recording_handlers())
+    app = build_specialists_app(BASE_URL, recording_handlers(), token=TOKEN)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, event_hooks={"request": [record]}) as http:
-        client = SpecialistClient(http, BASE_URL)
+        client = SpecialistClient(http, BASE_URL, token=TOKEN)
         for index in range(3):
             await client.call("accruals", {}, idempotency_key=f"k{index}")
         await client.call("variance", {}, idempotency_key="k9")
@@ -232,3 +234,102 @@ async def test_real_reconciliation_specialist_matches_a_bank_line_over_a2a() -> 
         result = await client.call("reconciliation", payload, idempotency_key="real-1")
     assert result["accounts"][0]["matched"] == 1
     assert type(result["accounts"][0]["matched"]) is int
+
+
+# --- bearer token and invalid params (issue 9) -----------------------------------------------------------------
+
+A2A_HEADERS = {"a2a-version": "1.0", "content-type": "application/json"}
+
+
+def _rpc_send(message: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": message}}
+
+
+def _message(parts: list[dict[str, Any]], metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"messageId": "m-1", "role": "ROLE_USER", "parts": parts}
+    if metadata is not None:
+        message["metadata"] = metadata
+    return message
+
+
+async def test_agent_cards_declare_a_required_bearer_scheme_and_stay_readable_without_it() -> None:
+    app = build_specialists_app(BASE_URL, recording_handlers(), token=TOKEN)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
+        for name in SPECIALIST_NAMES:
+            response = await http.get(f"/{name}/.well-known/agent-card.json")
+            assert response.status_code == 200
+            card = response.json()
+            assert card["securitySchemes"] == {
+                "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": ANY_TEXT}}
+            }
+            assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+
+
+class _AnyText:
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+
+ANY_TEXT = _AnyText()
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "", "Bearer", "Bearer wrong-token", f"Basic {TOKEN}", f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}"],
+)
+async def test_a_call_without_the_right_token_is_401_and_the_specialist_never_runs(authorization: str | None) -> None:
+    handlers = recording_handlers()
+    app = build_specialists_app(BASE_URL, handlers, token=TOKEN)
+    body = _rpc_send(_message([{"data": {"kind": "bank"}}], {"idempotency_key": "k1"}))
+    headers = dict(A2A_HEADERS) | ({"authorization": authorization} if authorization is not None else {})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
+        response = await http.post("/reconciliation", json=body, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert response.json()["error"] == "unauthorized"
+    assert handlers["reconciliation"].calls == []
+
+
+async def test_the_client_with_another_token_gets_a_specialist_error_and_nothing_runs() -> None:
+    handlers = recording_handlers()
+    app = build_specialists_app(BASE_URL, handlers, token=TOKEN)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
+        client = SpecialistClient(http, BASE_URL, token="not-the-token")
+        with pytest.raises(SpecialistError) as caught:
+            await client.call("accruals", {"a": "1.00"}, idempotency_key="k1")
+        await client.aclose()
+    assert "401" in caught.value.reason
+    assert handlers["accruals"].calls == []
+
+
+def test_the_app_refuses_to_build_without_a_token() -> None:
+    with pytest.raises(ValueError, match="COUNTERSIGN_SPECIALIST_TOKEN"):
+        build_specialists_app(BASE_URL, recording_handlers(), token="")
+
+
+@pytest.mark.parametrize(
+    ("parts", "metadata", "named"),
+    [
+        ([{"text": "please reconcile"}], {"idempotency_key": "k1"}, "data part"),
+        ([], {"idempotency_key": "k1"}, "data part"),
+        ([{"data": {"a": 1}}, {"data": {"b": 2}}], {"idempotency_key": "k1"}, "data part"),
+        ([{"data": [1, 2]}], {"idempotency_key": "k1"}, "data part"),
+        ([{"data": {"kind": "bank"}}], None, "idempotency_key"),
+        ([{"data": {"kind": "bank"}}], {"idempotency_key": ""}, "idempotency_key"),
+    ],
+)
+async def test_a_message_without_the_part_a_specialist_needs_is_a_json_rpc_invalid_params_error(
+    parts: list[dict[str, Any]], metadata: dict[str, Any] | None, named: str
+) -> None:
+    handlers = recording_handlers()
+    app = build_specialists_app(BASE_URL, handlers, token=TOKEN)
+    headers = A2A_HEADERS | {"authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
+        response = await http.post("/reconciliation", json=_rpc_send(_message(parts, metadata)), headers=headers)
+    assert response.status_code == 200
+    answer = response.json()
+    assert "result" not in answer, "no task is created for a message the specialist cannot read"
+    assert answer["error"]["code"] == -32602
+    assert named in answer["error"]["message"]
+    assert answer["error"]["message"].startswith("reconciliation: ")
+    assert handlers["reconciliation"].calls == []

@@ -31,6 +31,8 @@ class FakeSlack:
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
+    hanging: dict[str, float] = field(default_factory=dict)  # method -> seconds it takes to answer
+    _unhang: threading.Event = field(default_factory=threading.Event)
 
     @property
     def url(self) -> str:
@@ -65,6 +67,16 @@ class FakeSlack:
         self.fail_next.setdefault(method, []).extend(
             [(status, headers or {}, body or {"ok": False, "error": "fake_failure"})] * times
         )
+
+    def hang(self, *methods: str, seconds: float = 45.0) -> None:
+        """Make these methods answer only after `seconds` (a Slack that hangs); `stop` releases them at once."""
+        self._unhang.clear()
+        self.hanging.update({method: seconds for method in methods})
+
+    def hang_if_asked(self, method: str) -> None:
+        seconds = self.hanging.get(method)
+        if seconds:
+            self._unhang.wait(seconds)
 
     def answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
         with self._lock:
@@ -131,6 +143,7 @@ class FakeSlack:
                 params = self._params(body)
                 with fake._lock:
                     fake.calls.append(Call(method, http_method, params, body))
+                fake.hang_if_asked(method)
                 status, headers, payload = fake.answer(method, params)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
@@ -152,6 +165,7 @@ class FakeSlack:
         return self
 
     def stop(self) -> None:
+        self._unhang.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()

@@ -5,7 +5,10 @@ Always a 4xx or a 200, never a 5xx; a row lands in gate_decision only for a body
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import time
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -19,18 +22,24 @@ from callbacks.signature import sign
 from engine.closes import close_status
 from engine.orchestrator import advance
 from tests.fuzz.strategies import FUZZ, JSON_DATA, TEXT, mutated
-from tests.support import SECRET, count, signed_headers, start_default_close
+from tests.support import SECRET, count, person_signature, signed_headers, start_default_close
 
 PEOPLE = ["alice.chen", "bob.osei", "carol.main", "dana.reyes", "orchestrator", "test-starter"]
 REAL_GATE = "<the accruals gate>"
 ANSWERS = {200, 401, 403, 404, 405, 409, 413, 422}
 
+PERSON_SIGNED = "<signed by the principal's own test key when sent>"
+NOW = "<now, in unix seconds>"
 DECISION = st.fixed_dictionaries(
     {
         "principal": st.one_of(st.sampled_from(PEOPLE), TEXT),
         "decision": st.one_of(st.sampled_from(["approve", "reject"]), TEXT),
         "reason": st.one_of(st.just("reviewed"), TEXT),
         "nonce": st.one_of(st.uuids().map(str), TEXT),
+        "signed_at": st.one_of(st.just(NOW), st.integers(), TEXT),
+        "signature": st.one_of(
+            st.just(PERSON_SIGNED), TEXT, st.binary(max_size=80).map(base64.b64encode).map(bytes.decode)
+        ),
     }
 )
 
@@ -69,6 +78,32 @@ def _headers(body: bytes, signing: str) -> dict[str, str]:
     return {"content-type": "application/json"}
 
 
+def _person_signed(body: bytes, gate: str) -> bytes:
+    """Fill the NOW and PERSON_SIGNED placeholders the way an honest client would; other bodies go as drawn."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body
+    if not isinstance(data, dict) or (data.get("signed_at") != NOW and data.get("signature") != PERSON_SIGNED):
+        return body
+    if data.get("signed_at") == NOW:
+        data["signed_at"] = int(time.time())
+    principal, decision, reason, nonce = (data.get(k) for k in ("principal", "decision", "reason", "nonce"))
+    signed_at = data.get("signed_at")
+    if (
+        data.get("signature") == PERSON_SIGNED
+        and isinstance(principal, str)
+        and isinstance(decision, str)
+        and isinstance(reason, str)
+        and isinstance(nonce, str)
+        and type(signed_at) is int
+    ):
+        # text that cannot be encoded keeps the placeholder, and is refused at the door
+        with contextlib.suppress(ValueError, TypeError):
+            data["signature"] = person_signature(gate, principal, decision, reason, nonce, signed_at)
+    return json.dumps(data).encode("utf-8", "replace")
+
+
 def _valid(body: bytes) -> bool:
     try:
         parse_body(body)
@@ -95,6 +130,7 @@ async def test_signed_random_bodies_get_a_4xx_or_200_and_write_only_when_valid(
     api: Any, conn: Any, gate_id: str, gate: str, body: bytes, signing: str
 ) -> None:
     target = gate_id if gate == REAL_GATE else gate
+    body = _person_signed(body, target)
     before = await count(conn, "SELECT count(*) FROM gate_decision")
     response = await api.post(
         f"/callbacks/gates/{quote(target.encode('utf-8', 'surrogatepass'), safe='')}/decisions",
@@ -123,8 +159,16 @@ async def test_signed_random_bodies_get_a_4xx_or_200_and_write_only_when_valid(
 async def test_random_signature_headers_get_401_and_write_nothing(
     api: Any, conn: Any, gate_id: str, timestamp: str, signature: str
 ) -> None:
+    nonce, stamp = uuid.uuid4().hex, int(time.time())
     body = json.dumps(
-        {"principal": "alice.chen", "decision": "approve", "reason": "r", "nonce": uuid.uuid4().hex}
+        {
+            "principal": "alice.chen",
+            "decision": "approve",
+            "reason": "r",
+            "nonce": nonce,
+            "signed_at": stamp,
+            "signature": person_signature(gate_id, "alice.chen", "approve", "r", nonce, stamp),
+        }
     ).encode()
     headers = {  # header values travel as latin-1 bytes
         "content-type": b"application/json",

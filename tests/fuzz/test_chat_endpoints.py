@@ -148,3 +148,113 @@ async def test_authenticated_random_teams_activities_never_get_a_5xx(
     assert response.status_code < 500, response.text
     # No close exists here, so no gate: nothing may be recorded whatever the activity says.
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+# --- signed but malformed Slack bodies, authenticated but malformed Teams activities (issue 9) ---------------------
+
+EVENT = {
+    "token": "legacy",
+    "team_id": "T01ACME",
+    "api_app_id": "A0COUNTERSIGN",
+    "type": "event_callback",
+    "event_id": "Ev0FUZZ",
+    "event_time": 1700000000,
+    "event": {"type": "app_mention", "user": "U0ALICE", "text": "<@UBOT> close status", "channel": "C0CLOSE"},
+}
+COMMAND = {k: v[0] for k, v in parse_qs(slash_command("status", "U0ALICE").decode()).items()}
+
+
+@st.composite
+def malformed_slack_bodies(draw: st.DrawFn) -> tuple[bytes, str]:
+    """A body Slack's signature covers, one change away from an event, a click or a command; and its content type."""
+    kind = draw(st.sampled_from(["event", "event", "click", "click", "command"]))
+    if kind == "event":
+        document = draw(mutated(EVENT, JSON_DATA))
+        return json.dumps(document).encode(), "application/json"
+    if kind == "click":
+        document = draw(mutated(CLICK, JSON_DATA))
+        return urlencode({"payload": json.dumps(document)}).encode(), "application/x-www-form-urlencoded"
+    form = dict(COMMAND)
+    field = draw(st.sampled_from(sorted(form)))
+    if draw(st.booleans()):
+        del form[field]
+    else:
+        form[field] = draw(TEXT)
+    return urlencode(form, errors="replace").encode(), "application/x-www-form-urlencoded"
+
+
+def _event(**changes: Any) -> tuple[bytes, str]:
+    return json.dumps({**EVENT, **changes}).encode(), "application/json"
+
+
+def _click(**changes: Any) -> tuple[bytes, str]:
+    return urlencode({"payload": json.dumps({**CLICK, **changes})}).encode(), "application/x-www-form-urlencoded"
+
+
+@settings(FUZZ, max_examples=60)
+@given(signed=malformed_slack_bodies())
+@example(signed=_event(event_id={"a": 1}))  # found: psycopg cannot adapt a dict -> 500
+@example(signed=_event(event_id=["x"]))
+@example(signed=_event(event_id="\x00"))
+@example(signed=_event(event="x"))
+@example(signed=_event(event={"type": "app_mention", "user": ["x"], "text": {"a": 1}, "channel": 5}))
+@example(signed=_event(team_id={"id": "T01ACME"}))
+@example(signed=_click(actions="x"))  # found: bolt iterates a string -> 500
+@example(signed=_click(actions=["x", 1, None]))  # actions elements that are not objects
+@example(signed=_click(actions=[{"action_id": ["gate_approve"], "value": 1}]))
+@example(signed=_click(actions=[{"action_id": "gate_approve", "value": {"a": 1}}]))
+@example(signed=_click(user="x"))
+@example(signed=_click(user={"id": {"a": 1}}, team={"id": ["T01ACME"]}))
+@example(signed=_click(container="x", channel=1))
+@example(signed=_click(type=["block_actions"]))
+async def test_signed_but_malformed_slack_bodies_never_get_a_5xx(
+    conn: Any, chat_api: Any, fake_slack: Any, caplog: pytest.LogCaptureFixture, signed: tuple[bytes, str]
+) -> None:
+    caplog.set_level(logging.ERROR)
+    caplog.clear()
+    body, content_type = signed
+    before = asyncio.all_tasks()
+    response = await chat_api.post(
+        "/slack/events", content=body, headers=slack_headers(body, content_type=content_type)
+    )
+    await _settle(before)
+    assert response.status_code < 500, response.text
+    assert [r.getMessage() for r in _errors(caplog)] == []
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+@st.composite
+def malformed_activities(draw: st.DrawFn) -> Any:
+    """An authenticated Teams activity one change away from a valid message or invoke."""
+    base = draw(
+        st.sampled_from(
+            [
+                message("close trace export csv", aad="aad-erin"),
+                message("close status", aad="aad-alice"),
+                invoke(str(uuid.UUID(int=1)), "aad-alice"),
+            ]
+        )
+    )
+    return draw(mutated(base, JSON_DATA))
+
+
+@settings(FUZZ, max_examples=40)
+@given(activity=malformed_activities())
+@example(activity=message("close trace export csv nonsense", aad="aad-erin"))  # found: CloseNotFound -> 500
+@example(activity=message("close trace export json 00000000-0000-0000-0000-000000000000", aad="aad-alice"))
+@example(activity={**message("close status"), "text": {"a": 1}})
+@example(activity={**message("close status"), "from": "x"})
+@example(activity={**message("close status"), "channelData": {"tenant": {"id": ["x"]}}})
+@example(activity={**message("close status"), "conversation": {"id": 1, "tenantId": None}})
+async def test_authenticated_but_malformed_teams_activities_never_get_a_5xx(
+    conn: Any, chat_api: Any, fake_teams_auth: Any, caplog: pytest.LogCaptureFixture, activity: Any
+) -> None:
+    await upsert_principals(conn, PEOPLE)
+    caplog.set_level(logging.ERROR)
+    caplog.clear()
+    body = json.dumps(activity).encode()
+    headers = {**_auth(fake_teams_auth), "content-type": "application/json"}
+    response = await chat_api.post("/api/messages", content=body, headers=headers)
+    assert response.status_code < 500, response.text
+    assert [r.getMessage() for r in _errors(caplog)] == []
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0

@@ -7,6 +7,7 @@ gets one test per operation; each test then calls a second app built on the real
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ def _schema_only_app() -> FastAPI:
         state_dir=Path("unused-state"),
         config_dir=PROJECT_ROOT / "config",
         callback_secret="schema-only",
+        openapi=True,  # the pages are off by default (COUNTERSIGN_OPENAPI)
     )
     policy, checklist = load_rules(config)
     return create_app(Runtime(config, Database("postgresql://unused@127.0.0.1:1/unused"), policy, checklist))
@@ -39,7 +41,7 @@ schema = schemathesis.openapi.from_dict(_schema_only_app().openapi())
 
 @pytest.fixture
 def live_app(runtime: Runtime) -> Iterator[FastAPI]:
-    app = create_app(runtime)
+    app = create_app(replace(runtime, settings=replace(runtime.settings, openapi=True)))
     try:
         yield app
     finally:

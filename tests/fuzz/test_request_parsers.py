@@ -12,12 +12,20 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
-from callbacks.http import MAX_TEXT_CHARS, BodyInvalid, parse_body
+from callbacks.http import MAX_SIGNATURE_CHARS, MAX_TEXT_CHARS, BodyInvalid, parse_body
+from callbacks.person_signature import MAX_SIGNED_AT
 from callbacks.signature import WINDOW_S, SignatureRejected, sign, verify
 from tests.fuzz.strategies import FUZZ, JSON_DATA, mutated
 
 NOW_S = 1_790_000_000.0
-VALID_BODY = {"principal": "alice.chen", "decision": "approve", "reason": "reviewed", "nonce": "n-1"}
+VALID_BODY = {
+    "principal": "alice.chen",
+    "decision": "approve",
+    "reason": "reviewed",
+    "nonce": "n-1",
+    "signed_at": 1_790_000_000,
+    "signature": "c2lnbmF0dXJl",
+}
 
 # HTTP header values reach the app decoded as latin-1, so every character is below U+0100.
 HEADER_TEXT = st.text(alphabet=st.characters(max_codepoint=255), max_size=40)
@@ -41,16 +49,18 @@ BODIES = st.one_of(
 @given(BODIES)
 @example(b"1" * 4301)  # found: ValueError (int digit limit) escapes instead of BodyInvalid
 @example(b"[" * 1000)  # found: RecursionError escapes instead of BodyInvalid
-def test_parse_body_returns_the_four_fields_or_raises_body_invalid(raw: bytes) -> None:
+def test_parse_body_returns_the_six_fields_or_raises_body_invalid(raw: bytes) -> None:
     try:
         body = parse_body(raw)
     except BodyInvalid as exc:
         assert isinstance(exc.field, str) and exc.reason
         return
-    assert set(body) == {"principal", "decision", "reason", "nonce"}
+    assert set(body) == {"principal", "decision", "reason", "nonce", "signed_at", "signature"}
     assert body["decision"] in ("approve", "reject")
-    for value in body.values():
-        assert isinstance(value, str) and value.strip() and len(value) <= MAX_TEXT_CHARS
+    for name in ("principal", "decision", "reason", "nonce"):
+        assert isinstance(body[name], str) and body[name].strip() and len(body[name]) <= MAX_TEXT_CHARS
+    assert type(body["signed_at"]) is int and 0 <= body["signed_at"] <= MAX_SIGNED_AT
+    assert isinstance(body["signature"], str) and 0 < len(body["signature"]) <= MAX_SIGNATURE_CHARS
 
 
 @settings(FUZZ, max_examples=400)

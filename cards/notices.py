@@ -1,0 +1,40 @@
+"""Plain-text notices posted in a close's channels, rendered from facts the deliverer read from the tables.
+
+The outbox names a template (`gate_overdue`, `checkpoint`) and its ids and numbers; these functions are the only
+place the words come from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from cards.text import fit
+
+NOTICE_MAX = 3000  # Slack's section text limit, also comfortable for a Teams message
+
+
+def _utc(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def overdue_reminder(
+    *,
+    task_title: str,
+    entity: str,
+    period: str,
+    role: str,
+    missing: int,
+    due_at: dt.datetime,
+    expires_at: dt.datetime | None,
+) -> str:
+    expiry = f" If nobody decides by {_utc(expires_at)}, it expires and the task runs again." if expires_at else ""
+    text = (
+        f"Reminder for role {role}: the {task_title} gate of {entity} {period} was due {_utc(due_at)} and still"
+        f" needs {max(missing, 0)} approval(s). Waiting never approves it.{expiry}"
+    )
+    return fit(text, NOTICE_MAX)
+
+
+def checkpoint_notice(*, note: str, entity: str | None, period: str | None) -> str:
+    after = f" after sign-off of {entity} {period}" if entity and period else ""
+    return fit(f"Close trace checkpoint{after}. Keep this message: it witnesses the log.\n```\n{note}```", NOTICE_MAX)
