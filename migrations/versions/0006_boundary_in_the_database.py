@@ -170,7 +170,7 @@ BEGIN
         END IF;
         IF NEW.kind = 'gate_decided' AND NOT EXISTS (
             SELECT 1 FROM gate_decision
-             WHERE gate_id::text = NEW.payload->>'gate_id' AND principal_id = NEW.actor
+             WHERE gate_id = (NEW.payload->>'gate_id')::uuid AND principal_id = NEW.actor
                AND decision = NEW.payload->>'decision') THEN
             RAISE EXCEPTION 'a gate_decided event needs the decision row it reports (gate %, principal %)',
                 NEW.payload->>'gate_id', NEW.actor USING ERRCODE = 'insufficient_privilege';

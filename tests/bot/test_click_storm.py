@@ -24,7 +24,7 @@ from tests.bot.conftest import (
 )
 from tests.bot.test_teams import invoke
 from tests.fakes.teams_connector import FakeTeamsConnector
-from tests.support import decision_body, signed_headers, start_default_close
+from tests.support import decision_body, rewrite_gate_as_owner, signed_headers, start_default_close
 
 STORM = 500
 
@@ -45,7 +45,8 @@ async def test_five_hundred_identical_decisions_per_door_record_one_each(
         timeout=300,
     )
     assert worker.returncode == 0, worker.stderr
-    await conn.execute("UPDATE gate SET quorum = 2")
+    for (gate,) in await (await conn.execute("SELECT gate_id FROM gate")).fetchall():
+        await rewrite_gate_as_owner(conn, str(gate), "quorum = 2")
     status = await close_status(conn, close_id)
     by_task = {g["task"]: g["gate_id"] for g in status["gates"]}
     port = free_port()
