@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.support import count, start_default_close
+from tests.support import count, rewrite_gate_as_owner, start_default_close
 
 
 async def _accruals_gate(conn: Any, runtime: Any, engine_ctx: Any, default_books: Any) -> tuple[str, str]:
@@ -20,7 +20,7 @@ async def test_an_overdue_gate_escalates_once_and_stays_open(
     conn: Any, runtime: Any, engine_ctx: Any, default_books: Any
 ) -> None:
     close_id, gate_id = await _accruals_gate(conn, runtime, engine_ctx, default_books)
-    await conn.execute("UPDATE gate SET due_at = now() - interval '1 hour' WHERE gate_id = %s", (gate_id,))
+    await rewrite_gate_as_owner(conn, gate_id, "due_at = now() - interval '1 hour'")
     first = await advance(conn, close_id, engine_ctx)
     second = await advance(conn, close_id, engine_ctx)
     assert any("overdue" in step for step in first.steps)
@@ -36,9 +36,8 @@ async def test_an_expired_gate_reruns_the_task_and_opens_a_fresh_gate(
     conn: Any, runtime: Any, engine_ctx: Any, default_books: Any
 ) -> None:
     close_id, gate_id = await _accruals_gate(conn, runtime, engine_ctx, default_books)
-    await conn.execute(
-        "UPDATE gate SET due_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE gate_id = %s",
-        (gate_id,),
+    await rewrite_gate_as_owner(
+        conn, gate_id, "due_at = now() - interval '2 days', expires_at = now() - interval '1 day'"
     )
     await advance(conn, close_id, engine_ctx)
     status = await close_status(conn, close_id)
