@@ -78,46 +78,53 @@ DECISIONS = r"""
 ALTER TABLE gate_decision ADD COLUMN proof jsonb NOT NULL DEFAULT '{}';
 
 CREATE FUNCTION admit_gate_decision() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 DECLARE
-    g record;
-    p record;
-    v_approvals integer;
-    v_rejections integer;
+    c record;
 BEGIN
-    -- One decision at a time per gate, and none while the engine applies the gate's outcome.
-    SELECT * INTO g FROM gate WHERE gate_id = NEW.gate_id FOR UPDATE;
+    -- Everything the decision is judged on, in one statement. Locking the gate row serialises decisions on one gate
+    -- and keeps them from racing the engine applying its outcome.
+    SELECT g.lifecycle, g.expires_at, g.quorum, g.approver_role, g.prepared_by, g.requested_by,
+           p.principal_id IS NOT NULL AS known, p.kind, p.active, p.roles, p.public_key IS NOT NULL AS has_key,
+           v.approvals, v.rejections, v.voted
+      INTO c
+      FROM gate g
+      LEFT JOIN principal p ON p.principal_id = NEW.principal_id
+      CROSS JOIN LATERAL (
+          SELECT count(*) FILTER (WHERE d.decision = 'approve') AS approvals,
+                 count(*) FILTER (WHERE d.decision = 'reject') AS rejections,
+                 coalesce(bool_or(d.principal_id = NEW.principal_id), false) AS voted
+            FROM gate_decision d WHERE d.gate_id = NEW.gate_id) v
+     WHERE g.gate_id = NEW.gate_id
+       FOR UPDATE OF g;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'decision refused: no gate %', NEW.gate_id USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT * INTO p FROM principal WHERE principal_id = NEW.principal_id;
-    IF NOT FOUND THEN
+    IF NOT c.known THEN
         RAISE EXCEPTION 'decision refused: principal % is not known', NEW.principal_id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF p.kind <> 'human' OR NOT p.active THEN
+    IF c.kind <> 'human' OR NOT c.active THEN
         RAISE EXCEPTION 'decision refused: principal % is not an active human', NEW.principal_id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF NOT (g.approver_role = ANY (p.roles)) THEN
+    IF NOT (c.approver_role = ANY (c.roles)) THEN
         RAISE EXCEPTION 'decision refused: principal % lacks role % required by gate %',
-            NEW.principal_id, g.approver_role, NEW.gate_id USING ERRCODE = 'insufficient_privilege';
+            NEW.principal_id, c.approver_role, NEW.gate_id USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF NEW.principal_id = g.prepared_by OR NEW.principal_id = ANY (g.requested_by) THEN
+    IF NEW.principal_id = c.prepared_by OR NEW.principal_id = ANY (c.requested_by) THEN
         RAISE EXCEPTION 'decision refused: principal % prepared or requested the work under gate %',
             NEW.principal_id, NEW.gate_id USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF g.lifecycle <> 'open' OR (g.expires_at IS NOT NULL AND g.expires_at <= now()) THEN
+    IF c.lifecycle <> 'open' OR (c.expires_at IS NOT NULL AND c.expires_at <= now()) THEN
         RAISE EXCEPTION 'decision refused: gate % is not open (lifecycle %, expires %)',
-            NEW.gate_id, g.lifecycle, g.expires_at USING ERRCODE = 'insufficient_privilege';
+            NEW.gate_id, c.lifecycle, c.expires_at USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF EXISTS (SELECT 1 FROM gate_decision WHERE gate_id = NEW.gate_id AND principal_id = NEW.principal_id) THEN
+    IF c.voted THEN
         RAISE EXCEPTION 'decision refused: principal % already decided gate %', NEW.principal_id, NEW.gate_id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT count(*) FILTER (WHERE decision = 'approve'), count(*) FILTER (WHERE decision = 'reject')
-      INTO v_approvals, v_rejections FROM gate_decision WHERE gate_id = NEW.gate_id;
-    IF v_rejections > 0 OR v_approvals >= g.quorum THEN
+    IF c.rejections > 0 OR c.approvals >= c.quorum THEN
         RAISE EXCEPTION 'decision refused: gate % is already decided', NEW.gate_id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
@@ -128,7 +135,7 @@ BEGIN
             RAISE EXCEPTION 'decision refused: a signed callback needs the person''s Ed25519 signature as proof'
                 USING ERRCODE = 'insufficient_privilege';
         END IF;
-        IF p.public_key IS NULL THEN
+        IF NOT c.has_key THEN
             RAISE EXCEPTION 'decision refused: principal % has no registered public key', NEW.principal_id
                 USING ERRCODE = 'insufficient_privilege';
         END IF;
@@ -159,7 +166,8 @@ TRACE_WRITERS = r"""
 ALTER TABLE trace_pending ADD COLUMN writer text;
 ALTER TABLE trace_event ADD COLUMN writer text;  -- NULL only for events sealed before this revision
 
-CREATE FUNCTION stamp_trace_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION stamp_trace_writer() RETURNS trigger LANGUAGE plpgsql
+    SET enable_seqscan = off AS $$
 -- Runs as the inserting role (not SECURITY DEFINER), so current_user is who wrote the event.
 BEGIN
     NEW.writer := current_user;
@@ -215,13 +223,14 @@ END $$;
 -- the caller supplies only each event's canonical bytes and hash, and both are checked: the hash links to the head,
 -- and the canonical bytes parse to exactly the event being sealed.
 CREATE FUNCTION trace_seal_claimed(p_ids bigint[], p_canonical bytea[], p_hashes bytea[]) RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET enable_seqscan = off AS $$
 DECLARE
     v_seq  bigint;
     v_prev bytea;
     v_n    integer := cardinality(p_ids);
-    v_rows integer;
-    v_bad  bigint;
+    v_rows   bigint;
+    v_sealed bigint;
+    v_bad    bigint;
 BEGIN
     IF v_n = 0 THEN
         RETURN 0;
@@ -231,29 +240,36 @@ BEGIN
             v_n, cardinality(p_canonical), cardinality(p_hashes) USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT seq, hash INTO v_seq, v_prev FROM trace_head WHERE singleton FOR UPDATE;
-    INSERT INTO trace_event (seq, ts, close_id, actor, kind, payload, version_set, writer, prev_hash, hash)
-        SELECT v_seq + u.n, p.ts, p.close_id, p.actor, p.kind, p.payload,
-               COALESCE(c.version_set, '{{}}'::jsonb) || p.version_set, p.writer,
-               CASE WHEN u.n = 1 THEN v_prev ELSE p_hashes[u.n - 1] END, u.h
-          FROM unnest(p_ids, p_hashes) WITH ORDINALITY AS u(id, h, n)
+    -- One statement: the events as they will be sealed, built from the queue (never from the caller) with the
+    -- caller's bytes beside them; the first that does not match; and the insert, which happens only if none fails.
+    -- (No temporary table: a caller could plant one with its own triggers in front of this SECURITY DEFINER code.)
+    WITH src AS MATERIALIZED (
+        SELECT v_seq + u.n AS seq, p.ts, p.close_id, p.actor, p.kind, p.payload,
+               COALESCE(c.version_set, '{{}}'::jsonb) || p.version_set AS version_set, p.writer,
+               CASE WHEN u.n = 1 THEN v_prev ELSE p_hashes[u.n - 1] END AS prev_hash, u.h AS hash, u.canon
+          FROM unnest(p_ids, p_canonical, p_hashes) WITH ORDINALITY AS u(id, canon, h, n)
           JOIN trace_pending p ON p.pending_id = u.id
-          LEFT JOIN trace_context c ON c.close_id = p.close_id;
-    GET DIAGNOSTICS v_rows = ROW_COUNT;
+          LEFT JOIN trace_context c ON c.close_id = p.close_id
+    ), bad AS (
+        SELECT min(s.seq) AS seq FROM src s
+         WHERE s.hash IS DISTINCT FROM sha256(s.prev_hash || s.canon)
+            OR convert_from(s.canon, 'UTF8')::jsonb IS DISTINCT FROM (
+                   jsonb_build_object('seq', s.seq, 'ts', s.ts, 'close_id', s.close_id, 'actor', s.actor,
+                                      'kind', s.kind, 'payload', s.payload, 'version_set', s.version_set)
+                   || CASE WHEN s.writer IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('writer', s.writer) END)
+    ), sealed AS (
+        INSERT INTO trace_event (seq, ts, close_id, actor, kind, payload, version_set, writer, prev_hash, hash)
+        SELECT seq, ts, close_id, actor, kind, payload, version_set, writer, prev_hash, hash FROM src
+         WHERE (SELECT seq FROM bad) IS NULL
+        RETURNING 1
+    )
+    SELECT (SELECT seq FROM bad), (SELECT count(*) FROM src), (SELECT count(*) FROM sealed)
+      INTO v_bad, v_rows, v_sealed;
     IF v_rows <> v_n THEN
         RAISE EXCEPTION 'trace_seal_claimed: % of % pending events exist', v_rows, v_n
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- Raising here rolls back the inserts above with the caller's transaction.
-    SELECT e.seq INTO v_bad
-      FROM unnest(p_canonical) WITH ORDINALITY AS u(canon, n)
-      JOIN trace_event e ON e.seq = v_seq + u.n
-     WHERE e.hash IS DISTINCT FROM sha256(e.prev_hash || u.canon)
-        OR convert_from(u.canon, 'UTF8')::jsonb IS DISTINCT FROM (
-               jsonb_build_object('seq', e.seq, 'ts', e.ts, 'close_id', e.close_id, 'actor', e.actor, 'kind', e.kind,
-                                  'payload', e.payload, 'version_set', e.version_set)
-               || CASE WHEN e.writer IS NULL THEN '{{}}'::jsonb ELSE jsonb_build_object('writer', e.writer) END)
-     ORDER BY e.seq LIMIT 1;
-    IF FOUND THEN
+    IF v_bad IS NOT NULL OR v_sealed <> v_n THEN
         RAISE EXCEPTION 'trace_seal_claimed: event % does not match its canonical form or its hash', v_bad
             USING ERRCODE = 'data_exception';
     END IF;
@@ -266,11 +282,20 @@ REVOKE ALL ON FUNCTION trace_claim_pending(integer), trace_seal_claimed(bigint[]
 GRANT EXECUTE ON FUNCTION trace_claim_pending(integer), trace_seal_claimed(bigint[], bytea[], bytea[])
     TO {engine}, {callbacks};
 
+-- The SECURITY DEFINER functions above resolve names in `public`: nobody but the owner may create objects there
+-- (PostgreSQL 15 and later already default to this).
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+
 REVOKE UPDATE, DELETE ON trace_pending FROM {engine}, {callbacks};
 REVOKE INSERT, UPDATE, DELETE ON trace_event FROM {engine}, {callbacks};
 REVOKE UPDATE ON trace_head FROM {engine}, {callbacks};
 GRANT SELECT ON trace_head TO {engine}, {callbacks};
 """
+
+
+# The three functions that run on every decision and every seal carry `SET enable_seqscan = off`: each statement in
+# them is a key lookup, and PL/pgSQL caches a generic plan per session. A plan made while a table was still small
+# (a fresh deployment) would otherwise scan the table on every call for the life of the connection.
 
 
 def _machines() -> str:
