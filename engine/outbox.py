@@ -106,18 +106,16 @@ async def enqueue_notices(
         raise NotAFact(f"unknown notice template {template!r}; known: {', '.join(sorted(NOTICE_TEMPLATES))}")
     if set(args) != allowed or not all(type(v) is int for v in args.values()):
         raise NotAFact(f"notice {template!r} takes the integer arguments {sorted(allowed)}, got {sorted(args)}")
-    for target in channels:
-        await enqueue(
-            conn,
-            dedupe_key=f"{key}:{target.platform}:{target.channel}",
-            platform=target.platform,
-            channel=target.channel,
-            kind="notice",
-            close_id=close_id,
-            gate_id=gate_id,
-            payload=args,
-            template=template,
-        )
+    await _enqueue_per_channel(
+        conn,
+        key=key,
+        kind="notice",
+        channels=channels,
+        close_id=close_id,
+        gate_id=gate_id,
+        payload=args,
+        template=template,
+    )
 
 
 async def _enqueue_per_channel(
@@ -129,6 +127,7 @@ async def _enqueue_per_channel(
     close_id: str,
     gate_id: str | None,
     payload: dict[str, Any] | None = None,
+    template: str | None = None,
 ) -> None:
     for target in channels:
         await enqueue(
@@ -140,6 +139,7 @@ async def _enqueue_per_channel(
             close_id=close_id,
             gate_id=gate_id,
             payload=payload,
+            template=template,
         )
 
 
