@@ -4,15 +4,26 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean install
+# The locks pin every package with its hashes for CPython 3.11 on Linux x86_64 (ADR 0013): requirements.lock is what
+# the production image installs, requirements-dev.lock adds the embedded PostgreSQL and the dev tools.
+LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --quiet \
+	--custom-compile-command "make lock"
+
+.PHONY: demo test lint bench clean install lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+$(STAMP): pyproject.toml requirements-dev.lock | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# After changing dependencies in pyproject.toml: re-pin (existing pins are kept unless they no longer fit).
+lock: | $(BIN)/python
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet "uv>=0.8"
+	$(BIN)/uv pip compile pyproject.toml $(LOCK_FLAGS) -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra dev $(LOCK_FLAGS) -o requirements-dev.lock
 
 install: $(STAMP)
 

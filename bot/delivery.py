@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+from opentelemetry import trace
 from psycopg import AsyncConnection
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -41,6 +42,7 @@ from engine.outbox import (
 from .gate_cards import TASK_TITLES, card_state, load_gate_card, slack_gate_message, teams_gate_card
 
 log = logging.getLogger("countersign.delivery")
+tracer = trace.get_tracer("countersign.delivery")  # a no-op unless the process installed a tracer provider
 
 TIMEOUT_S = 10  # seconds, every HTTP call to Slack or Teams
 MESSAGE_DEADLINE_S = 15.0  # one message's whole delivery (token, post); then it is retried later, like a 5xx
@@ -114,17 +116,31 @@ class TeamsSender:
     """A minimal Bot Framework connector client over httpx (the SDK's uses requests, which tests cannot fake)."""
 
     app_id: str
-    app_password: str
+    app_password: str | None
     service_url: str
-    token_url: str = "https://login.microsoftonline.com/botframework.com/oauth2/v2.0/token"
+    token_url: str | None = None  # TEAMS_TOKEN_URL, a test override: a plain client-credentials POST, no msal
+    app_type: str = "MultiTenant"  # TEAMS_APP_TYPE: MultiTenant | SingleTenant | UserAssignedMSI
+    tenant_id: str | None = None  # TEAMS_APP_TENANT_ID
     http: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=TIMEOUT_S))
     _token: str | None = None
     _token_expires_at: float = 0.0
+    _tokens: Any = None
 
     def render(self, card: Any) -> dict[str, Any]:
         return teams_gate_card(card)
 
     async def _bearer(self) -> str:
+        if self.token_url is None:  # msal, per bot type (bot/teams_tokens.py); it caches and refreshes tokens
+            from .teams_tokens import BotFrameworkTokens, TokenUnavailable
+
+            if self._tokens is None:
+                self._tokens = BotFrameworkTokens(self.app_id, self.app_password, self.app_type, self.tenant_id)
+            try:
+                return str(await self._tokens.token())
+            except TokenUnavailable as exc:
+                raise DeliveryError(f"teams token: {exc}", permanent=False) from exc
+            except Exception as exc:  # msal and its HTTP client raise many types (authority metadata, JSON, network)
+                raise DeliveryError(f"teams token: {type(exc).__name__}: {exc}", permanent=False) from exc
         if self._token is None or time.monotonic() > self._token_expires_at:
             response = await self._send(
                 "POST",
@@ -215,7 +231,9 @@ async def deliver_due(
     async def channel(queue: list[OutboxMessage]) -> None:
         async with gate:
             for message in queue:
-                await _deliver_one(connect, senders, message, holder, report, deadline_s)
+                attributes = {"countersign.platform": message.platform, "countersign.outbox_kind": message.kind}
+                with tracer.start_as_current_span("outbox.deliver", attributes=attributes):
+                    await _deliver_one(connect, senders, message, holder, report, deadline_s)
 
     await asyncio.gather(*(channel(queue) for queue in by_channel.values()))
     return report
@@ -256,7 +274,11 @@ class InlineDelivery:
         if not task.cancelled() and task.exception() is not None:
             log.error("delivering a click's card updates failed", exc_info=task.exception())
 
-    async def aclose(self) -> None:
+    async def aclose(self, wait_s: float = 0.0) -> None:
+        """Let in-flight deliveries finish for up to `wait_s` (a graceful stop), then cancel the rest: the worker
+        delivers what they claimed once the claims are released or expire."""
+        if self.in_flight and wait_s > 0:
+            await asyncio.wait(set(self.in_flight), timeout=wait_s)
         for task in list(self.in_flight):
             task.cancel()
         await asyncio.gather(*self.in_flight, return_exceptions=True)

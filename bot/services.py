@@ -13,9 +13,18 @@ from engine.outbox import ChannelTarget
 from policy.model import Policy
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
-StartClose = Callable[[str, str, str], Awaitable[str]]  # (entity, period, started_by) -> close id
+StartClose = Callable[[str, str, str, bool], Awaitable[str]]  # (entity, period, started_by, synthetic) -> close
 Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
 Seal = Callable[[], Awaitable[object]]  # seal committed trace events before answering (audit.sealer.GroupSealer.seal)
+
+
+class NoBooks(Exception):
+    """`start_close` found no books for the entity and period and was not asked for synthetic ones."""
+
+    def __init__(self, entity: str, period: str) -> None:
+        super().__init__(f"{entity} {period} has no loaded books")
+        self.entity = entity
+        self.period = period
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,11 @@
 Buttons are acknowledged at once and decided in a lazy listener, so a slow database never trips Slack's 3-second
 limit and an exception after `ack()` cannot turn into a 404. The responder is checked with `users.info`, mapped to a
 principal through its Slack identity, and handed to the same decision module as the signed callback.
+
+`/close` commands answer through the command's `response_url` (bolt's `respond()`), which works in any channel the
+command was typed in, joined by the bot or not: refusals, usage and errors only to the caller (ephemeral); a status
+card and a started close are shared with the channel (in_channel). Only the trace export uploads a file, which needs
+the bot in the channel; when it is not, the caller is told so.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import uuid
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -39,15 +45,16 @@ from policy.access import HELP, START, STATUS, TRACE_EXPORT
 
 from .access import allowed_tenant, authorize_command
 from .gate_cards import status_card
-from .services import ChatServices
+from .services import ChatServices, NoBooks
 
 log = logging.getLogger("countersign.slack")
 
 ACTIONS = {"gate_approve": "approve", "gate_reject": "reject"}
 USAGE = (
-    "Usage: `/close status [ENTITY]` · `/close start ENTITY YYYY-MM` · `/close trace export json|csv [CLOSE_ID]` ·"
-    " `/close help`"
+    "Usage: `/close status [ENTITY]` · `/close start ENTITY YYYY-MM [synthetic]` ·"
+    " `/close trace export json|csv [CLOSE_ID]` · `/close help`"
 )
+SYNTHETIC = "synthetic"  # `/close start E P synthetic`: no books loaded, start on synthetic ones (as the CLI's flag)
 
 
 def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, services: ChatServices) -> AsyncApp:
@@ -105,9 +112,9 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
     for action_id in ACTIONS:
         app.action(action_id)(ack=ack_only, lazy=[decide])
 
-    async def run_command(command: dict[str, Any], client: AsyncWebClient) -> None:
+    async def run_command(command: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond | None) -> None:
         try:
-            await _command(command, client, services)
+            await _command(command, client, respond, services)
         except Exception:
             log.exception("running a Slack /close command failed")
             raise
@@ -217,14 +224,34 @@ def _command_name(words: list[str]) -> str:
     verb = words[0].lower() if words else HELP
     if verb == "status" and len(words) <= 2:
         return STATUS
-    if verb == "start" and len(words) == 3:
+    if verb == "start" and (len(words) == 3 or (len(words) == 4 and words[3].lower() == SYNTHETIC)):
         return START
     if verb == "trace" and len(words) in (3, 4) and words[1].lower() == "export" and words[2].lower() in FORMATS:
         return TRACE_EXPORT
     return HELP
 
 
-async def _command(command: dict[str, Any], client: AsyncWebClient, services: ChatServices) -> None:
+async def _tell(respond: AsyncRespond | None, text: str) -> None:
+    """An answer only the caller sees, through the command's response_url."""
+    await _answer(respond, text=text, response_type="ephemeral")
+
+
+async def _answer(respond: AsyncRespond | None, **message: Any) -> None:
+    if respond is None:  # bolt builds no respond() for a command without a response_url
+        log.warning("a Slack command without a response_url cannot be answered")
+        return
+    try:
+        answered = await respond(**message)
+    except Exception as exc:  # aiohttp: Slack unreachable; nobody awaits this task, the caller sees no answer
+        log.warning("could not answer a Slack command through its response_url: %s", exc)
+        return
+    if answered.status_code != 200:
+        log.warning("Slack refused a response_url answer: %s %s", answered.status_code, answered.body[:200])
+
+
+async def _command(
+    command: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond | None, services: ChatServices
+) -> None:
     channel = str(command.get("channel_id") or "")
     user = str(command.get("user_id") or "")
     team = str(command.get("team_id") or "")
@@ -237,20 +264,19 @@ async def _command(command: dict[str, Any], client: AsyncWebClient, services: Ch
     # Nothing is posted and nothing is read for the caller until the caller is known to be entitled.
     granted = await authorize_command(services, platform="slack", tenant=team, user=user, command=name)
     if not granted.allowed or granted.caller is None:
-        await _ephemeral(client, channel, user, granted.refusal_text(name))
+        await _tell(respond, granted.refusal_text(name))
         return
     principal = granted.caller
     if name == STATUS:
-        await _post_status(client, services, channel, words[1] if len(words) == 2 else None, user)
+        await _respond_status(respond, services, words[1] if len(words) == 2 else None)
     elif name == START:
-        await _start(
-            client, services, channel, user, principal.principal_id, principal.display_name, words[1], words[2]
-        )
+        synthetic = len(words) == 4
+        await _start(respond, services, principal.principal_id, principal.display_name, words[1], words[2], synthetic)
     elif name == TRACE_EXPORT:
         close = words[3] if len(words) == 4 else None
-        await _export(client, services, channel, user, principal.principal_id, words[2].lower(), close)
+        await _export(client, respond, services, channel, principal.principal_id, words[2].lower(), close)
     else:
-        await _ephemeral(client, channel, user, USAGE)
+        await _tell(respond, USAGE)
 
 
 async def _resolve_close(services: ChatServices, entity_or_close: str | None) -> str | None:
@@ -264,60 +290,85 @@ async def _resolve_close(services: ChatServices, entity_or_close: str | None) ->
             return await latest_close_id(conn, entity_or_close)
 
 
-async def _post_status(
-    client: AsyncWebClient, services: ChatServices, channel: str, entity: str | None, user: str
-) -> None:
+async def _status_message(services: ChatServices, entity: str | None) -> dict[str, Any] | str:
+    """The status card's message, or the text saying why there is none."""
     close_id = await _resolve_close(services, entity)
     if close_id is None:
-        await _ephemeral(client, channel, user, f"No close found{' for ' + entity if entity else ''}.")
-        return
+        return f"No close found{' for ' + entity if entity else ''}."
     async with services.connect_engine() as conn:
         try:
             status = await close_status(conn, close_id)
         except CloseNotFound as exc:
-            await _ephemeral(client, channel, user, str(exc))
-            return
-    await client.chat_postMessage(channel=channel, **slack_cards.status_message(status_card(status)))
+            return str(exc)
+    return dict(slack_cards.status_message(status_card(status)))
+
+
+async def _post_status(
+    client: AsyncWebClient, services: ChatServices, channel: str, entity: str | None, user: str
+) -> None:
+    """`@countersign status` (an event: no response_url; the bot was mentioned, so it is in the channel)."""
+    message = await _status_message(services, entity)
+    if isinstance(message, str):
+        await _ephemeral(client, channel, user, message)
+        return
+    await client.chat_postMessage(channel=channel, **message)
+
+
+async def _respond_status(respond: AsyncRespond | None, services: ChatServices, entity: str | None) -> None:
+    message = await _status_message(services, entity)
+    if isinstance(message, str):
+        await _tell(respond, message)
+        return
+    await _answer(respond, response_type="in_channel", **message)
 
 
 async def _start(
-    client: AsyncWebClient,
+    respond: AsyncRespond | None,
     services: ChatServices,
-    channel: str,
-    user: str,
     principal_id: str,
     display_name: str,
     entity: str,
     period: str,
+    synthetic: bool,
 ) -> None:
     try:
-        close_id = await services.start_close(entity, period, principal_id)
+        close_id = await services.start_close(entity, period, principal_id, synthetic)
     except Exception as exc:  # the composition root raises user errors with a clear message
-        await _ephemeral(client, channel, user, f"Could not start the close: {exc}")
+        text = f"Could not start the close: {exc}"
+        if isinstance(exc, NoBooks):
+            text = (
+                f"Could not start the close: {entity} {period} has no loaded books. Load them with the CLI"
+                f" (`countersign close start --books DIR`), or run `/close start {entity} {period} synthetic`"
+                " to start on synthetic books."
+            )
+        await _tell(respond, text)
         return
-    await client.chat_postMessage(
-        channel=channel, text=f"{display_name} started the close for {entity} {period} ({close_id})."
+    books = " on synthetic books" if synthetic else ""
+    await _answer(
+        respond,
+        response_type="in_channel",
+        text=f"{display_name} started the close for {entity} {period}{books} ({close_id}).",
     )
 
 
 async def _export(
     client: AsyncWebClient,
+    respond: AsyncRespond | None,
     services: ChatServices,
     channel: str,
-    user: str,
     principal_id: str,
     fmt: str,
     close: str | None,
 ) -> None:
     close_id = await _resolve_close(services, close)
     if close_id is None:
-        await _ephemeral(client, channel, user, "No close to export.")
+        await _tell(respond, "No close to export.")
         return
     async with services.connect_engine() as conn:
         try:
             status = await close_status(conn, close_id)
         except CloseNotFound as exc:
-            await _ephemeral(client, channel, user, str(exc))
+            await _tell(respond, str(exc))
             return
         events = [e async for e in iter_events(conn, close_id=close_id)]
     data = export_events(events, fmt)
@@ -339,6 +390,13 @@ async def _export(
         await record_trace_exported(
             conn, principal_id=principal_id, close_id=close_id, fmt=fmt, data=data, platform="slack", seal=services.seal
         )
-    await client.files_upload_v2(
-        channel=channel, filename=filename, content=data, title=filename, initial_comment=message["text"]
-    )
+    try:
+        await client.files_upload_v2(
+            channel=channel, filename=filename, content=data, title=filename, initial_comment=message["text"]
+        )
+    except SlackApiError as exc:  # a file needs the bot in the channel (response_url carries no files)
+        error = exc.response.get("error")
+        hint = (
+            " Invite the app to this channel, or export from a channel it is in." if error == "not_in_channel" else ""
+        )
+        await _tell(respond, f"Could not upload the trace export ({error}).{hint}")

@@ -15,13 +15,18 @@ import logging
 import uuid
 from typing import Any
 
+import jwt
 from botbuilder.schema import Activity
 from botframework.connector.auth import (
+    AuthenticationConstants,
     BotFrameworkAuthentication,
     BotFrameworkAuthenticationFactory,
+    ClaimsIdentity,
     JwtTokenExtractor,
+    ManagedIdentityServiceClientCredentialsFactory,
     PasswordServiceClientCredentialFactory,
 )
+from botframework.connector.auth.verify_options import VerifyOptions
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -58,15 +63,102 @@ class TeamsConfigError(RuntimeError):
     pass
 
 
-def build_authentication(app_id: str, app_password: str, openid_metadata_url: str | None) -> BotFrameworkAuthentication:
+def tenant_issuers(tenant_id: str) -> list[str]:
+    """The Entra ID issuers of a tenant's tokens (v1 and v2), as the Bot Framework lists them."""
+    return [
+        AuthenticationConstants.VALID_TOKEN_ISSUER_URL_TEMPLATE_V1.format(tenant_id),
+        AuthenticationConstants.VALID_TOKEN_ISSUER_URL_TEMPLATE_V2.format(tenant_id),
+    ]
+
+
+def tenant_metadata_url(tenant_id: str) -> str:
+    return f"https://login.microsoftonline.com/{tenant_id}/v2.0/.well-known/openid-configuration"
+
+
+class TeamsAuthentication:
+    """Who may call `/api/messages`: the Bot Framework channel's tokens always (the SDK checks them: issuer, audience,
+    keys, endorsement, serviceurl); for a SingleTenant or UserAssignedMSI bot also tokens its own tenant issued,
+    checked against that tenant's keys with the audience equal to our app id and, when present, the serviceurl claim
+    equal to the activity's. Any other issuer is refused before a signature is even looked at."""
+
+    def __init__(
+        self,
+        channel: BotFrameworkAuthentication,
+        *,
+        app_id: str,
+        tenant_id: str | None = None,
+        tenant_openid_metadata_url: str | None = None,
+    ) -> None:
+        self.channel = channel
+        self.app_id = app_id
+        self.issuers = tenant_issuers(tenant_id) if tenant_id else []
+        self.tenant_tokens = (
+            JwtTokenExtractor(
+                VerifyOptions(issuer=self.issuers, audience=None, clock_tolerance=5 * 60, ignore_expiration=False),
+                metadata_url=tenant_openid_metadata_url or tenant_metadata_url(str(tenant_id)),
+                allowed_algorithms=AuthenticationConstants.ALLOWED_SIGNING_ALGORITHMS,
+            )
+            if tenant_id
+            else None
+        )
+
+    async def authenticate_request(self, activity: Activity, auth_header: str) -> ClaimsIdentity:
+        scheme, _, token = auth_header.partition(" ")
+        if self.tenant_tokens is None or _unverified_issuer(token) not in self.issuers:
+            result = await self.channel.authenticate_request(activity, auth_header)
+            return result.claims_identity
+        identity = await self.tenant_tokens.get_identity(scheme, token, channel_id="")
+        if identity is None or not identity.is_authenticated:
+            raise PermissionError("tenant token not authenticated")
+        if identity.get_claim_value(AuthenticationConstants.AUDIENCE_CLAIM) != self.app_id:
+            raise PermissionError("tenant token is for another audience")
+        service_url = identity.get_claim_value(AuthenticationConstants.SERVICE_URL_CLAIM)
+        if service_url is not None and service_url != activity.service_url:
+            raise PermissionError("tenant token's serviceurl claim does not match the activity")
+        return identity
+
+
+def _unverified_issuer(token: str) -> str | None:
+    try:
+        issuer = jwt.decode(token, options={"verify_signature": False}).get("iss")
+    except jwt.PyJWTError:
+        return None
+    return issuer if isinstance(issuer, str) else None
+
+
+def build_authentication(
+    app_id: str,
+    app_password: str | None,
+    openid_metadata_url: str | None,
+    *,
+    app_type: str = "MultiTenant",
+    tenant_id: str | None = None,
+    tenant_openid_metadata_url: str | None = None,
+) -> TeamsAuthentication:
     if not app_id:
         # An empty app id makes the SDK skip authentication entirely.
         raise TeamsConfigError("TEAMS_APP_ID is empty: refusing to start Teams without authentication")
-    return BotFrameworkAuthenticationFactory.create(
+    if app_type != "MultiTenant" and not tenant_id:
+        raise TeamsConfigError(f"TEAMS_APP_TENANT_ID is required for TEAMS_APP_TYPE={app_type}")
+    # Inbound checks need only the app id; the credentials factory is the SDK's per bot type.
+    credentials = (
+        ManagedIdentityServiceClientCredentialsFactory(app_id)
+        if app_type == "UserAssignedMSI"
+        else PasswordServiceClientCredentialFactory(
+            app_id, app_password, tenant_id if app_type == "SingleTenant" else None
+        )
+    )
+    channel = BotFrameworkAuthenticationFactory.create(
         channel_service=None,
         to_bot_from_channel_open_id_metadata_url=openid_metadata_url,
         to_bot_from_channel_token_issuer=BOT_FRAMEWORK_ISSUER,
-        credential_factory=PasswordServiceClientCredentialFactory(app_id, app_password),
+        credential_factory=credentials,
+    )
+    return TeamsAuthentication(
+        channel,
+        app_id=app_id,
+        tenant_id=tenant_id if app_type != "MultiTenant" else None,
+        tenant_openid_metadata_url=tenant_openid_metadata_url,
     )
 
 
@@ -76,7 +168,7 @@ def clear_metadata_cache() -> None:
 
 
 class TeamsAdapter:
-    def __init__(self, *, app_id: str, auth: BotFrameworkAuthentication, sender: TeamsSender, services: ChatServices):
+    def __init__(self, *, app_id: str, auth: TeamsAuthentication, sender: TeamsSender, services: ChatServices):
         self.app_id = app_id
         self.auth = auth
         self.sender = sender

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from psycopg import AsyncConnection
@@ -19,11 +21,17 @@ from engine.closes import CloseNotFound, close_status
 from engine.http_limits import BodyLimitMiddleware
 from policy.access import READ_CLOSE
 
+from . import migrate, telemetry
 from .chat import build_senders, channel_targets, check_allow_lists, check_chat_settings
 from .limits import DEFAULT_MAX_BODY_BYTES, DOOR_BODY_LIMITS
-from .runtime import Runtime, app_version, start_close_with_books
+from .metrics import CONTENT_TYPE, DecisionTimer, ServeMetrics
+from .runtime import NoBooksLoaded, Runtime, app_version, start_close_with_books
+from .shutdown import release_claims
 
 log = logging.getLogger("countersign.app")
+
+READY_TIMEOUT_S = 5.0  # /readyz answers within this even when the database hangs
+SHUTDOWN_DELIVERY_WAIT_S = 5.0  # on stop, in-flight card updates get this long before they are cancelled
 
 
 class MissingSecret(RuntimeError):
@@ -47,6 +55,9 @@ def create_app(runtime: Runtime) -> FastAPI:
     engine_pool = _pool(runtime.database.engine_url)
     callbacks_url = runtime.database.callbacks_url
     sealer = GroupSealer(lambda: AsyncConnection.connect(callbacks_url, autocommit=True))
+    on_stop: list[Callable[[], Awaitable[None]]] = []  # closed first when the server stops (InlineDelivery)
+    metrics = ServeMetrics()
+    head_revision = migrate.head_revision()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -55,6 +66,14 @@ def create_app(runtime: Runtime) -> FastAPI:
         try:
             yield
         finally:
+            # uvicorn has finished the in-flight requests (or its graceful timeout passed) before this runs.
+            for stop in on_stop:
+                await stop()
+            try:
+                async with engine_pool.connection(timeout=READY_TIMEOUT_S) as conn:
+                    await release_claims(conn)  # card updates cancelled above go straight back to the worker
+            except Exception:
+                log.warning("could not release this server's outbox claims; they expire by themselves", exc_info=True)
             await sealer.close()
             await callbacks_pool.close()
             await engine_pool.close()
@@ -72,16 +91,48 @@ def create_app(runtime: Runtime) -> FastAPI:
     docs: dict[str, Any] = {} if settings.openapi else {"docs_url": None, "redoc_url": None, "openapi_url": None}
     app = FastAPI(title="Countersign", version=app_version(), lifespan=lifespan, **docs)
     app.add_middleware(BodyLimitMiddleware, limits=DOOR_BODY_LIMITS, default_max_bytes=DEFAULT_MAX_BODY_BYTES)
+    app.add_middleware(DecisionTimer, metrics=metrics)  # outermost: times refusals at the body limit too
+    telemetry.instrument_app(app)  # traces only when OTEL_EXPORTER_OTLP_ENDPOINT is set (countersign/telemetry.py)
     app.include_router(build_callback_router(settings.callback_secret, connect_callbacks, seal=sealer.seal))
 
     if settings.slack_enabled or settings.teams_enabled:
-        _mount_chat(app, runtime, connect_callbacks, connect_engine, sealer.seal)
+        on_stop.append(_mount_chat(app, runtime, connect_callbacks, connect_engine, sealer.seal))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         async with connect_callbacks() as conn:
             await conn.execute("SELECT 1")
         return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "not ready; `reason` says why"}})
+    async def readyz() -> JSONResponse:
+        """200 when the database answers as both service roles and its schema is at this release's head."""
+        revision: str | None = None
+        for role, connect in (("engine", connect_engine), ("callbacks", connect_callbacks)):
+            try:
+                async with asyncio.timeout(READY_TIMEOUT_S), connect() as conn:
+                    await conn.execute("SELECT 1")
+                    if role == "callbacks":
+                        revision = await schema_revision(conn)
+            except Exception as exc:
+                reason = f"the database does not answer as the {role} role ({type(exc).__name__})"
+                return JSONResponse({"status": "not_ready", "reason": reason}, status_code=503)
+        if revision != head_revision:
+            behind = f"schema at {revision or 'no revision'}, this release needs {head_revision}"
+            reason = f"{behind}: run `countersign db upgrade`"
+            return JSONResponse({"status": "not_ready", "reason": reason}, status_code=503)
+        return JSONResponse({"status": "ready", "schema": head_revision})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        """Prometheus text format: counts and durations only (no names, reasons, amounts or ids)."""
+        try:
+            async with asyncio.timeout(READY_TIMEOUT_S), connect_engine() as conn:
+                await metrics.refresh_from_tables(conn)
+        except Exception:
+            log.warning("/metrics could not read the tables", exc_info=True)
+            metrics.database_down()
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     @app.get(
         "/closes/{close_id}",
@@ -114,6 +165,24 @@ def create_app(runtime: Runtime) -> FastAPI:
     return app
 
 
+async def schema_revision(conn: AsyncConnection[Any]) -> str | None:
+    """The revision the database's schema is at (alembic_version), or None before the first migration.
+
+    Service roles may read it from revision 0010 on; before that the table is the owner's, and the schema is behind.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT to_regclass('alembic_version') IS NOT NULL")
+        exists = await cur.fetchone()
+        if not exists or not exists[0]:
+            return None
+        try:
+            await cur.execute("SELECT version_num FROM alembic_version")
+        except psycopg.errors.InsufficientPrivilege:
+            return "an older revision (before 0010)"
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
 def _read_credentials(request: Request) -> ReadCredentials | JSONResponse:
     authorization = request.headers.get("authorization")
     if authorization is not None:
@@ -132,9 +201,10 @@ def _read_credentials(request: Request) -> ReadCredentials | JSONResponse:
 
 def _mount_chat(
     app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_engine: Any, seal: Callable[[], Any]
-) -> None:
+) -> Callable[[], Awaitable[None]]:
+    """Mount Slack and Teams; returns what to await when the server stops (in-flight card updates)."""
     from bot.delivery import InlineDelivery
-    from bot.services import ChatServices
+    from bot.services import ChatServices, NoBooks
 
     settings = runtime.settings
     senders = build_senders(settings)
@@ -143,11 +213,20 @@ def _mount_chat(
     # no pool connection is held while Slack or Teams answers (bot/delivery.py).
     deliver = InlineDelivery(connect_engine, senders)  # type: ignore[arg-type]
 
-    async def start_close_for(entity: str, period: str, started_by: str) -> str:
+    async def start_close_for(entity: str, period: str, started_by: str, synthetic: bool) -> str:
         async with connect_engine() as conn:
-            return await start_close_with_books(
-                runtime, conn, entity=entity, period=period, books_dir=None, started_by=started_by
-            )
+            try:
+                return await start_close_with_books(
+                    runtime,
+                    conn,
+                    entity=entity,
+                    period=period,
+                    books_dir=None,
+                    started_by=started_by,
+                    synthetic=synthetic,
+                )
+            except NoBooksLoaded as exc:
+                raise NoBooks(entity, period) from exc
 
     services = ChatServices(
         connect_callbacks=connect_callbacks,
@@ -197,19 +276,21 @@ def _mount_chat(
                 return JSONResponse({"error": "malformed_slack_request"}, status_code=400)
 
     if settings.teams_enabled:
-        from bot.delivery import TeamsSender
         from bot.teams import TeamsAdapter, build_authentication
 
-        assert settings.teams_app_id and settings.teams_app_password
-        sender = senders.get("teams") or TeamsSender(
-            settings.teams_app_id, settings.teams_app_password, settings.teams_service_url or ""
-        )
-        if settings.teams_token_url and isinstance(sender, TeamsSender):
-            sender.token_url = settings.teams_token_url
+        from .chat import teams_sender
+
+        assert settings.teams_app_id  # check_chat_settings: and a password unless UserAssignedMSI
+        sender = senders.get("teams") or teams_sender(settings)
         adapter = TeamsAdapter(
             app_id=settings.teams_app_id,
             auth=build_authentication(
-                settings.teams_app_id, settings.teams_app_password, settings.teams_openid_metadata_url
+                settings.teams_app_id,
+                settings.teams_app_password,
+                settings.teams_openid_metadata_url,
+                app_type=settings.teams_app_type,
+                tenant_id=settings.teams_app_tenant_id,
+                tenant_openid_metadata_url=settings.teams_tenant_openid_metadata_url,
             ),
             sender=sender,  # type: ignore[arg-type]
             services=services,
@@ -218,3 +299,8 @@ def _mount_chat(
         @app.post("/api/messages")
         async def teams_messages(request: Request) -> Response:
             return await adapter.handle(request)
+
+    async def stop_deliveries() -> None:
+        await deliver.aclose(wait_s=SHUTDOWN_DELIVERY_WAIT_S)
+
+    return stop_deliveries

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.outbox import ChannelTarget
 
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from bot.delivery import TeamsSender
 
 
 class ChatConfigError(RuntimeError):
@@ -18,8 +23,10 @@ def check_chat_settings(settings: Settings) -> None:
     if settings.teams_enabled:
         if not settings.teams_app_id:
             raise ChatConfigError("TEAMS_APP_ID is empty: the Bot Framework SDK would skip authentication")
-        if not settings.teams_app_password:
+        if not settings.teams_app_password and settings.teams_app_type != "UserAssignedMSI":
             raise ChatConfigError("Teams is enabled but TEAMS_APP_PASSWORD is missing")
+        if settings.teams_app_type != "MultiTenant" and not settings.teams_app_tenant_id:
+            raise ChatConfigError(f"TEAMS_APP_TENANT_ID is required for TEAMS_APP_TYPE={settings.teams_app_type}")
 
 
 def check_allow_lists(settings: Settings) -> None:
@@ -43,7 +50,7 @@ def channel_targets(settings: Settings) -> tuple[ChannelTarget, ...]:
 def build_senders(settings: Settings) -> dict[str, object]:
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from bot.delivery import SlackSender, TeamsSender
+    from bot.delivery import SlackSender
 
     senders: dict[str, object] = {}
     if settings.slack_bot_token:
@@ -53,9 +60,22 @@ def build_senders(settings: Settings) -> dict[str, object]:
             else AsyncWebClient(token=settings.slack_bot_token)
         )
         senders["slack"] = SlackSender(client)
-    if settings.teams_app_id and settings.teams_app_password and settings.teams_service_url:
-        sender = TeamsSender(settings.teams_app_id, settings.teams_app_password, settings.teams_service_url)
-        if settings.teams_token_url:
-            sender.token_url = settings.teams_token_url
-        senders["teams"] = sender
+    teams_ready = settings.teams_app_password or settings.teams_app_type == "UserAssignedMSI"
+    if settings.teams_app_id and teams_ready and settings.teams_service_url:
+        senders["teams"] = teams_sender(settings)
     return senders
+
+
+def teams_sender(settings: Settings) -> TeamsSender:
+    """The Bot Framework connector client; its tokens come from msal per TEAMS_APP_TYPE (bot/teams_tokens.py)."""
+    from bot.delivery import TeamsSender
+
+    assert settings.teams_app_id
+    return TeamsSender(
+        settings.teams_app_id,
+        settings.teams_app_password,
+        settings.teams_service_url or "",
+        token_url=settings.teams_token_url,
+        app_type=settings.teams_app_type,
+        tenant_id=settings.teams_app_tenant_id,
+    )

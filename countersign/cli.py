@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import psycopg
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -52,18 +53,23 @@ from synthetic import ProfileError, generate_books, load_profile
 
 from . import migrate
 from .chat import ChatConfigError, build_senders, check_chat_settings
+from .database import EmbeddedUnavailable, MissingRoleURL, NoOwnerCredentials
 from .eval_cli import eval_app
 from .keys import load_trace_signer, verifier_key_text
 from .limits import SERVE_MAX_CONCURRENCY, SPECIALISTS_MAX_CONCURRENCY
+from .migrate import SchemaNotAtHead
 from .runtime import (
     MissingSpecialistToken,
+    NoBooksLoaded,
+    PasswordFileUnreadable,
     Runtime,
     boot,
     connection,
     engine_context,
     start_close_with_books,
 )
-from .settings import load_settings
+from .settings import Settings, SettingsError, describe, load_settings
+from .unreachable import DatabaseUnreachable
 
 app = typer.Typer(help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True)
 close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
@@ -81,6 +87,8 @@ dispatch_app = typer.Typer(help="Specialist dispatches.", no_args_is_help=True)
 app.add_typer(dispatch_app, name="dispatch")
 drill_app = typer.Typer(help="Adversarial drills against the configured database.", no_args_is_help=True)
 app.add_typer(drill_app, name="drill")
+config_app = typer.Typer(help="The configuration read from the environment.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
 
 console = Console()
 err = Console(stderr=True)
@@ -103,11 +111,15 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ProfileError,
     MissingSpecialistToken,
     UnknownPrincipal,
+    DatabaseUnreachable,
+    NoBooksLoaded,
+    NoOwnerCredentials,
+    MissingRoleURL,
 )
 
 
 def fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -119,12 +131,57 @@ def run(coro_factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise AssertionError("unreachable") from exc
 
 
-def runtime() -> Runtime:
+def settings_or_exit() -> Settings:
+    """Every setting, validated; a wrong or missing one is a line naming its variable, then exit 2."""
     try:
-        return boot(load_settings())
-    except PolicyError as exc:
+        return load_settings()
+    except SettingsError as exc:
+        for line in exc.lines:
+            err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@app.callback()
+def validate_settings(ctx: typer.Context) -> None:
+    """Countersign: a month-end close with governed agents and human gates."""
+    if ctx.invoked_subcommand != "config" and not ctx.resilient_parsing:
+        settings_or_exit()  # at start, for every command: a wrong variable stops it before anything runs
+
+
+def runtime(*, upgrade: bool = False, roles: tuple[str, ...] = ()) -> Runtime:
+    """Settings, rules and the database. Only `db upgrade` (`upgrade`) and the embedded default migrate; every other
+    command refuses, in one line, a schema that is not at this release's head. `roles`: connections it will open."""
+    from sqlalchemy.exc import OperationalError
+
+    settings = settings_or_exit()
+    try:
+        return boot(settings, upgrade=upgrade, roles=roles)
+    except STARTUP_ERRORS as exc:
         fail(str(exc))
         raise AssertionError("unreachable") from exc
+    except (OperationalError, psycopg.OperationalError) as exc:  # migrating, or reading the schema revision
+        role, url = _schema_check_role(settings, upgrade)
+        fail(str(DatabaseUnreachable(role, url, exc)))
+        raise AssertionError("unreachable") from exc
+
+
+STARTUP_ERRORS: tuple[type[BaseException], ...] = (
+    PolicyError,
+    EmbeddedUnavailable,
+    SchemaNotAtHead,
+    NoOwnerCredentials,
+    MissingRoleURL,
+    PasswordFileUnreadable,
+)
+
+
+def _schema_check_role(settings: Settings, upgrade: bool) -> tuple[str, str]:
+    """The role (and URL) start-up connected as: the owner when it has the URL or migrates, else a service role."""
+    if settings.database_url or upgrade:
+        return "owner", settings.database_url or "postgresql:///embedded"
+    if settings.engine_database_url:
+        return "engine", settings.engine_database_url
+    return "callbacks", settings.callbacks_database_url or "postgresql:///embedded"
 
 
 async def resolve_close_id(rt: Runtime, close_id: str | None) -> str:
@@ -150,7 +207,7 @@ def synth(
     period: Annotated[str | None, typer.Option(help="Period YYYY-MM (overrides the profile).")] = None,
 ) -> None:
     """Write deterministic synthetic books for one entity and period."""
-    settings = load_settings()
+    settings = settings_or_exit()
     try:
         loaded = load_profile(settings.profile_path(profile))
     except ProfileError as exc:
@@ -181,9 +238,29 @@ def synth(
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Apply every pending migration."""
-    rt = runtime()
-    console.print(f"schema at revision {migrate.current_revision(rt.database)}")
+    """Apply every pending migration as the owner (DATABASE_URL), then set the service roles' passwords given by
+    COUNTERSIGN_ENGINE_DB_PASSWORD / COUNTERSIGN_CALLBACKS_DB_PASSWORD (or their _FILE variants)."""
+    rt = runtime(upgrade=True)
+    changed = migrate.set_role_passwords(rt.database, rt.database.role_passwords)
+    console.print(f"schema at revision {migrate.current_revision(rt.database.owner_url)}")
+    for role in changed:
+        console.print(f"password set for role {role}")
+
+
+@config_app.command("check")
+def config_check() -> None:
+    """Print every variable, its effective value (secrets redacted) and its source; exit 2 when one is wrong."""
+    table = Table("variable", "value", "from", title="configuration")
+    for name, value, source in describe():
+        table.add_row(name, escape(value), source)
+    console.print(table)
+    try:
+        load_settings()
+    except SettingsError as exc:
+        for line in exc.lines:
+            err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    console.print("configuration valid")
 
 
 # --- close ---------------------------------------------------------------------------------------------------
@@ -194,14 +271,23 @@ def close_start(
     entity: Annotated[str, typer.Option(help="Entity code.")],
     period: Annotated[str, typer.Option(help="Period, YYYY-MM.")],
     books: Annotated[Path | None, typer.Option(help="Books directory (from `countersign synth`).")] = None,
+    synthetic: Annotated[
+        bool, typer.Option("--synthetic", help="No books loaded: generate synthetic ones seeded from the entity.")
+    ] = False,
 ) -> None:
-    """Start a close. An entity with no books loaded gets synthetic books seeded from its name."""
+    """Start a close on the given books or the ones loaded before; refuses an entity with none unless --synthetic."""
     rt = runtime()
 
     async def go() -> str:
         async with connection(rt) as conn:
             return await start_close_with_books(
-                rt, conn, entity=entity, period=period, books_dir=books, started_by="countersign-cli"
+                rt,
+                conn,
+                entity=entity,
+                period=period,
+                books_dir=books,
+                started_by="countersign-cli",
+                synthetic=synthetic,
             )
 
     close_id = run(go)
@@ -556,13 +642,20 @@ def trace_consistency(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    graceful_timeout_s: Annotated[int, typer.Option(help="On SIGTERM, seconds in-flight requests get to finish.")] = 20,
 ) -> None:
-    """Serve the HTTP API: Slack, Teams, signed callbacks, read APIs, health."""
+    """Serve the HTTP API: Slack, Teams, signed callbacks, read APIs, health, readiness and /metrics.
+
+    SIGTERM stops accepting connections, lets in-flight requests finish (up to --graceful-timeout-s), then closes
+    in-flight card updates, the sealer and the pools.
+    """
     import uvicorn
 
+    from . import telemetry
     from .app import MissingSecret, create_app
 
-    rt = runtime()
+    rt = runtime(roles=("engine", "callbacks"))
+    json_logs = _observe(rt.settings.log_format, telemetry.SERVE)
     try:
         application = create_app(rt)
     except MissingSecret as exc:
@@ -571,7 +664,29 @@ def serve(
     # What is built by now (the app, the SDKs' modules) lives as long as the process: keep it out of the cyclic
     # collector's full passes, which otherwise stall every in-flight request for tens of milliseconds.
     gc.freeze()
-    uvicorn.run(application, host=host, port=port, log_level="info", limit_concurrency=SERVE_MAX_CONCURRENCY)
+    try:
+        uvicorn.run(
+            application,
+            host=host,
+            port=port,
+            log_level="info",
+            limit_concurrency=SERVE_MAX_CONCURRENCY,
+            timeout_graceful_shutdown=graceful_timeout_s,  # uvicorn waits this long for in-flight requests
+            log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
+        )
+    finally:
+        telemetry.shutdown_tracing()
+
+
+def _observe(log_format: str, service_name: str) -> bool:
+    """Logs and traces for a long-running process (countersign/telemetry.py); True when logs are JSON."""
+    from . import telemetry
+
+    if log_format not in telemetry.LOG_FORMATS:
+        fail(f"COUNTERSIGN_LOG_FORMAT must be one of {', '.join(telemetry.LOG_FORMATS)}, not {log_format!r}")
+    telemetry.configure_logging(log_format)
+    telemetry.setup_tracing(service_name)
+    return log_format == "json"
 
 
 @specialists_app.command("serve")
@@ -585,12 +700,26 @@ def specialists_serve(
 
     from engine.agents import build_specialists_app
 
-    token = load_settings().specialist_token
+    from . import telemetry
+
+    settings = settings_or_exit()
+    token = settings.specialist_token
     if not token:
         fail("COUNTERSIGN_SPECIALIST_TOKEN is not set: refusing to serve the specialists without a bearer token")
         return
-    application = build_specialists_app(public_url or f"http://{host}:{port}", token=token)
-    uvicorn.run(application, host=host, port=port, limit_concurrency=SPECIALISTS_MAX_CONCURRENCY)
+    json_logs = _observe(settings.log_format, telemetry.SPECIALISTS)
+    application = telemetry.instrument_asgi(build_specialists_app(public_url or f"http://{host}:{port}", token=token))
+    try:
+        uvicorn.run(
+            application,
+            host=host,
+            port=port,
+            limit_concurrency=SPECIALISTS_MAX_CONCURRENCY,
+            timeout_graceful_shutdown=20,
+            log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
+        )
+    finally:
+        telemetry.shutdown_tracing()
 
 
 @app.command()
@@ -599,20 +728,38 @@ def worker(
     interval_s: Annotated[float, typer.Option(help="Seconds between passes.")] = 5.0,
     max_passes: Annotated[int, typer.Option(help="Stop after this many passes (0: no limit).")] = 0,
     close: Annotated[str | None, typer.Option("--close", help="Only this close (drills use it).")] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve this worker's /metrics on this port (pass duration, deliveries).")
+    ] = None,
+    metrics_host: Annotated[str, typer.Option(help="Interface for --metrics-port.")] = "127.0.0.1",
+    grace_s: Annotated[float, typer.Option(help="On SIGTERM, seconds the pass in flight gets to finish.")] = 30.0,
 ) -> None:
-    """Advance every runnable close; many workers may run against one database."""
-    rt = runtime()
+    """Advance every runnable close; many workers may run against one database.
+
+    SIGTERM (or Ctrl-C) starts no new close or delivery; the one in flight gets --grace-s seconds to finish, then is
+    cancelled; every outbox claim and dispatch lease this process still holds is released; exit 0.
+    """
+    from opentelemetry import trace
+
+    from . import telemetry
+    from .metrics import WorkerMetrics
+    from .shutdown import StopSignal, finish_or_cancel, release_claims
+
+    rt = runtime(roles=("engine",))
     try:
         check_chat_settings(rt.settings)
     except ChatConfigError as exc:
         fail(str(exc))
+    _observe(rt.settings.log_format, telemetry.WORKER)
     senders = build_senders(rt.settings)
     signer = load_trace_signer(rt.settings)
+    metrics = WorkerMetrics()
+    tracer = trace.get_tracer("countersign.worker")
 
     def connect() -> Any:  # a connection per short step: none is held across a specialist, Slack or Teams call
         return connection(rt)
 
-    async def one_pass() -> int:
+    async def one_pass(stop: StopSignal) -> int:
         async with connect() as conn, conn.cursor() as cur:
             await cur.execute(
                 "SELECT close_id FROM close_run WHERE status <> 'closed'"
@@ -620,25 +767,62 @@ def worker(
                 (close, close),
             )
             ids = [str(r[0]) for r in await cur.fetchall()]
+        advanced = 0
         async with engine_context(rt) as ctx:
             for close_id in ids:
+                if stop.is_set:
+                    return advanced
                 report = await advance(connect, close_id, ctx)
+                advanced += 1
+                metrics.closes_advanced.inc()
                 for step in report.steps:
                     console.print(f"{close_id[:8]} {escape(step)}", highlight=False)
         async with connect() as conn:
             await sign_log_checkpoint(
                 conn, signer, rt.settings.trace_origin, actor="countersign-worker", min_new_events=2
             )
-        await run_outbox(connect, senders)
-        return len(ids)
+        if stop.is_set:
+            return advanced
+        delivered = await run_outbox(connect, senders)
+        metrics.outbox.labels("sent").inc(delivered.sent)
+        metrics.outbox.labels("retried").inc(delivered.retried)
+        metrics.outbox.labels("failed").inc(delivered.failed)
+        return advanced
 
-    passes = 0
-    while True:
-        run(one_pass)
-        passes += 1
-        if once or (max_passes and passes >= max_passes):
-            return
-        time.sleep(interval_s)
+    async def loop() -> None:
+        stop = StopSignal()
+        stop.install()
+        passes = 0
+        try:
+            while not stop.is_set:
+                started = time.perf_counter()
+                with tracer.start_as_current_span("worker.pass"):
+                    done = await finish_or_cancel(one_pass(stop), stop, grace_s=grace_s)
+                metrics.pass_seconds.observe(time.perf_counter() - started)
+                metrics.passes.labels("cancelled" if done is None else "completed").inc()
+                passes += 1
+                if once or (max_passes and passes >= max_passes):
+                    return
+                await stop.sleep(interval_s)
+        finally:
+            if stop.is_set:
+                async with connect() as conn:
+                    released = await release_claims(conn)
+                err.print(
+                    f"worker stopping on signal {stop.received}: released {released.outbox_messages} outbox claims"
+                    f" and {released.dispatches} dispatch leases",
+                    highlight=False,
+                )
+            stop.uninstall()
+
+    if metrics_port is not None:
+        bound = metrics.serve(metrics_host, metrics_port)
+        err.print(f"worker metrics at http://{metrics_host}:{bound}/metrics", highlight=False)
+    try:
+        run(loop)
+    finally:
+        metrics.close()
+        telemetry.shutdown_tracing()
 
 
 @app.command()
@@ -651,7 +835,7 @@ def demo(seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")
     raise typer.Exit(0 if ok else 1)
 
 
-async def run_outbox(connect: Any, senders: dict[str, object]) -> None:
+async def run_outbox(connect: Any, senders: dict[str, object]) -> Any:
     """Announce gate state changes and deliver what is due to Slack and Teams (no connection held during a call)."""
     from bot.delivery import deliver_due
 
@@ -660,6 +844,7 @@ async def run_outbox(connect: Any, senders: dict[str, object]) -> None:
     report = await deliver_due(connect, senders)  # type: ignore[arg-type]
     for error in report.errors:
         console.print(f"outbox: {escape(error)}", highlight=False)
+    return report
 
 
 @dispatch_app.command("replay")

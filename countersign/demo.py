@@ -82,7 +82,7 @@ class SignedClient:
 
 async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
     secret = rt.settings.callback_secret or secrets.token_hex(32)
-    rt = replace(rt, settings=replace(rt.settings, callback_secret=secret))
+    rt = replace(rt, settings=rt.settings.model_copy(update=dict(callback_secret=secret)))
     entity = await _demo_entity(rt, seed)
     profile = load_profile(rt.settings.profile_path("default"))
     period = profile.period

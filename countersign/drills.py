@@ -215,7 +215,7 @@ def run_idempotency_drill(
 ) -> IdempotencyReport:
     if retries < 1 or processes < 1:
         raise ValueError("--retries and --processes must be at least 1")
-    server, host, database = database_identity(rt.database.url)
+    server, host, database = database_identity(rt.database.owner_url)
     close_id, entity, period, payload = asyncio.run(_prepare(rt))
     url = rt.database.engine_url
     storm, seconds = _run_storm(url, close_id, entity, period, payload, retries, min(processes, retries), False)
@@ -304,7 +304,7 @@ def exactly_once_problems(rt: Runtime, close_ids: list[str]) -> list[str]:
     from audit.trace import verify_chain
 
     problems = []
-    with psycopg.connect(rt.database.url) as conn:
+    with psycopg.connect(rt.database.owner_url) as conn:
         for close_id in close_ids:
             for label, sql, expected in EXACTLY_ONCE_CHECKS:
                 row = conn.execute(sql, {"c": close_id}).fetchone()
@@ -386,7 +386,7 @@ async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
     books = rt.settings.state_dir / "drills" / entity
     generate_books(profile, 11, books, entity=entity, period=profile.period, gl_lines=300)
     people = parse_principals(rt.settings.principals_path)
-    async with await psycopg.AsyncConnection.connect(rt.database.url, autocommit=True) as owner:
+    async with await psycopg.AsyncConnection.connect(rt.database.owner_url, autocommit=True) as owner:
         await upsert_principals(owner, _scripted_people(people).registered(people))
     async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
         loaded = await load_books(conn, books, loaded_by="countersign-drill")
@@ -414,7 +414,7 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
 
     from .chat import channel_targets
 
-    database_identity(rt.database.url)
+    database_identity(rt.database.owner_url)
     results = []
     for point in points:
         if point == "card.before_post" and not channel_targets(rt.settings):
@@ -480,7 +480,7 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
 
     from audit.trace import seal_pending
 
-    database_identity(rt.database.url)
+    database_identity(rt.database.owner_url)
     prepared = [asyncio.run(_prepare_close(rt, f"W{i:03d}")) for i in range(closes)]
     ids = [close_id for close_id, _ in prepared]
     books = dict(prepared)

@@ -1,4 +1,4 @@
-"""Wiring: settings -> database (migrated) -> policy and checklist -> engine context with A2A specialists."""
+"""Wiring: settings -> database (at head) -> policy and checklist -> engine context with A2A specialists."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from synthetic import generate_books, load_profile, seed_from_name
 
 from . import migrate
 from .chat import channel_targets
-from .database import Database, open_database
+from .database import CALLBACKS_ROLE, ENGINE_ROLE, Database, open_database
 from .keys import load_trace_signer
-from .settings import Settings
+from .settings import Settings, variable
+from .unreachable import DatabaseUnreachable
 
 DEFAULT_PROFILE = "default"
 
@@ -53,22 +54,68 @@ def load_rules(settings: Settings) -> tuple[Policy, Checklist]:
     return policy, load_checklist(settings.checklist_path, policy)
 
 
-def boot(settings: Settings, *, database: Database | None = None) -> Runtime:
-    policy, checklist = load_rules(settings)
-    database = database or open_database(
+class PasswordFileUnreadable(RuntimeError):
+    def __init__(self, variable: str, path: Path, exc: OSError) -> None:
+        super().__init__(f"{variable}: cannot read {path}: {exc.strerror or exc}")
+        self.variable = variable
+
+
+def role_passwords(settings: Settings) -> dict[str, str]:
+    """The service roles' passwords the configuration gives: COUNTERSIGN_{ENGINE,CALLBACKS}_DB_PASSWORD, or the
+    file its `_FILE` names (the docker-secrets convention; one trailing newline dropped). Roles not given are absent."""
+    passwords = {}
+    for role, name in ((ENGINE_ROLE, "engine"), (CALLBACKS_ROLE, "callbacks")):
+        value: str | None = getattr(settings, f"{name}_db_password")
+        path: Path | None = getattr(settings, f"{name}_db_password_file")
+        if path is not None:
+            try:
+                value = path.read_text(encoding="utf-8").removesuffix("\n").removesuffix("\r")
+            except OSError as exc:
+                raise PasswordFileUnreadable(variable(f"{name}_db_password_file"), path, exc) from None
+        if value:
+            passwords[role] = value
+    return passwords
+
+
+def open_configured_database(settings: Settings) -> Database:
+    return open_database(
         settings.database_url,
         settings.state_dir,
         engine_url=settings.engine_database_url,
         callbacks_url=settings.callbacks_database_url,
+        role_passwords=role_passwords(settings),
     )
-    migrate.upgrade(database)
+
+
+def boot(
+    settings: Settings,
+    *,
+    database: Database | None = None,
+    upgrade: bool = False,
+    roles: tuple[str, ...] = (),
+) -> Runtime:
+    """Rules, then the database: `upgrade` migrates it (the owner's `db upgrade`), and so does the embedded default
+    (its own owner); any other process only checks the schema is at head (SchemaNotAtHead otherwise). `roles` are
+    the connections the process will open: each must be configured (MissingRoleURL otherwise)."""
+    policy, checklist = load_rules(settings)
+    database = database or open_configured_database(settings)
+    for role in roles:
+        database.url_for(role)
+    if upgrade or database.embedded_server is not None:
+        migrate.upgrade(database)
+    else:
+        migrate.require_head(database.schema_check_url())
     return Runtime(settings, database, policy, checklist)
 
 
 @asynccontextmanager
 async def connection(runtime: Runtime, role: str = "engine") -> AsyncIterator[AsyncConnection[Any]]:
     """A connection as `role`: "engine" (the default), "callbacks", or "owner" (migrations, principal import)."""
-    conn = await psycopg.AsyncConnection.connect(runtime.database.url_for(role), autocommit=True)
+    url = runtime.database.url_for(role)
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnreachable(role, url, exc) from exc
     try:
         yield conn
     finally:
@@ -130,10 +177,28 @@ async def latest_books(conn: AsyncConnection[Any], entity: str, period: str) -> 
     return int(row[0]) if row else None
 
 
+class NoBooksLoaded(RuntimeError):
+    """`close start` for an entity and period with no books: a typo must not become a close on invented books."""
+
+    def __init__(self, entity: str, period: str) -> None:
+        super().__init__(
+            f"{entity} {period} has no loaded books: pass --books DIR (from `countersign synth`), "
+            "or --synthetic to start on synthetic books seeded from the entity's name"
+        )
+        self.entity = entity
+        self.period = period
+
+
 async def ensure_books(
-    runtime: Runtime, conn: AsyncConnection[Any], entity: str, period: str, books_dir: Path | None
+    runtime: Runtime,
+    conn: AsyncConnection[Any],
+    entity: str,
+    period: str,
+    books_dir: Path | None,
+    *,
+    synthetic: bool = False,
 ) -> LoadedBooks | int:
-    """Load the given books, or reuse loaded ones, or synthesize some. Returns the load or the book set id."""
+    """Load the given books, or reuse loaded ones, or (asked to) synthesize some; returns the load or the set id."""
     check_entity_and_period(entity, period)
     if books_dir is not None:
         manifest = read_manifest(books_dir)
@@ -147,6 +212,8 @@ async def ensure_books(
     existing = await latest_books(conn, entity, period)
     if existing is not None:
         return existing
+    if not synthetic:
+        raise NoBooksLoaded(entity, period)
     return await load_books(conn, synthesize_for(runtime, entity, period), loaded_by="countersign-cli")
 
 
@@ -158,9 +225,11 @@ async def start_close_with_books(
     period: str,
     books_dir: Path | None,
     started_by: str,
+    synthetic: bool = False,
 ) -> str:
-    """`close start` from any door (CLI, Slack): books loaded or synthesized, then the close and its tasks."""
-    loaded = await ensure_books(runtime, conn, entity, period, books_dir)
+    """`close start` from any door (CLI, Slack): books given, loaded before, or (`synthetic`) generated; then the
+    close and its tasks. No books and not `synthetic` raises NoBooksLoaded."""
+    loaded = await ensure_books(runtime, conn, entity, period, books_dir, synthetic=synthetic)
     return await start_close(
         conn,
         entity=entity,

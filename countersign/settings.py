@@ -1,40 +1,155 @@
-"""Settings read from the environment, once, at the edge of the process."""
+"""Settings read from the environment, once, at the edge of the process.
+
+Every environment variable Countersign reads is a field here, named by its `validation_alias`. `load_settings()`
+validates them all at start; a wrong value or a missing companion becomes one line naming the variable
+(`SettingsError.lines`), which the CLI prints before exiting 2. Constructing `Settings(...)` directly (tests) reads
+no environment at all.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from importlib import resources
 from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass(frozen=True)
-class Settings:
-    database_url: str | None
-    state_dir: Path
-    config_dir: Path
-    callback_secret: str | None
-    specialists_url: str | None = None
-    engine_database_url: str | None = None
-    callbacks_database_url: str | None = None
-    slack_bot_token: str | None = None
-    slack_signing_secret: str | None = None
-    slack_api_url: str | None = None
-    slack_channel: str | None = None
-    teams_app_id: str | None = None
-    teams_app_password: str | None = None
-    teams_openid_metadata_url: str | None = None
-    teams_service_url: str | None = None
-    teams_conversation: str | None = None
-    teams_token_url: str | None = None
-    trace_signing_key: str | None = None
-    trace_origin: str = "countersign.local/close-trace"
-    specialist_token: str | None = None  # COUNTERSIGN_SPECIALIST_TOKEN: bearer token for the specialists' A2A calls
-    slack_team_ids: tuple[str, ...] = ()  # COUNTERSIGN_SLACK_TEAM_IDS: the only Slack workspaces served
-    teams_tenant_ids: tuple[str, ...] = ()  # COUNTERSIGN_TEAMS_TENANT_IDS: the only Teams tenants served
-    openapi: bool = False  # COUNTERSIGN_OPENAPI=1 serves /docs, /redoc and /openapi.json
+def running_from_checkout(root: Path = PROJECT_ROOT) -> bool:
+    """True when the code runs from the source tree (editable install, tests), not from an installed wheel."""
+    return (root / "pyproject.toml").is_file() and (root / "config" / "risk.yaml").is_file()
+
+
+def default_config_dir() -> Path:
+    """The checkout's config/, else the copy the wheel ships as countersign._config (ADR 0013)."""
+    if running_from_checkout():
+        return PROJECT_ROOT / "config"
+    shipped = resources.files("countersign").joinpath("_config")
+    return shipped if isinstance(shipped, Path) else PROJECT_ROOT / "config"
+
+
+def default_state_dir() -> Path:
+    """.countersign/ in the checkout, else in the user's home (never inside site-packages)."""
+    return PROJECT_ROOT / ".countersign" if running_from_checkout() else Path.home() / ".countersign"
+
+
+TeamsAppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
+TEAMS_APP_TYPES: tuple[str, ...] = ("MultiTenant", "SingleTenant", "UserAssignedMSI")
+
+# The mapping load_settings() reads; empty while tests construct Settings(...) directly.
+_ENVIRONMENT: ContextVar[Mapping[str, str] | None] = ContextVar("countersign_settings_environment", default=None)
+
+
+def env(name: str, default: Any = None, *, secret: bool = False, doc: str = "") -> Any:
+    """A field read from the environment variable `name`; `secret` values are redacted by `config check`."""
+    return Field(default, validation_alias=name, repr=not secret, json_schema_extra={"secret": secret, "doc": doc})
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="ignore",
+        case_sensitive=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        env_ignore_empty=True,
+    )
+
+    database_url: str | None = env("DATABASE_URL", secret=True, doc="owner role; unset: the embedded PostgreSQL")
+    state_dir: Path = env("COUNTERSIGN_STATE_DIR", default_state_dir())
+    config_dir: Path = env("COUNTERSIGN_CONFIG_DIR", default_config_dir())
+    callback_secret: str | None = env("COUNTERSIGN_CALLBACK_SECRET", secret=True)
+    specialists_url: str | None = env("COUNTERSIGN_SPECIALISTS_URL", doc="A2A specialists; unset: in process")
+    engine_database_url: str | None = env("COUNTERSIGN_ENGINE_DATABASE_URL", secret=True)
+    callbacks_database_url: str | None = env("COUNTERSIGN_CALLBACKS_DATABASE_URL", secret=True)
+    engine_db_password: str | None = env(
+        "COUNTERSIGN_ENGINE_DB_PASSWORD", secret=True, doc="`db upgrade` sets the engine role's password"
+    )
+    engine_db_password_file: Path | None = env("COUNTERSIGN_ENGINE_DB_PASSWORD_FILE", doc="the same, from a file")
+    callbacks_db_password: str | None = env(
+        "COUNTERSIGN_CALLBACKS_DB_PASSWORD", secret=True, doc="`db upgrade` sets the callbacks role's password"
+    )
+    callbacks_db_password_file: Path | None = env("COUNTERSIGN_CALLBACKS_DB_PASSWORD_FILE", doc="the same, from a file")
+    slack_bot_token: str | None = env("SLACK_BOT_TOKEN", secret=True)
+    slack_signing_secret: str | None = env("SLACK_SIGNING_SECRET", secret=True)
+    slack_api_url: str | None = env("SLACK_API_URL", doc="test override of https://slack.com/api/")
+    slack_channel: str | None = env("COUNTERSIGN_SLACK_CHANNEL")
+    teams_app_id: str | None = env("TEAMS_APP_ID")
+    teams_app_password: str | None = env("TEAMS_APP_PASSWORD", secret=True)
+    teams_app_type: TeamsAppType = env("TEAMS_APP_TYPE", "MultiTenant")
+    teams_app_tenant_id: str | None = env("TEAMS_APP_TENANT_ID", doc="the bot's home tenant (SingleTenant)")
+    teams_openid_metadata_url: str | None = env("TEAMS_OPENID_METADATA_URL")
+    teams_service_url: str | None = env("COUNTERSIGN_TEAMS_SERVICE_URL")
+    teams_conversation: str | None = env("COUNTERSIGN_TEAMS_CONVERSATION")
+    teams_token_url: str | None = env("TEAMS_TOKEN_URL", doc="test override of the token endpoint")
+    teams_tenant_openid_metadata_url: str | None = env(
+        "TEAMS_TENANT_OPENID_METADATA_URL", doc="test override of the tenant's OpenID metadata (SingleTenant, MSI)"
+    )
+    trace_signing_key: str | None = env("COUNTERSIGN_TRACE_SIGNING_KEY", secret=True)
+    trace_origin: str = env("COUNTERSIGN_TRACE_ORIGIN", "countersign.local/close-trace")
+    specialist_token: str | None = env("COUNTERSIGN_SPECIALIST_TOKEN", secret=True, doc="A2A bearer token")
+    slack_team_ids: Annotated[tuple[str, ...], NoDecode] = env(
+        "COUNTERSIGN_SLACK_TEAM_IDS", (), doc="the only Slack workspaces served, comma-separated"
+    )
+    teams_tenant_ids: Annotated[tuple[str, ...], NoDecode] = env(
+        "COUNTERSIGN_TEAMS_TENANT_IDS", (), doc="the only Teams tenants served, comma-separated"
+    )
+    openapi: bool = env("COUNTERSIGN_OPENAPI", False, doc="1 serves /docs, /redoc and /openapi.json")
+    log_format: Literal["text", "json"] = env("COUNTERSIGN_LOG_FORMAT", "text", doc="json: one JSON object a line")
+    # Read by the OpenTelemetry SDK itself (countersign/telemetry.py); declared here to be checked and shown.
+    otel_exporter_otlp_endpoint: str | None = env("OTEL_EXPORTER_OTLP_ENDPOINT", doc="traces on when set")
+    otel_exporter_otlp_traces_endpoint: str | None = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    otel_service_name: str | None = env("OTEL_SERVICE_NAME")
+    otel_traces_exporter: str | None = env("OTEL_TRACES_EXPORTER", doc="none: tracing off")
+    otel_sdk_disabled: str | None = env("OTEL_SDK_DISABLED", doc="true: tracing off")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _MappingEnvSource(settings_cls))
+
+    @field_validator("slack_team_ids", "teams_tenant_ids", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        return id_list(value) if isinstance(value, str) else value
+
+    @field_validator("database_url", "engine_database_url", "callbacks_database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"not a postgresql:// URL ({_scheme(value)})")
+        return value
+
+    @field_validator(
+        "specialists_url",
+        "slack_api_url",
+        "teams_openid_metadata_url",
+        "teams_service_url",
+        "teams_token_url",
+        "teams_tenant_openid_metadata_url",
+        "otel_exporter_otlp_endpoint",
+        "otel_exporter_otlp_traces_endpoint",
+    )
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError(f"not an http(s):// URL ({_scheme(value)})")
+        return value
 
     @property
     def slack_enabled(self) -> bool:
@@ -60,35 +175,153 @@ class Settings:
         return self.config_dir / "profiles" / f"{name}.yaml"
 
 
+class _MappingEnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source, reading the mapping load_settings() was given."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {name: value for name, value in (_ENVIRONMENT.get() or {}).items() if value != ""}
+
+
+class SettingsError(ValueError):
+    """One or more settings are wrong or missing; `lines` has one line per problem, each naming its variable."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
 def id_list(raw: str | None) -> tuple[str, ...]:
     """A comma-separated list of ids; blanks dropped."""
     return tuple(part.strip() for part in (raw or "").split(",") if part.strip())
 
 
-def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    env = os.environ if env is None else env
-    return Settings(
-        database_url=env.get("DATABASE_URL") or None,
-        state_dir=Path(env.get("COUNTERSIGN_STATE_DIR") or PROJECT_ROOT / ".countersign"),
-        config_dir=Path(env.get("COUNTERSIGN_CONFIG_DIR") or PROJECT_ROOT / "config"),
-        callback_secret=env.get("COUNTERSIGN_CALLBACK_SECRET") or None,
-        specialists_url=env.get("COUNTERSIGN_SPECIALISTS_URL") or None,
-        engine_database_url=env.get("COUNTERSIGN_ENGINE_DATABASE_URL") or None,
-        callbacks_database_url=env.get("COUNTERSIGN_CALLBACKS_DATABASE_URL") or None,
-        slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
-        slack_signing_secret=env.get("SLACK_SIGNING_SECRET") or None,
-        slack_api_url=env.get("SLACK_API_URL") or None,
-        slack_channel=env.get("COUNTERSIGN_SLACK_CHANNEL") or None,
-        teams_app_id=env.get("TEAMS_APP_ID"),
-        teams_app_password=env.get("TEAMS_APP_PASSWORD") or None,
-        teams_openid_metadata_url=env.get("TEAMS_OPENID_METADATA_URL") or None,
-        teams_service_url=env.get("COUNTERSIGN_TEAMS_SERVICE_URL") or None,
-        teams_conversation=env.get("COUNTERSIGN_TEAMS_CONVERSATION") or None,
-        teams_token_url=env.get("TEAMS_TOKEN_URL") or None,
-        trace_signing_key=env.get("COUNTERSIGN_TRACE_SIGNING_KEY") or None,
-        trace_origin=env.get("COUNTERSIGN_TRACE_ORIGIN") or "countersign.local/close-trace",
-        specialist_token=env.get("COUNTERSIGN_SPECIALIST_TOKEN") or None,
-        slack_team_ids=id_list(env.get("COUNTERSIGN_SLACK_TEAM_IDS")),
-        teams_tenant_ids=id_list(env.get("COUNTERSIGN_TEAMS_TENANT_IDS")),
-        openapi=(env.get("COUNTERSIGN_OPENAPI") or "").strip().lower() in ("1", "true", "yes"),
-    )
+def variable(field: str) -> str:
+    """The environment variable of a Settings field."""
+    alias = Settings.model_fields[field].validation_alias
+    assert isinstance(alias, str)
+    return alias
+
+
+@contextmanager
+def _reading(environment: Mapping[str, str]) -> Iterator[None]:
+    token = _ENVIRONMENT.set(environment)
+    try:
+        yield
+    finally:
+        _ENVIRONMENT.reset(token)
+
+
+def load_settings(environment: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate every setting from the environment; raise SettingsError with one line per problem."""
+    environment = os.environ if environment is None else environment
+    with _reading(environment):
+        try:
+            settings = Settings()
+        except ValidationError as exc:
+            raise SettingsError([_error_line(error) for error in exc.errors()]) from None
+    problems = companion_problems(settings)
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def companion_problems(settings: Settings) -> list[str]:
+    """Variables that only make sense together: one line per one that is missing."""
+    problems = []
+    for role in ("engine", "callbacks"):
+        if getattr(settings, f"{role}_db_password") and getattr(settings, f"{role}_db_password_file"):
+            problems.append(
+                f"{variable(f'{role}_db_password_file')}: set together with {variable(f'{role}_db_password')}; "
+                "give one of them"
+            )
+    if settings.slack_bot_token and not settings.slack_signing_secret:
+        problems.append("SLACK_SIGNING_SECRET: missing (SLACK_BOT_TOKEN is set; Slack requests could not be verified)")
+    if settings.slack_signing_secret and not settings.slack_bot_token:
+        problems.append("SLACK_BOT_TOKEN: missing (SLACK_SIGNING_SECRET is set)")
+    if settings.teams_enabled:
+        if not settings.teams_app_id:
+            problems.append("TEAMS_APP_ID: missing (Teams is configured; the Bot Framework would skip authentication)")
+        if settings.teams_app_type == "UserAssignedMSI":
+            if settings.teams_app_password:
+                problems.append("TEAMS_APP_PASSWORD: must be unset for TEAMS_APP_TYPE=UserAssignedMSI (no secret)")
+        elif not settings.teams_app_password:
+            problems.append(f"TEAMS_APP_PASSWORD: missing (TEAMS_APP_TYPE={settings.teams_app_type})")
+        if settings.teams_app_type != "MultiTenant" and not settings.teams_app_tenant_id:
+            problems.append(f"TEAMS_APP_TENANT_ID: missing (required for TEAMS_APP_TYPE={settings.teams_app_type})")
+    return problems
+
+
+def _scheme(value: str) -> str:
+    head, sep, _ = value.partition("://")
+    return f"scheme {head!r}" if sep else "no scheme"
+
+
+def _error_line(error: Mapping[str, Any]) -> str:
+    loc = error.get("loc") or ()
+    name = str(loc[0]) if loc else "settings"
+    if name in Settings.model_fields:
+        name = variable(name)
+    value = error.get("input")
+    kind = error.get("type", "")
+    shown = repr(value) if isinstance(value, str) and not _is_secret_variable(name) else "(hidden)"
+    if kind in ("float_parsing", "int_parsing", "float_type", "int_type", "int_from_float"):
+        return f"{name}: not a number ({shown})"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"{name}: not a boolean: use 1/0, true/false, yes/no ({shown})"
+    if kind == "literal_error":
+        expected = (error.get("ctx") or {}).get("expected", "")
+        return f"{name}: must be {expected} ({shown})"
+    if kind == "missing":
+        return f"{name}: missing"
+    if kind == "value_error":
+        message = str(error.get("msg", "")).removeprefix("Value error, ")
+        return f"{name}: {message}"
+    return f"{name}: {error.get('msg', 'invalid')} ({shown})"
+
+
+def _is_secret_variable(name: str) -> bool:
+    return any(_is_secret(info) for info in Settings.model_fields.values() if info.validation_alias == name)
+
+
+def _is_secret(info: FieldInfo) -> bool:
+    extra = info.json_schema_extra
+    return isinstance(extra, dict) and bool(extra.get("secret"))
+
+
+# --- `countersign config check` ------------------------------------------------------------------------------
+
+
+def redact(value: str) -> str:
+    """A secret shown as `***` plus at most its last 4 characters (none of a short one)."""
+    return "***" + (value[-4:] if len(value) >= 16 else "")
+
+
+def describe(environment: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """Each variable, its effective value (secrets redacted) and where it came from: `env` or `default`.
+
+    Reads the raw environment, so it describes even settings that do not validate.
+    """
+    environment = os.environ if environment is None else environment
+    rows = []
+    for field, info in Settings.model_fields.items():
+        name = variable(field)
+        raw = environment.get(name) or None
+        if raw is None:
+            default = info.default
+            shown = ",".join(default) if isinstance(default, tuple) else str(default)
+            rows.append((name, shown if default not in (None, ()) else "unset", "default"))
+        elif field.endswith("database_url"):
+            rows.append((name, dsn_without_password(raw), "env"))
+        else:
+            rows.append((name, redact(raw) if _is_secret(info) else raw, "env"))
+    return rows
+
+
+def dsn_without_password(url: str) -> str:
+    """A database URL with its password replaced by `***` (host, port, role and database stay readable)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))

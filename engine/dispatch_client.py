@@ -12,12 +12,16 @@ from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_mes
 from a2a.types import AgentCard, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import A2AError
 from google.protobuf.json_format import MessageToDict
+from opentelemetry import trace
 
 from engine.a2a_data import IDEMPOTENCY_KEY_FIELD, restore_integers
 from engine.agents import RESULT_ARTIFACT_NAME, Handler, build_specialists_app
 
 DEFAULT_TIMEOUT_S = 120.0
 IN_PROCESS_BASE_URL = "http://specialists.countersign.internal"
+
+# A no-op unless the process installed a tracer provider (countersign/telemetry.py).
+tracer = trace.get_tracer("countersign.dispatch")
 
 
 class SpecialistError(Exception):
@@ -47,6 +51,14 @@ class SpecialistClient:
         payload: dict[str, Any],
         idempotency_key: str,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        with tracer.start_as_current_span(
+            "specialist.call", kind=trace.SpanKind.CLIENT, attributes={"countersign.specialist": specialist}
+        ):
+            return await self._call(specialist, payload, idempotency_key, timeout_s)
+
+    async def _call(
+        self, specialist: str, payload: dict[str, Any], idempotency_key: str, timeout_s: float
     ) -> dict[str, Any]:
         no_answer = f"no answer within {timeout_s} s"
         try:

@@ -100,20 +100,21 @@ def teams_connector() -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 def chat_runtime(runtime: Runtime, fake_slack: FakeSlack, fake_teams_auth: FakeBotFrameworkAuth) -> Runtime:
-    settings = replace(
-        runtime.settings,
-        slack_bot_token="xoxb-test",
-        slack_signing_secret=SLACK_SECRET,
-        slack_api_url=fake_slack.url,
-        slack_channel=SLACK_CHANNEL,
-        teams_app_id=TEAMS_APP_ID,
-        teams_app_password="teams-password",
-        teams_openid_metadata_url=fake_teams_auth.metadata_url,
-        teams_service_url=SERVICE_URL,
-        teams_conversation=TEAMS_CONVERSATION,
-        teams_token_url=TOKEN_URL,
-        slack_team_ids=(TEAM,),
-        teams_tenant_ids=(TENANT,),
+    settings = runtime.settings.model_copy(
+        update=dict(
+            slack_bot_token="xoxb-test",
+            slack_signing_secret=SLACK_SECRET,
+            slack_api_url=fake_slack.url,
+            slack_channel=SLACK_CHANNEL,
+            teams_app_id=TEAMS_APP_ID,
+            teams_app_password="teams-password",
+            teams_openid_metadata_url=fake_teams_auth.metadata_url,
+            teams_service_url=SERVICE_URL,
+            teams_conversation=TEAMS_CONVERSATION,
+            teams_token_url=TOKEN_URL,
+            slack_team_ids=(TEAM,),
+            teams_tenant_ids=(TENANT,),
+        )
     )
     return replace(runtime, settings=settings)
 
@@ -173,7 +174,10 @@ def button_click(
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
-def slash_command(text: str, user: str) -> bytes:
+def slash_command(text: str, user: str, *, response_url: str | None = None) -> bytes:
+    """A signed-to-be `/close` command; its answers go to the running fake Slack's response_url."""
+    running = FakeSlack.running
+    answer_to = response_url or (running.response_url if running else "https://hooks.slack.invalid/commands/x")
     return urlencode(
         {
             "token": "legacy",
@@ -182,7 +186,7 @@ def slash_command(text: str, user: str) -> bytes:
             "user_id": user,
             "command": "/close",
             "text": text,
-            "response_url": "https://hooks.slack.invalid/commands/x",
+            "response_url": answer_to,
             "trigger_id": "trigger",
             "api_app_id": "A0COUNTERSIGN",
         }

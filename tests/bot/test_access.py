@@ -58,9 +58,9 @@ async def test_an_unmapped_slack_user_cannot_export_the_trace(
     close_id = await _close(conn, chat_runtime, default_books)
     response = await _slash(chat_api, f"trace export csv {close_id}", "U0MALLORY")
     assert response.status_code == 200
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
-    ephemeral = fake_slack.calls_to("chat.postEphemeral")[0].params
-    assert ephemeral["user"] == "U0MALLORY" and "Refused" in ephemeral["text"]
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
+    (answer,) = fake_slack.responses()  # through the command's response_url, to the caller only
+    assert answer["response_type"] == "ephemeral" and "Refused" in answer["text"]
     await asyncio.sleep(0.3)
     assert [c for m in SLACK_UPLOAD_METHODS for c in fake_slack.calls_to(m)] == []
     assert fake_slack.uploads == {}
@@ -83,7 +83,7 @@ async def test_an_approver_without_a_read_role_cannot_export(
 ) -> None:
     await _close(conn, chat_runtime, default_books)
     await _slash(chat_api, "trace export json", "U0CAROL")  # cfo: approves sign-off, is no auditor
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
     await asyncio.sleep(0.3)
     assert fake_slack.uploads == {}
     assert [(r["user"], r["reason"]) for r in await _refusals(conn)] == [("U0CAROL", "missing_role")]
@@ -113,7 +113,8 @@ async def test_close_status_from_a_stranger_posts_nothing(
 ) -> None:
     await _close(conn, chat_runtime, default_books)
     await _slash(chat_api, "status", "U0MALLORY")
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
+    assert fake_slack.responses()[0]["response_type"] == "ephemeral"
     mention = {
         "token": "legacy",
         "team_id": TEAM,
@@ -126,7 +127,7 @@ async def test_close_status_from_a_stranger_posts_nothing(
     body = json.dumps(mention).encode()
     headers = slack_headers(body, content_type="application/json")
     assert (await chat_api.post("/slack/events", content=body, headers=headers)).status_code == 200
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 2)
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)  # a mention has no response_url
     await asyncio.sleep(0.3)
     assert fake_slack.calls_to("chat.postMessage") == []
     assert [(r["command"], r["reason"]) for r in await _refusals(conn)] == [("status", "unknown_principal")] * 2
@@ -138,7 +139,8 @@ async def test_a_deactivated_principal_is_refused(
     await _close(conn, chat_runtime, default_books)
     await conn.execute("UPDATE principal SET active = false WHERE principal_id = 'alice.chen'")
     await _slash(chat_api, "status", "U0ALICE")
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
+    assert fake_slack.responses()[0]["response_type"] == "ephemeral"
     await asyncio.sleep(0.3)
     assert fake_slack.calls_to("chat.postMessage") == []
     assert [r["reason"] for r in await _refusals(conn)] == ["inactive_principal"]
@@ -262,6 +264,6 @@ async def test_a_teams_auditor_export_is_traced_and_an_unknown_close_gets_a_clea
 
 @pytest.mark.parametrize(("field", "variable"), [("slack_team_ids", "SLACK_TEAM_IDS"), ("teams_tenant_ids", "TENANT")])
 def test_the_server_refuses_to_start_without_an_allow_list(chat_runtime: Any, field: str, variable: str) -> None:
-    settings = replace(chat_runtime.settings, **{field: ()})
+    settings = chat_runtime.settings.model_copy(update={field: ()})
     with pytest.raises(MissingSecret, match=variable):
         create_app(replace(chat_runtime, settings=settings))

@@ -99,7 +99,7 @@ async def test_a_close_runs_from_slash_command_to_signoff_over_signed_platform_r
                         break
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
-            start = slash_command("start E2E 2026-10", "U0ALICE")  # a controller starts the close
+            start = slash_command("start E2E 2026-10 synthetic", "U0ALICE")  # a controller starts the close
             assert (await http.post("/slack/events", content=start, headers=slack_headers(start))).status_code == 200
 
             async def close_exists() -> bool:

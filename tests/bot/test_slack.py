@@ -142,16 +142,20 @@ async def test_forged_or_stale_slack_requests_are_401(
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
 
 
-async def test_close_status_answers_in_channel(
+async def test_close_status_answers_in_channel_through_the_response_url(
     conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
 ) -> None:
     await _close_with_cards(conn, chat_runtime, default_books)
     before = len(fake_slack.calls_to("chat.postMessage"))
     body = slash_command("status", "U0ALICE")
     assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postMessage")) == before + 1)
-    message = json.dumps(fake_slack.calls_to("chat.postMessage")[-1].params)
-    assert "bank_reconciliation" in message or "Bank reconciliation" in message
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
+    (answer,) = fake_slack.responses()
+    # response_url works in a channel the bot never joined: no chat.postMessage, which would need it there.
+    assert answer["response_type"] == "in_channel" and answer["blocks"]
+    assert "Bank reconciliation" in json.dumps(answer) or "bank_reconciliation" in json.dumps(answer)
+    await asyncio.sleep(0.3)
+    assert len(fake_slack.calls_to("chat.postMessage")) == before
 
 
 async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
@@ -180,21 +184,39 @@ async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
 
 async def test_close_start_is_role_checked(conn: Any, chat_api: Any, chat_runtime: Any, fake_slack: Any) -> None:
     for n, user in enumerate(("U0CAROL", "U0DANA", "U0ERIN"), start=1):  # cfo, accountant, auditor: may not start
-        refused = slash_command("start NEWCO 2026-10", user)
+        refused = slash_command("start NEWCO 2026-10 synthetic", user)
         await chat_api.post("/slack/events", content=refused, headers=slack_headers(refused))
-        await wait_until(lambda n=n: len(fake_slack.calls_to("chat.postEphemeral")) == n)
+        await wait_until(lambda n=n: len(fake_slack.responses()) == n)
+        assert fake_slack.responses()[-1]["response_type"] == "ephemeral"
     assert await count(conn, "SELECT count(*) FROM close_run") == 0
-    allowed = slash_command("start NEWCO 2026-10", "U0ALICE")
+    allowed = slash_command("start NEWCO 2026-10 synthetic", "U0ALICE")
     await chat_api.post("/slack/events", content=allowed, headers=slack_headers(allowed))
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postMessage")) == 1, timeout_s=60)
+    await wait_until(lambda: len(fake_slack.responses()) == 4, timeout_s=60)
+    announced = fake_slack.responses()[-1]
+    assert announced["response_type"] == "in_channel" and "started the close for NEWCO 2026-10" in announced["text"]
     assert await count(conn, "SELECT count(*) FROM close_run WHERE started_by = 'alice.chen'") == 1
+
+
+async def test_close_start_without_books_is_refused_unless_synthetic(
+    conn: Any, chat_api: Any, chat_runtime: Any, fake_slack: Any
+) -> None:
+    typo = slash_command("start NEWC0 2026-10", "U0ALICE")
+    await chat_api.post("/slack/events", content=typo, headers=slack_headers(typo))
+    await wait_until(lambda: len(fake_slack.responses()) == 1, timeout_s=60)
+    (refusal,) = fake_slack.responses()
+    assert refusal["response_type"] == "ephemeral"
+    assert "no loaded books" in refusal["text"] and "/close start NEWC0 2026-10 synthetic" in refusal["text"]
+    assert await count(conn, "SELECT count(*) FROM close_run") == 0
+    assert await count(conn, "SELECT count(*) FROM book_set") == 0
 
 
 async def test_unknown_subcommands_get_usage(conn: Any, chat_api: Any, fake_slack: Any) -> None:
     body = slash_command("frobnicate", "U0ALICE")
     await chat_api.post("/slack/events", content=body, headers=slack_headers(body))
-    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
-    assert "Usage" in fake_slack.calls_to("chat.postEphemeral")[0].params["text"]
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
+    (usage,) = fake_slack.responses()
+    assert usage["response_type"] == "ephemeral" and "Usage" in usage["text"]
+    assert fake_slack.calls_to("chat.postEphemeral") == []  # chat.postEphemeral would need the bot in the channel
 
 
 async def test_event_retries_are_handled_once(

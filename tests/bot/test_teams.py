@@ -178,6 +178,8 @@ def test_an_empty_teams_app_id_refuses_to_start(chat_runtime: Any) -> None:
     from dataclasses import replace
 
     with pytest.raises(MissingSecret, match="TEAMS_APP_ID"):
-        create_app(replace(chat_runtime, settings=replace(chat_runtime.settings, teams_app_id="")))
+        create_app(replace(chat_runtime, settings=chat_runtime.settings.model_copy(update=dict(teams_app_id=""))))
     with pytest.raises(MissingSecret, match="SLACK"):
-        create_app(replace(chat_runtime, settings=replace(chat_runtime.settings, slack_signing_secret=None)))
+        create_app(
+            replace(chat_runtime, settings=chat_runtime.settings.model_copy(update=dict(slack_signing_secret=None)))
+        )

@@ -204,4 +204,4 @@ async def test_the_server_refuses_to_start_without_a_callback_secret(runtime: An
     from countersign.app import MissingSecret, create_app
 
     with pytest.raises(MissingSecret):
-        create_app(replace(runtime, settings=replace(runtime.settings, callback_secret=None)))
+        create_app(replace(runtime, settings=runtime.settings.model_copy(update=dict(callback_secret=None))))

@@ -96,7 +96,7 @@ def _assert_refused(response: httpx.Response, body: LazyBody, max_bytes: int, mo
 
 @pytest.fixture
 def door_runtime(chat_runtime: Runtime) -> Runtime:  # noqa: F811
-    settings = replace(chat_runtime.settings, slack_team_ids=(TEAM,), teams_tenant_ids=(TENANT,))
+    settings = chat_runtime.settings.model_copy(update=dict(slack_team_ids=(TEAM,), teams_tenant_ids=(TENANT,)))
     return replace(chat_runtime, settings=settings)
 
 

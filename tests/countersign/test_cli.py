@@ -40,7 +40,7 @@ def status_json(database: Any, tmp_path: Path) -> dict[str, Any]:
 
 
 async def test_advance_from_two_fresh_processes_in_turn(database: Any, conn: Any, tmp_path: Path) -> None:
-    started = cli(database, tmp_path, "close", "start", "--entity", "NEWCO", "--period", "2026-10")
+    started = cli(database, tmp_path, "close", "start", "--entity", "NEWCO", "--period", "2026-10", "--synthetic")
     assert started.returncode == 0, started.stderr
     first = cli(database, tmp_path, "close", "advance")
     assert first.returncode == 0, first.stderr
@@ -90,7 +90,10 @@ def test_status_without_any_close_is_a_clear_error(database: Any, tmp_path: Path
 
 
 def test_trace_verify_exits_1_naming_the_divergent_event(database: Any, tmp_path: Path) -> None:
-    assert cli(database, tmp_path, "close", "start", "--entity", "NEWCO", "--period", "2026-10").returncode == 0
+    assert (
+        cli(database, tmp_path, "close", "start", "--entity", "NEWCO", "--period", "2026-10", "--synthetic").returncode
+        == 0
+    )
     ok = cli(database, tmp_path, "trace", "verify")
     assert ok.returncode == 0 and "trace intact" in ok.stdout
     with psycopg.connect(database.url, autocommit=True) as admin:
@@ -119,7 +122,7 @@ def test_synth_is_byte_identical_for_a_seed_and_differs_across_seeds(
 def test_close_start_refuses_entities_and_periods_that_could_escape_or_lie(
     database: Any, tmp_path: Path, entity: str, period: str
 ) -> None:
-    done = cli(database, tmp_path, "close", "start", "--entity", entity, "--period", period)
+    done = cli(database, tmp_path, "close", "start", "--entity", entity, "--period", period, "--synthetic")
     assert done.returncode == 2
     assert "is not valid" in done.stderr
     assert not list(tmp_path.rglob("*escape*"))

@@ -42,11 +42,10 @@ def test_a_worker_killed_at_a_kill_point_is_replaced_and_every_effect_happens_on
         monkeypatch.setenv(key, value)
     rt = replace(
         runtime,
-        settings=replace(
-            runtime.settings,
-            slack_bot_token="xoxb-drill",
-            slack_signing_secret="drill-signing-secret",
-            slack_channel="C0DRILL",
+        settings=runtime.settings.model_copy(
+            update=dict(
+                slack_bot_token="xoxb-drill", slack_signing_secret="drill-signing-secret", slack_channel="C0DRILL"
+            )
         ),
     )
     (result,) = run_restart_drill(rt, (point,))

@@ -105,7 +105,7 @@ async def test_a_persons_signed_request_reads_and_a_forged_one_does_not(api: Any
 @pytest.mark.parametrize("path", ["/docs", "/openapi.json", "/redoc"])
 async def test_openapi_pages_are_off_by_default(api: Any, runtime: Any, path: str) -> None:
     assert (await api.get(path)).status_code == 404
-    app = create_app(replace(runtime, settings=replace(runtime.settings, openapi=True)))
+    app = create_app(replace(runtime, settings=runtime.settings.model_copy(update=dict(openapi=True))))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://countersign.test") as on:
         assert (await on.get(path)).status_code == 200
 

@@ -40,7 +40,9 @@ async def test_a_close_advances_against_specialists_served_over_http(
                 break
             await asyncio.sleep(0.05)
         assert server.started
-        remote = replace(runtime, settings=replace(runtime.settings, specialists_url=base_url, specialist_token=TOKEN))
+        remote = replace(
+            runtime, settings=runtime.settings.model_copy(update=dict(specialists_url=base_url, specialist_token=TOKEN))
+        )
         close_id = await start_default_close(conn, remote, default_books)
         async with engine_context(remote) as ctx:
             report = await advance(conn, close_id, ctx)
@@ -72,7 +74,8 @@ def test_specialists_serve_refuses_to_start_without_a_token(tmp_path: Any) -> No
 
 async def test_the_engine_refuses_remote_specialists_without_a_token(runtime: Any) -> None:
     remote = replace(
-        runtime, settings=replace(runtime.settings, specialists_url="http://127.0.0.1:9", specialist_token=None)
+        runtime,
+        settings=runtime.settings.model_copy(update=dict(specialists_url="http://127.0.0.1:9", specialist_token=None)),
     )
     with pytest.raises(MissingSpecialistToken, match="COUNTERSIGN_SPECIALIST_TOKEN"):
         async with engine_context(remote):
@@ -93,7 +96,10 @@ async def test_a_close_cannot_advance_against_remote_specialists_with_the_wrong_
             if server.started:
                 break
             await asyncio.sleep(0.05)
-        wrong = replace(runtime, settings=replace(runtime.settings, specialists_url=base_url, specialist_token="nope"))
+        wrong = replace(
+            runtime,
+            settings=runtime.settings.model_copy(update=dict(specialists_url=base_url, specialist_token="nope")),
+        )
         close_id = await start_default_close(conn, wrong, default_books)
         async with engine_context(wrong) as ctx:
             await advance(conn, close_id, ctx)

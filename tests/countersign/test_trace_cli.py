@@ -13,7 +13,10 @@ from tests.countersign.test_cli import cli
 
 
 def _start_and_advance(database: Any, tmp_path: Path) -> str:
-    assert cli(database, tmp_path, "close", "start", "--entity", "NEWCO", "--period", "2026-10").returncode == 0
+    assert (
+        cli(database, tmp_path, "close", "start", "--entity", "NEWCO", "--period", "2026-10", "--synthetic").returncode
+        == 0
+    )
     assert cli(database, tmp_path, "close", "advance").returncode == 0
     status = json.loads(cli(database, tmp_path, "close", "status", "--json").stdout)
     return str(status["close_id"])

@@ -145,12 +145,10 @@ async def test_a_chat_outage_delays_cards_but_loses_none(
 
     rt = replace(
         runtime,
-        settings=replace(
-            runtime.settings,
-            slack_bot_token="xoxb",
-            slack_signing_secret="s",
-            slack_api_url=fake_slack.url,
-            slack_channel="C0OUTAGE",
+        settings=runtime.settings.model_copy(
+            update=dict(
+                slack_bot_token="xoxb", slack_signing_secret="s", slack_api_url=fake_slack.url, slack_channel="C0OUTAGE"
+            )
         ),
     )
     fake_slack.fail("chat.postMessage", 503, times=5)

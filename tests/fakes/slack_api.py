@@ -1,6 +1,8 @@
 """A local fake of the Slack Web API: a real HTTP server on loopback that answers GET and POST and records calls.
 
-Modelled on slack-bolt's own `tests/mock_web_api_server`. Only the methods Countersign calls are implemented.
+Modelled on slack-bolt's own `tests/mock_web_api_server`. Only the methods Countersign calls are implemented. It also
+stands in for a slash command's `response_url` (`/respond/...`): each POST there is recorded as a `response_url` call
+whose params are the JSON answer (`response_type`, `text`, `blocks`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 
@@ -33,6 +35,18 @@ class FakeSlack:
     server: ThreadingHTTPServer | None = None
     hanging: dict[str, float] = field(default_factory=dict)  # method -> seconds it takes to answer
     _unhang: threading.Event = field(default_factory=threading.Event)
+    running: ClassVar[FakeSlack | None] = None  # the one started last: slash commands built in tests answer to it
+
+    @property
+    def response_url(self) -> str:
+        assert self.server is not None
+        host, port = self.server.server_address[:2]
+        assert isinstance(host, str)
+        return f"http://{host}:{port}/respond/commands"
+
+    def responses(self) -> list[dict[str, Any]]:
+        """The answers posted to response_url, in order."""
+        return [c.params for c in self.calls_to("response_url")]
 
     @property
     def url(self) -> str:
@@ -139,6 +153,16 @@ class FakeSlack:
                     self.end_headers()
                     self.wfile.write(b"OK")
                     return
+                if path.startswith("/respond/"):
+                    method = "response_url"
+                    params = json.loads(body) if body else {}
+                    with fake._lock:
+                        fake.calls.append(Call(method, http_method, params, body))
+                    self.send_response(200)
+                    self.send_header("content-length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                    return
                 method = path.removeprefix("/api/")
                 params = self._params(body)
                 with fake._lock:
@@ -162,9 +186,12 @@ class FakeSlack:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        FakeSlack.running = self
         return self
 
     def stop(self) -> None:
+        if FakeSlack.running is self:
+            FakeSlack.running = None
         self._unhang.set()
         if self.server is not None:
             self.server.shutdown()

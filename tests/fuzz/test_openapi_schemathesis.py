@@ -47,7 +47,7 @@ schema = schemathesis.openapi.from_dict(_schema_only_app().openapi(), config=CON
 
 @pytest.fixture
 def live_app(runtime: Runtime) -> Iterator[FastAPI]:
-    app = create_app(replace(runtime, settings=replace(runtime.settings, openapi=True)))
+    app = create_app(replace(runtime, settings=runtime.settings.model_copy(update=dict(openapi=True))))
     try:
         yield app
     finally:

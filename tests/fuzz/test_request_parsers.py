@@ -6,8 +6,11 @@ else becomes a 500 at the endpoint.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -108,8 +111,29 @@ def test_slack_signature_verify_accepts_or_raises_slack_signature_rejected(
     assert signature == slack_signature(secret, headers["x-slack-request-timestamp"], body)
 
 
+SIGNING_SECRETS = st.text(min_size=1, max_size=20).filter(str.strip)  # settings refuse a blank signing secret
+
+
+@settings(FUZZ, max_examples=100)
+@given(secret=SIGNING_SECRETS, body=st.binary(min_size=1, max_size=200).filter(lambda b: not _utf8(b)))
+def test_a_correctly_signed_body_that_is_not_utf8_is_refused_not_a_crash(secret: str, body: bytes) -> None:
+    stamp = str(int(NOW_S))
+    digest = hmac.new(secret.encode(), b"v0:" + stamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+    headers = {"x-slack-request-timestamp": stamp, "x-slack-signature": f"v0={digest}"}
+    with pytest.raises(SlackSignatureRejected, match="not UTF-8"):
+        verify_slack_request(secret, headers, body, now_s=NOW_S)
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 @settings(FUZZ, max_examples=200)
-@given(secret=st.text(max_size=20), offset_s=st.integers(-WINDOW_S, WINDOW_S), body=BODIES)
+@given(secret=SIGNING_SECRETS, offset_s=st.integers(-WINDOW_S, WINDOW_S), body=BODIES.filter(_utf8))
 def test_a_correctly_signed_slack_request_inside_the_window_is_accepted(
     secret: str, offset_s: int, body: bytes
 ) -> None:

@@ -1,0 +1,247 @@
+"""Prometheus metrics: what `serve` exposes at `GET /metrics`, and what `worker --metrics-port` exposes.
+
+Counters and histograms live in the process (decision latency in `serve`; pass duration and deliveries in the worker).
+Gauges about the close (gates by state, outbox backlog, dispatch retries, trace head) are read from the tables at
+scrape time, so every `serve` reports the same numbers however many run. Only counts, durations and fixed label
+values leave through here: never a name, a reason, an amount or an id (tests/countersign/test_observability.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import unquote_plus
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from psycopg import AsyncConnection
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+SCRAPE_STATEMENT_TIMEOUT_MS = 2000  # a scrape never holds the database longer than this per statement
+
+GATE_STATES = ("open", "approved", "rejected", "expired", "cancelled")
+DOORS = ("signed_callback", "slack", "teams")
+DECISION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+PASS_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+# One statement for the scalar gauges; each sub-select is a count over an index or a one-row table.
+SCALARS_SQL = """
+SELECT (SELECT count(*) FROM outbox_message WHERE status = 'pending'),
+       (SELECT count(*) FROM outbox_message WHERE status = 'failed'),
+       (SELECT count(*) FROM dispatch WHERE status = 'failed'),
+       (SELECT coalesce(sum(failures), 0) FROM dispatch),
+       (SELECT count(*) FROM dispatch WHERE status = 'dead'),
+       (SELECT seq FROM trace_head),
+       (SELECT extract(epoch FROM now() - max(signed_at)) FROM trace_checkpoint)
+"""
+GATES_SQL = "SELECT status, count(*) FROM gate_state GROUP BY status"
+DECISIONS_SQL = "SELECT channel, count(*) FROM gate_decision GROUP BY channel"
+
+
+class ServeMetrics:
+    """The metrics of one `serve` app, in a registry of its own (many apps may live in one test process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.decision_seconds = Histogram(
+            "countersign_decision_seconds",
+            "Time to answer a decision request, by door and outcome (HTTP-level; see README, Observability)",
+            ["door", "outcome"],
+            buckets=DECISION_BUCKETS_S,
+            registry=r,
+        )
+        self.database_up = Gauge("countersign_database_up", "1 when the scrape could read the tables", registry=r)
+        self.gates = Gauge("countersign_gates", "Gates by state", ["state"], registry=r)
+        self.decisions = Gauge("countersign_decisions_recorded", "Decisions recorded, by door", ["door"], registry=r)
+        self.outbox_backlog = Gauge("countersign_outbox_backlog", "Outbox messages waiting to be delivered", registry=r)
+        self.outbox_failed = Gauge("countersign_outbox_failed", "Outbox messages that failed for good", registry=r)
+        self.dispatch_retrying = Gauge(
+            "countersign_dispatch_retrying", "Specialist dispatches failed and waiting for a retry", registry=r
+        )
+        self.dispatch_failures = Gauge(
+            "countersign_dispatch_failures", "Failed specialist calls counted against dispatches so far", registry=r
+        )
+        self.dispatch_dead = Gauge(
+            "countersign_dispatch_dead_letters", "Specialist dispatches dead-lettered (need a replay)", registry=r
+        )
+        self.trace_head = Gauge(
+            "countersign_trace_head_seq", "Sequence number of the last sealed trace event", registry=r
+        )
+        self.checkpoint_age = Gauge(
+            "countersign_trace_checkpoint_age_seconds",
+            "Seconds since the last signed trace checkpoint (NaN before the first)",
+            registry=r,
+        )
+        self._refresh_lock = threading.Lock()
+
+    async def refresh_from_tables(self, conn: AsyncConnection[Any]) -> None:
+        """Read the gauges: three short statements in one read-only transaction with a statement timeout."""
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(f"SET LOCAL statement_timeout = {SCRAPE_STATEMENT_TIMEOUT_MS}")
+            await cur.execute("SET LOCAL transaction_read_only = on")
+            await cur.execute(SCALARS_SQL)
+            scalars = await cur.fetchone()
+            await cur.execute(GATES_SQL)
+            gates = dict(await cur.fetchall())
+            await cur.execute(DECISIONS_SQL)
+            decisions = dict(await cur.fetchall())
+        assert scalars is not None
+        backlog, failed, retrying, failures, dead, head, age = scalars
+        with self._refresh_lock:
+            self.outbox_backlog.set(backlog)
+            self.outbox_failed.set(failed)
+            self.dispatch_retrying.set(retrying)
+            self.dispatch_failures.set(failures)
+            self.dispatch_dead.set(dead)
+            self.trace_head.set(head or 0)
+            self.checkpoint_age.set(float(age) if age is not None else math.nan)
+            for state in GATE_STATES:  # fixed label values: a state nobody is in reads 0, not absent
+                self.gates.labels(state=state).set(gates.get(state, 0))
+            for door in DOORS:
+                self.decisions.labels(door=door).set(decisions.get(door, 0))
+            self.database_up.set(1)
+
+    def database_down(self) -> None:
+        self.database_up.set(0)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+# --- decision latency at the doors ------------------------------------------------------------------------------
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SIGNED_CALLBACK_PATH = re.compile(r"^/callbacks/gates/[^/]+/decisions$")
+PEEK_BYTES = 16 * 1024  # enough of a Slack or Teams body to tell a button click from anything else
+
+
+def callback_outcome(status: int) -> str:
+    """The signed callback answers after the decision is recorded or refused: its status is the outcome."""
+    return {
+        200: "recorded",
+        401: "unauthenticated",
+        403: "refused",
+        404: "not_found",
+        409: "conflict",
+        413: "invalid",
+        422: "invalid",
+    }.get(status, "error" if status >= 500 else "invalid")
+
+
+def chat_outcome(status: int) -> str:
+    """Slack and Teams answer a click with 200 whatever the decision (the card or an ephemeral says it)."""
+    if status == 200:
+        return "answered"
+    if status == 401:
+        return "unauthenticated"
+    if status == 403:
+        return "refused"
+    return "error" if status >= 500 else "invalid"
+
+
+def chat_door(path: str, body: bytes) -> str | None:
+    """Which chat door a request is a decision click at, from the start of its body; None for anything else."""
+    if path == "/slack/events":
+        if not body.startswith(b"payload="):
+            return None
+        text = unquote_plus(body[len(b"payload=") :].decode("utf-8", "replace"))
+        return "slack" if re.search(r'"type"\s*:\s*"block_actions"', text) else None
+    if path == "/api/messages":
+        text = body.decode("utf-8", "replace")
+        return "teams" if '"adaptiveCard/action"' in text and re.search(r'"type"\s*:\s*"invoke"', text) else None
+    return None
+
+
+class DecisionTimer:
+    """Pure ASGI middleware: times requests at the three decision doors into `countersign_decision_seconds`.
+
+    It only tees the request body as the app reads it (no extra buffering, no second read) and looks at the first
+    `PEEK_BYTES` to tell a click from a command. Every other request passes through untouched.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: ServeMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        signed = SIGNED_CALLBACK_PATH.match(path) is not None
+        if not signed and path not in ("/slack/events", "/api/messages"):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        seen = bytearray()
+        status = 500
+
+        async def teed_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and len(seen) < PEEK_BYTES:
+                seen.extend(message.get("body", b"")[: PEEK_BYTES - len(seen)])
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, teed_receive if not signed else receive, watched_send)
+        finally:
+            elapsed = time.perf_counter() - started
+            if signed:
+                self.metrics.decision_seconds.labels("signed_callback", callback_outcome(status)).observe(elapsed)
+            else:
+                door = chat_door(path, bytes(seen))
+                if door is not None:
+                    self.metrics.decision_seconds.labels(door, chat_outcome(status)).observe(elapsed)
+
+
+# --- the worker ---------------------------------------------------------------------------------------------------
+
+
+class WorkerMetrics:
+    """What one worker process knows: how long its passes take and what its deliveries did."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.pass_seconds = Histogram(
+            "countersign_worker_pass_seconds", "Duration of one worker pass", buckets=PASS_BUCKETS_S, registry=r
+        )
+        self.passes = Counter("countersign_worker_passes", "Worker passes, by outcome", ["outcome"], registry=r)
+        self.closes_advanced = Counter(
+            "countersign_worker_closes_advanced", "Closes advanced by this worker", registry=r
+        )
+        self.outbox = Counter(
+            "countersign_worker_outbox_messages",
+            "Outbox messages handled by this worker, by result",
+            ["result"],
+            registry=r,
+        )
+        self._server: Any = None
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve /metrics on a background thread; returns the bound port (0 picks a free one)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
