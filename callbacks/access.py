@@ -71,8 +71,7 @@ async def find_caller(conn: AsyncConnection[Any], raw_id: str) -> tuple[Caller, 
     """A principal by id (or login identity) with its registered Ed25519 public key, if any."""
     async with conn.cursor() as cur:
         await cur.execute(
-            f"SELECT {_CALLER_COLUMNS}, p.public_key FROM ({PRINCIPAL_LOOKUP}) AS found"
-            " JOIN principal p USING (principal_id)",
+            f"SELECT principal_id, kind, display_name, roles, active, public_key FROM ({PRINCIPAL_LOOKUP}) AS found",
             {"key": normalise_identity(raw_id)},
         )
         row = await cur.fetchone()

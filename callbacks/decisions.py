@@ -231,14 +231,13 @@ async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
 _DECISION_CONTEXT = (
     "SELECT r.gate_id, r.request_digest,"
     " s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by,"
-    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision, person.public_key"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision, p.public_key"
     " FROM (SELECT 1) AS one"
     " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
     " LEFT JOIN gate g ON g.gate_id = %(gate)s"
     " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
     f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
     " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
-    " LEFT JOIN principal person ON person.principal_id = p.principal_id"
 )
 
 

@@ -75,11 +75,12 @@ class PrincipalFileError(ValueError):
         self.reason = reason
 
 
-# A principal by id (a login name) first, then by a `login` identity; the key is already normalised.
+# A principal by id (a login name) first, then by a `login` identity; the key is already normalised. Columns:
+# principal_id, kind, display_name, roles, active, public_key.
 PRINCIPAL_LOOKUP = (
-    "SELECT principal_id, kind, display_name, roles FROM principal WHERE principal_id = %(key)s"
+    "SELECT principal_id, kind, display_name, roles, active, public_key FROM principal WHERE principal_id = %(key)s"
     " UNION ALL"
-    " SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
+    " SELECT p.principal_id, p.kind, p.display_name, p.roles, p.active, p.public_key FROM principal_identity i"
     " JOIN principal p USING (principal_id) WHERE i.channel = 'login' AND i.tenant = '' AND i.external_id = %(key)s"
     " LIMIT 1"
 )

@@ -222,8 +222,7 @@ async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[R
             " EXISTS (SELECT 1 FROM principal_identity i"
             "         WHERE i.principal_id = d.principal_id AND i.channel = d.channel"
             "           AND i.channel = d.proof->>'kind'"
-            "           AND i.tenant IN (d.proof->>'tenant', lower(d.proof->>'tenant'))"
-            "           AND i.external_id IN (d.proof->>'external_id', lower(d.proof->>'external_id')))"
+            "           AND i.tenant = d.proof->>'tenant' AND i.external_id = d.proof->>'external_id')"
             " FROM gate_decision d LEFT JOIN principal p USING (principal_id)"
             " WHERE d.gate_id = %s ORDER BY d.decision_id",
             (gate_id,),
