@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row, scalar_row
 
 from .checkpoint import Checkpoint, NoteSigner, parse_checkpoint, sign_checkpoint
 from .merkle import EMPTY_ROOT, MerkleTree, leaf_hash
@@ -63,15 +64,24 @@ def tree_root(tree: MerkleTree) -> bytes:
     return tree.root if tree.size else EMPTY_ROOT
 
 
+@dataclass(frozen=True)
+class _CheckpointRow:
+    tree_size: int
+    root: bytes
+    origin: str
+    key_name: str
+    note: str
+
+
 async def latest_checkpoint(conn: AsyncConnection[Any]) -> StoredCheckpoint | None:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(_CheckpointRow)) as cur:
         await cur.execute(
             "SELECT tree_size, root, origin, key_name, note FROM trace_checkpoint ORDER BY tree_size DESC LIMIT 1"
         )
         row = await cur.fetchone()
     if row is None:
         return None
-    return StoredCheckpoint(int(row[0]), bytes(row[1]), row[2], row[3], row[4].encode())
+    return StoredCheckpoint(row.tree_size, bytes(row.root), row.origin, row.key_name, row.note.encode())
 
 
 def check_extends(tree: MerkleTree, previous: StoredCheckpoint | None) -> None:
@@ -154,3 +164,30 @@ def consistency_json(tree: MerkleTree, from_size: int) -> dict[str, Any]:
         "to_root": tree.root.hex(),
         "proof": [h.hex() for h in tree.consistency_proof(from_size)] if from_size else [],
     }
+
+
+@dataclass(frozen=True)
+class LogProgress:
+    """How far the log has come: its last sealed sequence number and the age of its last signed checkpoint."""
+
+    head_seq: int | None
+    checkpoint_age_s: float | None
+
+
+async def log_progress(conn: AsyncConnection[Any]) -> LogProgress:
+    async with conn.cursor(row_factory=class_row(LogProgress)) as cur:
+        await cur.execute(
+            "SELECT (SELECT seq FROM trace_head) AS head_seq,"
+            " (SELECT extract(epoch FROM now() - max(signed_at))::float8 FROM trace_checkpoint) AS checkpoint_age_s"
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def checkpoint_note(conn: AsyncConnection[Any], tree_size: int) -> str | None:
+    """The signed note of the checkpoint at `tree_size`, if the log signed one there."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT note FROM trace_checkpoint WHERE tree_size = %s", (tree_size,))
+        note = await cur.fetchone()
+    return None if note is None else str(note)

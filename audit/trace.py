@@ -26,6 +26,7 @@ from uuid import UUID
 import orjson
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
+from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from .canonical import NonCanonicalValue, canonical_bytes, normalise
@@ -37,7 +38,7 @@ READ_BATCH_ROWS = 5_000
 SEAL_BATCH_ROWS = 2_000
 MAX_SEAL_ROUNDS = 10_000
 SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
-EVENT_COLUMNS = "seq, ts, close_id, actor, kind, payload, version_set, prev_hash, hash, writer"
+EVENT_COLUMNS = "seq, ts, close_id::text AS close_id, actor, kind, payload, version_set, prev_hash, hash, writer"
 
 _FAST_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
@@ -128,7 +129,7 @@ async def append_event(
     """
     clean_payload = normalise(dict(payload))
     clean_versions = normalise(dict(versions or {}))
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "INSERT INTO trace_pending (ts, close_id, actor, kind, payload, version_set)"
             " VALUES (%s, %s, %s, %s, %s, %s) RETURNING pending_id",
@@ -141,9 +142,9 @@ async def append_event(
                 Jsonb(clean_versions),
             ),
         )
-        row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
+        pending_id: int | None = await cur.fetchone()
+    assert pending_id is not None
+    return pending_id
 
 
 async def register_close_versions(
@@ -157,24 +158,50 @@ async def register_close_versions(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimedEvent:
+    """One queued event claimed for sealing, with the head of the log it will follow (the same on every row)."""
+
+    head_seq: int
+    head_hash: bytes
+    pending_id: int
+    ts: str
+    close_id: str | None
+    actor: str
+    kind: str
+    payload: Mapping[str, Any]
+    version_set: Mapping[str, Any]
+    writer: str | None
+
+
 async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(ClaimedEvent)) as cur:
         await cur.execute(
-            "SELECT head_seq, head_hash, pending_id, ts, close_id, actor, kind, payload, version_set, writer"
-            " FROM trace_claim_pending(%s)",
+            "SELECT head_seq, head_hash, pending_id, ts, close_id::text AS close_id, actor, kind, payload, version_set,"
+            " writer FROM trace_claim_pending(%s)",
             (limit,),
         )
         pending = await cur.fetchall()
         if not pending:
             return 0
-        seq, prev = int(pending[0][0]), bytes(pending[0][1])
+        seq, prev = pending[0].head_seq, bytes(pending[0].head_hash)
         ids, canonicals, hashes = [], [], []
-        for _, _, pending_id, ts, close_id, actor, kind, payload, version_set, writer in pending:
+        for event in pending:
             seq += 1
-            close = str(close_id) if close_id is not None else None
-            canonical = canonical_bytes(event_body(seq, ts, close, actor, kind, payload, version_set, writer))
+            canonical = canonical_bytes(
+                event_body(
+                    seq,
+                    event.ts,
+                    event.close_id,
+                    event.actor,
+                    event.kind,
+                    event.payload,
+                    event.version_set,
+                    event.writer,
+                )
+            )
             prev = chain_hash(prev, canonical)
-            ids.append(int(pending_id))
+            ids.append(event.pending_id)
             canonicals.append(canonical)
             hashes.append(prev)
         kill_point("trace.mid_seal")
@@ -190,36 +217,20 @@ async def seal_pending(conn: AsyncConnection[Any], *, batch_rows: int = SEAL_BAT
     """
     total = 0
     for _ in range(MAX_SEAL_ROUNDS):
-        async with conn.transaction(), conn.cursor() as cur:
+        async with conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
             await cur.execute("SELECT pg_try_advisory_xact_lock(%s)", (SEAL_LOCK,))
-            locked = await cur.fetchone()
-            if not locked or not locked[0]:
+            locked: bool | None = await cur.fetchone()
+            if not locked:
                 return total
             sealed = await _seal_batch(conn, batch_rows)
         total += sealed
         if sealed < batch_rows:  # we took all there was; look again only for what committed while we held the lock
-            async with conn.cursor() as cur:
+            async with conn.cursor(row_factory=scalar_row) as cur:
                 await cur.execute("SELECT EXISTS (SELECT 1 FROM trace_pending)")
-                more = await cur.fetchone()
-            if not more or not more[0]:
+                more: bool | None = await cur.fetchone()
+            if not more:
                 return total
     return total
-
-
-def _row_to_event(row: tuple[Any, ...]) -> TraceEvent:
-    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest, writer = row
-    return TraceEvent(
-        int(seq),
-        str(ts),
-        str(close_id) if close_id is not None else None,
-        str(actor),
-        str(kind),
-        payload,
-        version_set,
-        bytes(prev_hash),
-        bytes(digest),
-        str(writer) if writer is not None else None,
-    )
 
 
 async def iter_events(
@@ -228,7 +239,7 @@ async def iter_events(
     """Sealed events in sequence order, read in bounded batches."""
     after = after_seq
     while True:
-        async with conn.cursor() as cur:
+        async with conn.cursor(row_factory=class_row(TraceEvent)) as cur:
             await cur.execute(
                 f"SELECT {EVENT_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
                 " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY seq LIMIT %s",
@@ -244,8 +255,7 @@ async def iter_events(
             rows = await cur.fetchall()
         if not rows:
             return
-        for row in rows:
-            event = _row_to_event(row)
+        for event in rows:
             after = event.seq
             yield event
 
@@ -303,11 +313,35 @@ def _row_canonical(
     )
 
 
-def _exact_canonical(row: tuple[Any, ...]) -> bytes | None:
-    seq, ts, close_id, actor, kind, payload, version_set, _, _, writer = row
+@dataclass(frozen=True, slots=True)
+class StoredEventText:
+    """A sealed event as stored, its JSON columns as text: what the verifier canonicalises."""
+
+    seq: int
+    ts: str
+    close_id: str | None
+    actor: str
+    kind: str
+    payload: str
+    version_set: str
+    prev_hash: bytes
+    hash: bytes
+    writer: str | None
+
+
+def _exact_canonical(row: StoredEventText) -> bytes | None:
     try:
         return canonical_bytes(
-            event_body(int(seq), ts, close_id, actor, kind, _loads_jsonb(payload), _loads_jsonb(version_set), writer)
+            event_body(
+                row.seq,
+                row.ts,
+                row.close_id,
+                row.actor,
+                row.kind,
+                _loads_jsonb(row.payload),
+                _loads_jsonb(row.version_set),
+                row.writer,
+            )
         )
     except (NonCanonicalValue, ValueError):
         return None
@@ -323,9 +357,10 @@ async def iter_sealed(conn: AsyncConnection[Any], *, upto_seq: int | None = None
     versions_seen: dict[str, bytes | None] = {}
     after = 0
     while True:
-        async with conn.cursor() as cur:
+        async with conn.cursor(row_factory=class_row(StoredEventText)) as cur:
             await cur.execute(
-                "SELECT seq, ts, close_id::text, actor, kind, payload::text, version_set::text, prev_hash, hash, writer"
+                "SELECT seq, ts, close_id::text AS close_id, actor, kind, payload::text AS payload,"
+                " version_set::text AS version_set, prev_hash, hash, writer"
                 " FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq LIMIT %s",
                 (after, upto_seq, upto_seq, READ_BATCH_ROWS),
             )
@@ -333,12 +368,12 @@ async def iter_sealed(conn: AsyncConnection[Any], *, upto_seq: int | None = None
         if not rows:
             return
         yield [_record_from_row(row, versions_seen) for row in rows]
-        after = int(rows[-1][0])
+        after = rows[-1].seq
 
 
-def _record_from_row(row: tuple[Any, ...], versions_seen: dict[str, bytes | None]) -> SealedRecord:
+def _record_from_row(row: StoredEventText, versions_seen: dict[str, bytes | None]) -> SealedRecord:
     """One row to a record; `versions_seen` caches canonical version sets (the events of a close share one)."""
-    seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest, writer = row
+    seq, prev_hash, digest, version_set = row.seq, row.prev_hash, row.hash, row.version_set
     if version_set not in versions_seen:
         if len(versions_seen) >= _VERSION_CACHE_LIMIT:
             versions_seen.clear()
@@ -347,7 +382,11 @@ def _record_from_row(row: tuple[Any, ...], versions_seen: dict[str, bytes | None
         except (orjson.JSONDecodeError, orjson.JSONEncodeError):
             versions_seen[version_set] = None
     versions = versions_seen[version_set]
-    canonical = None if versions is None else _row_canonical(seq, ts, close_id, actor, kind, payload, versions, writer)
+    canonical = (
+        None
+        if versions is None
+        else _row_canonical(seq, row.ts, row.close_id, row.actor, row.kind, row.payload, versions, row.writer)
+    )
     if canonical is not None and chain_hash(prev_hash, canonical) == digest:
         return SealedRecord(seq, prev_hash, digest, canonical, True)
     canonical = _exact_canonical(row)
@@ -379,6 +418,12 @@ def _chain_problem(record: SealedRecord, expected_seq: int, expected_prev: bytes
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class TraceHead:
+    seq: int
+    hash: bytes
+
+
 async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> VerifyResult:
     leaves: list[bytes] | None = [] if collect_leaves else None
     expected_prev = GENESIS_HASH
@@ -393,12 +438,12 @@ async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> Ver
                 leaves.append(leaf_hash(record.canonical))
             expected_prev = record.hash
             expected_seq += 1
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(TraceHead)) as cur:
         await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton")
         head = await cur.fetchone()
     size = expected_seq - 1
-    if head is None or int(head[0]) != size or bytes(head[1]) != expected_prev:
-        recorded = int(head[0]) if head else 0
+    if head is None or head.seq != size or bytes(head.hash) != expected_prev:
+        recorded = head.seq if head else 0
         return VerifyResult(
             False,
             size,
@@ -407,3 +452,32 @@ async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> Ver
             f"the head says {recorded} events but the log holds {size}: events are missing",
         )
     return VerifyResult(True, size, expected_prev, leaf_hashes=leaves)
+
+
+@dataclass(frozen=True)
+class CloseEventCounts:
+    """How often the once-only events of a close appear in the sealed trace, and how much is still unsealed."""
+
+    journals_posted: int
+    periods_closed: int
+    gates_opened: int
+    tasks_not_done_once: int  # tasks whose `task_done` event appears other than exactly once
+    unsealed: int  # events queued in trace_pending (any close): zero once sealing caught up
+
+
+async def close_event_counts(conn: AsyncConnection[Any], close_id: UUID | str) -> CloseEventCounts:
+    async with conn.cursor(row_factory=class_row(CloseEventCounts)) as cur:
+        await cur.execute(
+            "SELECT count(*) FILTER (WHERE kind = 'journal_posted') AS journals_posted,"
+            "       count(*) FILTER (WHERE kind = 'period_closed') AS periods_closed,"
+            "       count(*) FILTER (WHERE kind = 'gate_opened') AS gates_opened,"
+            "       (SELECT count(*) FROM (SELECT payload->>'task' FROM trace_event"
+            "          WHERE close_id = %(c)s AND kind = 'task_done' GROUP BY 1 HAVING count(*) <> 1) bad)"
+            "         AS tasks_not_done_once,"
+            "       (SELECT count(*) FROM trace_pending) AS unsealed"
+            "  FROM trace_event WHERE close_id = %(c)s",
+            {"c": str(close_id)},
+        )
+        row = await cur.fetchone()
+    assert row is not None  # an aggregate without GROUP BY always returns one row
+    return row

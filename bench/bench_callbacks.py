@@ -190,7 +190,7 @@ async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[
             period=loaded.period,
             book_set_id=loaded.book_set_id,
             policy=policy,
-            checklist=checklist,
+            workflow=checklist,
             started_by="bench",
         )
         gates: dict[str, list[str]] = {}
@@ -537,7 +537,8 @@ PROFILE_AREAS = (
 PROFILE_FUNCTIONS = (  # (file suffix, function, per what)
     ("uvicorn/protocols/http/h11_impl.py", "run_asgi", "request"),
     ("callbacks/http.py", "decide", "decision"),
-    ("callbacks/decisions.py", "record_decision", "decision"),
+    ("callbacks/decide.py", "decide_gate", "decision"),
+    ("callbacks/decisions.py", "record_and_announce", "decision"),
     ("callbacks/decisions.py", "_record", "decision"),
     ("callbacks/decisions.py", "gate_outcome", "decision"),
     ("callbacks/principals.py", "find_principal", "decision"),

@@ -26,7 +26,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.killpoints import kill_point
+from audit.log import checkpoint_note
 from cards import notices
+from engine.closes import find_close_record
+from engine.gates import overdue_gate
 from engine.leases import Connect, connect_to, holder_id, renewing
 from engine.outbox import (
     CLAIM_S,
@@ -39,7 +42,8 @@ from engine.outbox import (
     renew_claim,
 )
 
-from .gate_cards import TASK_TITLES, card_state, load_gate_card, slack_gate_message, teams_gate_card
+from .gate_cards import card_state, slack_gate_message, teams_gate_card
+from .queries import load_gate_card
 
 log = logging.getLogger("countersign.delivery")
 tracer = trace.get_tracer("countersign.delivery")  # a no-op unless the process installed a tracer provider
@@ -311,38 +315,27 @@ async def _read(conn: AsyncConnection[Any], message: OutboxMessage) -> _Rendered
 
 async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str:
     """A notice's words, rendered by `cards/notices.py` from the rows its template names (never from the outbox)."""
-    async with conn.cursor() as cur:
-        if message.template == "gate_overdue" and message.gate_id is not None:
-            await cur.execute(
-                "SELECT g.task, g.approver_role, g.due_at, g.expires_at, g.quorum - s.approvals, c.entity, c.period"
-                " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
-                " WHERE g.gate_id = %s",
-                (message.gate_id,),
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
-            task, role, due_at, expires_at, missing, entity, period = row
-            return notices.overdue_reminder(
-                task_title=TASK_TITLES.get(task, task),
-                entity=entity,
-                period=period,
-                role=role,
-                missing=int(missing),
-                due_at=due_at,
-                expires_at=expires_at,
-            )
-        if message.template == "checkpoint":
-            await cur.execute("SELECT note FROM trace_checkpoint WHERE tree_size = %s", (message.payload["tree_size"],))
-            row = await cur.fetchone()
-            if row is None:
-                raise DeliveryError(f"no signed checkpoint at tree size {message.payload['tree_size']}", permanent=True)
-            await cur.execute("SELECT entity, period FROM close_run WHERE close_id = %s", (message.close_id,))
-            close = await cur.fetchone()
-            note = str(row[0])
-            return notices.checkpoint_notice(
-                note=note, entity=close[0] if close else None, period=close[1] if close else None
-            )
+    if message.template == "gate_overdue" and message.gate_id is not None:
+        gate = await overdue_gate(conn, message.gate_id)
+        if gate is None:
+            raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
+        return notices.overdue_reminder(
+            task_title=gate.title or gate.task,
+            entity=gate.entity,
+            period=gate.period,
+            role=gate.approver_role,
+            missing=gate.missing,
+            due_at=gate.due_at,
+            expires_at=gate.expires_at,
+        )
+    if message.template == "checkpoint":
+        note = await checkpoint_note(conn, int(message.payload["tree_size"]))
+        if note is None:
+            raise DeliveryError(f"no signed checkpoint at tree size {message.payload['tree_size']}", permanent=True)
+        close = await find_close_record(conn, message.close_id) if message.close_id else None
+        return notices.checkpoint_notice(
+            note=note, entity=close.entity if close else None, period=close.period if close else None
+        )
     raise DeliveryError(f"unknown notice template {message.template!r}", permanent=True)
 
 

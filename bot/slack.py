@@ -2,7 +2,8 @@
 
 Buttons are acknowledged at once and decided in a lazy listener, so a slow database never trips Slack's 3-second
 limit and an exception after `ack()` cannot turn into a 404. The responder is checked with `users.info`, mapped to a
-principal through its Slack identity, and handed to the same decision module as the signed callback.
+principal through its Slack identity, and handed to the decision use case every door shares
+(`callbacks.decide.decide_gate`). Reads go through `ChatServices`; this module runs no query.
 
 `/close` commands answer through the command's `response_url` (bolt's `respond()`), which works in any channel the
 command was typed in, joined by the bot or not: refusals, usage and errors only to the caller (ephemeral); a status
@@ -12,7 +13,6 @@ the bot in the channel; when it is not, the caller is told so.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import uuid
@@ -24,28 +24,17 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from audit.export import FORMATS, export_events
-from audit.trace import iter_events
-from callbacks.access import record_trace_exported
-from callbacks.decisions import (
-    DecisionConflict,
-    DecisionRefused,
-    DecisionRequest,
-    GateNotFound,
-    record_decision,
-    refuse,
-)
+from audit.export import FORMATS
+from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
+from callbacks.exports import export_trace
 from callbacks.http import storable_text
-from callbacks.principals import resolve_identity
 from cards import slack as slack_cards
 from cards.model import TraceExportCard
-from engine.closes import CloseNotFound, close_status, latest_close_id
-from engine.outbox import enqueue_card_updates
 from policy.access import HELP, START, STATUS, TRACE_EXPORT
 
 from .access import allowed_tenant, authorize_command
 from .gate_cards import status_card
-from .services import ChatServices, NoBooks
+from .services import ChatServices, CloseNotFound, NoBooksLoaded
 
 log = logging.getLogger("countersign.slack")
 
@@ -88,15 +77,8 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
             isinstance(event_id, str) and len(event_id) <= MAX_ID_CHARS and storable_text(event_id)
         ):
             return BoltResponse(status=400, body="event_id must be a short string")
-        if event_id:
-            async with services.connect_engine() as conn:
-                cur = await conn.execute(
-                    "INSERT INTO slack_event_seen (event_id) VALUES (%s) ON CONFLICT DO NOTHING RETURNING event_id",
-                    (event_id,),
-                )
-                first_time = await cur.fetchone() is not None
-            if not first_time:
-                return BoltResponse(status=200, body="")
+        if event_id and not await services.first_slack_event(event_id):
+            return BoltResponse(status=200, body="")
         return await next()
 
     async def ack_only(ack: Any) -> None:
@@ -176,35 +158,31 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
     except ValueError:
         await _ephemeral(client, channel, user, "This button does not carry a valid gate id.")
         return
-    request = DecisionRequest(
-        gate_id=gate_id,
-        principal=f"slack:{team}:{user}",
-        decision=decision,
-        reason=f"{decision} via Slack",
-        nonce=f"slack:{team}:{user}:{gate_id}:{action.get('action_ts')}",
-        channel="slack",
-        proof={"kind": "slack", "tenant": team, "external_id": user},
-    )
     try:
         info = await client.users_info(user=user)
     except SlackApiError as exc:
         await _ephemeral(client, channel, user, f"Could not check your Slack account ({exc.response.get('error')}).")
         return
     profile = info.get("user") or {}
+    machine = profile.get("is_bot") or profile.get("is_app_user") or profile.get("deleted")
+    identity = PlatformIdentity(
+        channel="slack",
+        external_id=user,
+        tenant=team,
+        machine="Slack says this user is a bot, an app or deactivated" if machine else None,
+    )
     async with services.connect_callbacks() as conn:
         try:
-            if profile.get("is_bot") or profile.get("is_app_user") or profile.get("deleted"):
-                raise await refuse(
-                    conn,
-                    request,
-                    "machine_principal",
-                    "Slack says this user is a bot, an app or deactivated",
-                    seal=services.seal,
-                )
-            principal = await resolve_identity(conn, "slack", user, team)
-            if principal is not None:
-                request = dataclasses.replace(request, principal=principal.principal_id)
-            outcome = await record_decision(conn, request, seal=services.seal)
+            decided = await decide_gate(
+                conn,
+                identity,
+                gate_id=gate_id,
+                decision=decision,
+                reason=f"{decision} via Slack",
+                nonce=f"slack:{team}:{user}:{gate_id}:{action.get('action_ts')}",
+                on_recorded=services.on_recorded,
+                seal=services.seal,
+            )
         except DecisionRefused as refused:
             await _ephemeral(client, channel, user, slack_cards.refusal_text(refused.code, str(refused)))
             return
@@ -214,10 +192,8 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         except GateNotFound:
             await _ephemeral(client, channel, user, "This card's gate no longer exists.")
             return
-    if outcome.recorded:
-        async with services.connect_engine() as conn:
-            message_ids = await enqueue_card_updates(conn, gate_id)
-        await services.deliver(message_ids)
+    if decided.message_ids:
+        await services.deliver(list(decided.message_ids))
 
 
 def _command_name(words: list[str]) -> str:
@@ -279,27 +255,15 @@ async def _command(
         await _tell(respond, USAGE)
 
 
-async def _resolve_close(services: ChatServices, entity_or_close: str | None) -> str | None:
-    async with services.connect_engine() as conn:
-        if entity_or_close is None:
-            return await latest_close_id(conn)
-        try:
-            uuid.UUID(entity_or_close)
-            return entity_or_close
-        except ValueError:
-            return await latest_close_id(conn, entity_or_close)
-
-
 async def _status_message(services: ChatServices, entity: str | None) -> dict[str, Any] | str:
     """The status card's message, or the text saying why there is none."""
-    close_id = await _resolve_close(services, entity)
+    close_id = await services.find_close(entity)
     if close_id is None:
         return f"No close found{' for ' + entity if entity else ''}."
-    async with services.connect_engine() as conn:
-        try:
-            status = await close_status(conn, close_id)
-        except CloseNotFound as exc:
-            return str(exc)
+    try:
+        status = await services.close_status(close_id)
+    except CloseNotFound as exc:
+        return str(exc)
     return dict(slack_cards.status_message(status_card(status)))
 
 
@@ -335,7 +299,7 @@ async def _start(
         close_id = await services.start_close(entity, period, principal_id, synthetic)
     except Exception as exc:  # the composition root raises user errors with a clear message
         text = f"Could not start the close: {exc}"
-        if isinstance(exc, NoBooks):
+        if isinstance(exc, NoBooksLoaded):
             text = (
                 f"Could not start the close: {entity} {period} has no loaded books. Load them with the CLI"
                 f" (`countersign close start --books DIR`), or run `/close start {entity} {period} synthetic`"
@@ -360,39 +324,36 @@ async def _export(
     fmt: str,
     close: str | None,
 ) -> None:
-    close_id = await _resolve_close(services, close)
+    close_id = await services.find_close(close)
     if close_id is None:
         await _tell(respond, "No close to export.")
         return
-    async with services.connect_engine() as conn:
-        try:
-            status = await close_status(conn, close_id)
-        except CloseNotFound as exc:
-            await _tell(respond, str(exc))
-            return
-        events = [e async for e in iter_events(conn, close_id=close_id)]
-    data = export_events(events, fmt)
+    try:
+        status = await services.close_status(close_id)
+    except CloseNotFound as exc:
+        await _tell(respond, str(exc))
+        return
+    # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
+    async with services.connect_callbacks() as conn:
+        exported = await export_trace(
+            conn, close_id=close_id, fmt=fmt, requested_by=principal_id, platform="slack", seal=services.seal
+        )
     filename = f"countersign-trace-{status['entity']}-{status['period']}-{close_id[:8]}.{fmt}"
     summary = TraceExportCard(
         close_id=close_id,
         entity=status["entity"],
         period=status["period"],
         format=fmt,
-        events=len(events),
-        first_seq=events[0].seq if events else 0,
-        last_seq=events[-1].seq if events else 0,
-        head_hash_hex=events[-1].hash.hex() if events else "",
+        events=exported.events,
+        first_seq=exported.first_seq,
+        last_seq=exported.last_seq,
+        head_hash_hex=exported.head_hash_hex,
         filename=filename,
     )
     message = slack_cards.trace_export_message(summary)
-    # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
-    async with services.connect_callbacks() as conn:
-        await record_trace_exported(
-            conn, principal_id=principal_id, close_id=close_id, fmt=fmt, data=data, platform="slack", seal=services.seal
-        )
     try:
         await client.files_upload_v2(
-            channel=channel, filename=filename, content=data, title=filename, initial_comment=message["text"]
+            channel=channel, filename=filename, content=exported.data, title=filename, initial_comment=message["text"]
         )
     except SlackApiError as exc:  # a file needs the bot in the channel (response_url carries no files)
         error = exc.response.get("error")

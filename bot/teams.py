@@ -2,18 +2,18 @@
 
 botbuilder authenticates the incoming JWT (issuer, audience = our app id, keys from the OpenID metadata, channel
 endorsement, service URL claim); every failure, whatever the SDK raises, is a 401. The turn itself is handled here:
-an `adaptiveCard/action` invoke decides through the same module as the signed callback and answers with the updated
-card; a message `close status` or `close trace export csv|json` is answered in the conversation. Outbound calls use our
-own small connector (bot/delivery.py), so the eventual move to the Microsoft 365 Agents SDK stays small.
+an `adaptiveCard/action` invoke decides through the decision use case every door shares (`callbacks.decide`) and
+answers with the updated card; a message `close status` or `close trace export csv|json` is answered in the
+conversation. Reads go through `ChatServices`; this module runs no query. Outbound calls use our own small connector
+(bot/delivery.py `TeamsSender`), so the eventual move to the Microsoft 365 Agents SDK stays small.
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 from botbuilder.schema import Activity
@@ -30,27 +30,15 @@ from botframework.connector.auth.verify_options import VerifyOptions
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from audit.export import FORMATS, export_events
-from audit.trace import iter_events
-from callbacks.access import record_trace_exported
-from callbacks.decisions import (
-    DecisionConflict,
-    DecisionRefused,
-    DecisionRequest,
-    GateNotFound,
-    record_decision,
-    refuse,
-)
-from callbacks.principals import resolve_identity
+from audit.export import FORMATS
+from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
+from callbacks.exports import export_trace
 from cards import teams as teams_cards
-from engine.closes import CloseNotFound, close_status, latest_close_id
-from engine.outbox import enqueue_card_updates
 from policy.access import HELP, STATUS, TRACE_EXPORT
 
 from .access import allowed_tenant, authorize_command
-from .delivery import TeamsSender
-from .gate_cards import UnknownGate, load_gate_card, status_card, teams_gate_card
-from .services import ChatServices
+from .gate_cards import status_card, teams_gate_card
+from .services import ChatServices, CloseNotFound, UnknownGate
 
 log = logging.getLogger("countersign.teams")
 
@@ -61,6 +49,12 @@ MAX_BODY_BYTES = 256 * 1024
 
 class TeamsConfigError(RuntimeError):
     pass
+
+
+class ActivitySender(Protocol):
+    """Replies into a conversation (bot/delivery.py `TeamsSender`)."""
+
+    async def send_activity(self, service_url: str, conversation: str, activity: dict[str, Any]) -> str: ...
 
 
 def tenant_issuers(tenant_id: str) -> list[str]:
@@ -168,7 +162,7 @@ def clear_metadata_cache() -> None:
 
 
 class TeamsAdapter:
-    def __init__(self, *, app_id: str, auth: TeamsAuthentication, sender: TeamsSender, services: ChatServices):
+    def __init__(self, *, app_id: str, auth: TeamsAuthentication, sender: ActivitySender, services: ChatServices):
         self.app_id = app_id
         self.auth = auth
         self.sender = sender
@@ -241,40 +235,33 @@ class TeamsAdapter:
         if decision is None:
             return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown action on this card."))
         sender = activity.from_property
-        tenant = self._tenant(activity)
-        request = DecisionRequest(
-            gate_id=gate_id,
-            principal=f"teams:{tenant}:{sender.aad_object_id}",
-            decision=decision,
-            reason=f"{decision} via Teams",
-            nonce=f"teams:{activity.id or uuid.uuid4()}",
-            channel="teams",
-            proof={"kind": "teams", "tenant": tenant, "external_id": str(sender.aad_object_id)},
+        identity = PlatformIdentity(
+            channel="teams", external_id=str(sender.aad_object_id), tenant=self._tenant(activity)
         )
         async with self.services.connect_callbacks() as conn:
-            principal = await resolve_identity(conn, "teams", str(sender.aad_object_id), tenant)
-            if principal is not None:
-                request = dataclasses.replace(request, principal=principal.principal_id)
             try:
-                if principal is not None and not principal.is_human:
-                    raise await refuse(
-                        conn, request, "machine_principal", "this Teams identity is a machine", seal=self.services.seal
-                    )
-                outcome = await record_decision(conn, request, seal=self.services.seal)
+                decided = await decide_gate(
+                    conn,
+                    identity,
+                    gate_id=gate_id,
+                    decision=decision,
+                    reason=f"{decision} via Teams",
+                    nonce=f"teams:{activity.id or uuid.uuid4()}",
+                    on_recorded=self.services.on_recorded,
+                    seal=self.services.seal,
+                )
             except DecisionRefused as refused:
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:
                 return self._invoke_card(teams_cards.error_card("Not recorded", str(conflict)))
             except GateNotFound:
                 return self._invoke_card(teams_cards.error_card("Not recorded", "This card's gate no longer exists."))
-        async with self.services.connect_engine() as conn:
-            try:
-                card = await load_gate_card(conn, gate_id)
-            except UnknownGate:
-                return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
-            message_ids = await enqueue_card_updates(conn, gate_id) if outcome.recorded else []
-        if message_ids:
-            await self.services.deliver(message_ids)
+        try:
+            card = await self.services.gate_card(gate_id)
+        except UnknownGate:
+            return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
+        if decided.message_ids:
+            await self.services.deliver(list(decided.message_ids))
         return self._invoke_card(teams_gate_card(card))
 
     @staticmethod
@@ -316,49 +303,39 @@ class TeamsAdapter:
         await self.sender.send_activity(str(activity.service_url or ""), conversation, reply)
 
     async def _status_reply(self) -> dict[str, Any]:
-        async with self.services.connect_engine() as conn:
-            close_id = await latest_close_id(conn)
-            if close_id is None:
-                return {"type": "message", "text": "No close has been started."}
-            status = await close_status(conn, close_id)
+        close_id = await self.services.find_close(None)
+        if close_id is None:
+            return {"type": "message", "text": "No close has been started."}
+        status = await self.services.close_status(close_id)
         return _card_activity(teams_cards.status_message(status_card(status)))
 
     async def _export_reply(self, principal_id: str, fmt: str, close: str | None) -> dict[str, Any]:
-        async with self.services.connect_engine() as conn:
-            close_id = close or await latest_close_id(conn)
-            if close_id is None:
-                return {"type": "message", "text": "No close to export."}
-            try:
-                status = await close_status(conn, close_id)
-            except CloseNotFound:
-                return {
-                    "type": "message",
-                    "text": f"No close with id {close_id[:64]!r}. Without an id: the latest close.",
-                }
-            close_id = status["close_id"]
-            events = [e async for e in iter_events(conn, close_id=close_id)]
-        data = export_events(events, fmt)
+        close_id = close or await self.services.find_close(None)
+        if close_id is None:
+            return {"type": "message", "text": "No close to export."}
+        try:
+            status = await self.services.close_status(close_id)
+        except CloseNotFound:
+            return {
+                "type": "message",
+                "text": f"No close with id {close_id[:64]!r}. Without an id: the latest close.",
+            }
+        close_id = status["close_id"]
         # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
         async with self.services.connect_callbacks() as conn:
-            await record_trace_exported(
-                conn,
-                principal_id=principal_id,
-                close_id=close_id,
-                fmt=fmt,
-                data=data,
-                platform="teams",
-                seal=self.services.seal,
+            exported = await export_trace(
+                conn, close_id=close_id, fmt=fmt, requested_by=principal_id, platform="teams", seal=self.services.seal
             )
         name = f"countersign-trace-{status['entity']}-{status['period']}-{close_id[:8]}.{fmt}"
         mime = "text/csv" if fmt == "csv" else "application/json"
         return {
             "type": "message",
-            "text": f"Trace export for {status['entity']} {status['period']}: {len(events)} events.",
+            "text": f"Trace export for {status['entity']} {status['period']}: {exported.events} events.",
             "attachments": [
                 {
                     "contentType": mime,
                     "name": name,
-                    "contentUrl": f"data:{mime};base64,{base64.b64encode(data).decode()}",
+                    "contentUrl": f"data:{mime};base64,{base64.b64encode(exported.data).decode()}",
                 }
             ],
         }

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection, errors
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
@@ -162,6 +163,17 @@ async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bo
 
 
 Seal = Callable[[], Awaitable[object]]
+OnRecorded = Callable[[AsyncConnection[Any], str], Awaitable[list[int]]]
+"""Run on the decision's connection, inside its transaction, once a new decision is written: (conn, gate_id) ->
+the outbox message ids it enqueued (the composition root passes `engine.outbox.enqueue_card_updates`)."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A decision's outcome and the outbox messages committed with it (to deliver now)."""
+
+    outcome: GateOutcome
+    message_ids: tuple[int, ...] = ()
 
 
 async def record_decision(
@@ -172,23 +184,39 @@ async def record_decision(
     The decision (or refusal) and its trace event commit together; the event is then sealed into the chain before
     this returns, by `seal_pending` on `conn`, or by `seal` (a server passes its `audit.sealer.GroupSealer`).
     """
+    return (await record_and_announce(conn, request, seal=seal)).outcome
+
+
+async def record_and_announce(
+    conn: AsyncConnection[Any],
+    request: DecisionRequest,
+    *,
+    seal: Seal | None = None,
+    on_recorded: OnRecorded | None = None,
+) -> Recorded:
+    """`record_decision`, and `on_recorded` in the same transaction when a new decision was written: the decision,
+    its trace event and what `on_recorded` writes (the card updates) commit together or not at all. A replay writes
+    nothing and announces nothing."""
     if request.decision not in DECISIONS:
         raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
+    message_ids: list[int] = []
     try:
-        try:
-            async with conn.transaction():
+        async with conn.transaction():
+            try:
                 outcome = await _record(conn, request)
-        except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
-            detail = exc.diag.message_primary or str(exc)
-            raise DecisionRefused(
-                request.gate_id, normalise_identity(request.principal), "refused_by_database", detail
-            ) from None
+            except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
+                detail = exc.diag.message_primary or str(exc)
+                raise DecisionRefused(
+                    request.gate_id, normalise_identity(request.principal), "refused_by_database", detail
+                ) from None
+            if outcome.recorded and on_recorded is not None:
+                message_ids = await on_recorded(conn, request.gate_id)
     except DecisionRefused as refused:
         await _trace_refusal(conn, request, refused)
         raise
     finally:
         await (seal() if seal is not None else seal_pending(conn))
-    return outcome
+    return Recorded(outcome, tuple(message_ids))
 
 
 async def refuse(
@@ -330,3 +358,16 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         },
     )
     return outcome
+
+
+@dataclass(frozen=True)
+class ChannelCount:
+    channel: str
+    decisions: int
+
+
+async def decisions_by_channel(conn: AsyncConnection[Any]) -> dict[str, int]:
+    """How many decisions each door has recorded (the metrics endpoint reads it)."""
+    async with conn.cursor(row_factory=class_row(ChannelCount)) as cur:
+        await cur.execute("SELECT channel, count(*) AS decisions FROM gate_decision GROUP BY channel")
+        return {row.channel: row.decisions for row in await cur.fetchall()}

@@ -1,30 +1,31 @@
 """`POST /callbacks/gates/{gate_id}/decisions`: the signed decision callback.
 
-Thin: verify the door's HMAC over the raw body, parse, call `record_decision` (which checks the person's own
-Ed25519 signature, `callbacks/person_signature.py`), map errors to status codes here.
+Thin: verify the door's HMAC over the raw body, parse, call `decide_gate` (callbacks/decide.py, the decision use
+case every door shares; `record_decision` checks the person's own Ed25519 signature, `callbacks/person_signature.py`),
+map errors to status codes here, then ask for delivery of the card updates committed with the decision.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from psycopg import AsyncConnection
 from pydantic import BaseModel
 
-from .decisions import (
+from .decide import (
     DECISIONS,
+    Connect,
     DecisionConflict,
     DecisionRefused,
-    DecisionRequest,
     GateNotFound,
+    OnRecorded,
+    PlatformIdentity,
     Seal,
-    record_decision,
+    decide_gate,
 )
 from .person_signature import MAX_SIGNED_AT, NO_PERSON_KEY, PERSON_SIGNATURE_REJECTED, ed25519_proof
 from .person_signature import WINDOW_S as PERSON_WINDOW_S
@@ -36,7 +37,7 @@ MAX_SIGNATURE_CHARS = 128  # base64 of a 64-byte Ed25519 signature is 88 charact
 TEXT_FIELDS = ("principal", "decision", "reason", "nonce")
 BODY_FIELDS = (*TEXT_FIELDS, "signed_at", "signature")
 
-Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
+Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -188,8 +189,17 @@ DECIDE_OPENAPI: dict[str, Any] = {
 }
 
 
-def build_callback_router(secret: str, connect: Connect, *, seal: Seal | None = None) -> APIRouter:
-    """`seal`, when given, seals trace events for many requests at once (`audit.sealer.GroupSealer.seal`)."""
+def build_callback_router(
+    secret: str,
+    connect: Connect,
+    *,
+    seal: Seal | None = None,
+    on_recorded: OnRecorded | None = None,
+    deliver: Deliver | None = None,
+) -> APIRouter:
+    """`seal`, when given, seals trace events for many requests at once (`audit.sealer.GroupSealer.seal`);
+    `on_recorded` enqueues card updates in the decision's transaction, and `deliver` sends them after it commits
+    (without it, the worker's next pass does)."""
     router = APIRouter()
 
     @router.post(
@@ -224,24 +234,31 @@ def build_callback_router(secret: str, connect: Connect, *, seal: Seal | None = 
             body = parse_body(raw)
         except BodyInvalid as exc:
             return _error(422, "invalid_body", str(exc), field=exc.field)
-        decision = DecisionRequest(
-            gate_id=gate_uuid,
-            principal=body["principal"],
-            decision=body["decision"],
-            reason=body["reason"],
-            nonce=body["nonce"],
+        identity = PlatformIdentity(
             channel="signed_callback",
+            external_id=body["principal"],
             proof=ed25519_proof(body["signature"], body["signed_at"]),
         )
         async with connect() as conn:
             try:
-                outcome = await record_decision(conn, decision, seal=seal)
+                decided = await decide_gate(
+                    conn,
+                    identity,
+                    gate_id=gate_uuid,
+                    decision=body["decision"],
+                    reason=body["reason"],
+                    nonce=body["nonce"],
+                    on_recorded=on_recorded,
+                    seal=seal,
+                )
             except GateNotFound as exc:
                 return _error(404, "gate_not_found", str(exc))
             except DecisionRefused as exc:
                 return _error(401 if exc.code == PERSON_SIGNATURE_REJECTED else 403, exc.code, str(exc))
             except DecisionConflict as exc:
                 return _error(409, "conflict", str(exc))
-        return JSONResponse(outcome.as_dict(), status_code=200)
+        if decided.message_ids and deliver is not None:
+            await deliver(list(decided.message_ids))
+        return JSONResponse(decided.outcome.as_dict(), status_code=200)
 
     return router

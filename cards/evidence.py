@@ -1,6 +1,6 @@
 """What a gate's summary shows an approver: figures and evidence lines, the same for Slack and Teams.
 
-Summaries are free-form JSON written by the engine (`engine/orchestrator.py::_gate_summary`), so reading them is
+Summaries are free-form JSON written by the engine (`engine/workflows/base.py::card_summary`), so reading them is
 lenient: a missing or odd value is shown as it is (or as "—") rather than stopping the card from rendering.
 """
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cards.formatting import count, money, share_percent
-from cards.model import DEFAULT_TASK_TITLES
 
 
 @dataclass(frozen=True)
@@ -150,8 +149,7 @@ def _accruals(summary: Mapping[str, Any]) -> Evidence:
 def _signoff(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
     tasks = _objects(summary.get("tasks"))
     task_lines = tuple(
-        f"{DEFAULT_TASK_TITLES.get(_text(t.get('task')), _text(t.get('task')))}: {_text(t.get('status'))}"
-        f" (attempt {_text(t.get('attempt'))})"
+        f"{_text(t.get('title') or t.get('task'))}: {_text(t.get('status'))} (attempt {_text(t.get('attempt'))})"
         for t in tasks
     )
     done = sum(1 for t in tasks if t.get("status") == "done")

@@ -10,17 +10,6 @@ GATE_KINDS = ("approval", "escalation")
 GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled")
 DECISIONS = ("approve", "reject")
 
-# Display titles for the standard checklist; any other task id is shown as it is.
-DEFAULT_TASK_TITLES: Mapping[str, str] = {
-    "bank_reconciliation": "Bank reconciliation",
-    "ap_reconciliation": "Accounts payable subledger reconciliation",
-    "ar_reconciliation": "Accounts receivable subledger reconciliation",
-    "accruals": "Period-end accruals",
-    "intercompany": "Intercompany reconciliation",
-    "variance_analysis": "Variance analysis",
-    "close_signoff": "Close sign-off",
-}
-
 
 class CardDataError(ValueError):
     """Card data that cannot be shown. `field` is a path such as `gates[2].quorum`."""
@@ -89,6 +78,11 @@ class TaskLine:
     status: str
     attempt: int
     reason: str | None = None
+    title: str = ""  # the workflow file's title; the task id when the close recorded none
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.task
 
 
 @dataclass(frozen=True)
@@ -102,8 +96,12 @@ class StatusCard:
     gates: tuple[GateCard, ...]
 
     @classmethod
-    def from_status_json(cls, d: Mapping[str, Any], task_titles: Mapping[str, str] = DEFAULT_TASK_TITLES) -> StatusCard:
-        """Build from the `close status --json` object. Its gates carry no summary: they get an empty one."""
+    def from_status_json(cls, d: Mapping[str, Any]) -> StatusCard:
+        """Build from the `close status --json` object. Its gates carry no summary: they get an empty one.
+
+        Task titles come from the object (the workflow file's, recorded when the close started); a task without one
+        is shown by its id.
+        """
         reader = _Reader(d, "", "close status JSON")
         entity = reader.text("entity")
         period = reader.text("period")
@@ -114,10 +112,11 @@ class StatusCard:
                 status=t.text("status"),
                 attempt=t.integer("attempt"),
                 reason=t.optional_text("reason"),
+                title=t.optional_text("title") or "",
             )
             for t in reader.objects("tasks")
         )
-        gates = tuple(_gate_from_status(g, close_id, entity, period, task_titles) for g in reader.objects("gates"))
+        gates = tuple(_gate_from_status(g, close_id, entity, period) for g in reader.objects("gates"))
         return cls(
             close_id=close_id,
             entity=entity,
@@ -142,11 +141,7 @@ class TraceExportCard:
     filename: str
 
 
-def task_title(task: str, task_titles: Mapping[str, str] = DEFAULT_TASK_TITLES) -> str:
-    return task_titles.get(task, task)
-
-
-def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str, task_titles: Mapping[str, str]) -> GateCard:
+def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str) -> GateCard:
     task = g.text("task")
     decisions = tuple(
         DecisionLine(
@@ -165,7 +160,7 @@ def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str, task_
         entity=entity,
         period=period,
         task=task,
-        task_title=task_title(task, task_titles),
+        task_title=g.optional_text("title") or task,
         kind=g.choice("kind", GATE_KINDS),
         tier=g.text("tier"),
         rule=g.optional_text("rule") or "",

@@ -20,7 +20,7 @@ from cards.formatting import (
     utc_time,
     waiting_on,
 )
-from cards.model import CardDataError, DecisionLine, GateCard, StatusCard, TraceExportCard, task_title
+from cards.model import CardDataError, DecisionLine, GateCard, StatusCard, TraceExportCard
 from cards.refusals import refusal_wording
 from cards.text import ELLIPSIS, fit, units
 
@@ -127,7 +127,7 @@ def status_message(status: StatusCard) -> Message:
         Fact("Overdue gates", str(sum(1 for g in open_gates if g.overdue))),
     ]
     task_lines = [
-        f"{_TASK_MARKS.get(t.status, ':grey_question:')} *{_esc(task_title(t.task))}*: {_esc(t.status)}"
+        f"{_TASK_MARKS.get(t.status, ':grey_question:')} *{_esc(t.display_title)}*: {_esc(t.status)}"
         f" (attempt {t.attempt})" + (f" — {_esc_fit(t.reason, 400)}" if t.reason else "")
         for t in status.tasks
     ]

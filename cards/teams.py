@@ -15,7 +15,7 @@ from typing import Any
 
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
-from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard, task_title
+from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
 from cards.refusals import refusal_wording
 from cards.text import ELLIPSIS, fit
 
@@ -110,7 +110,7 @@ def status_message(status: StatusCard) -> Card:
         )
     )
     task_facts = [
-        Fact(task_title(t.task), f"{t.status} (attempt {t.attempt})" + (f" — {t.reason}" if t.reason else ""))
+        Fact(t.display_title, f"{t.status} (attempt {t.attempt})" + (f" — {t.reason}" if t.reason else ""))
         for t in status.tasks
     ]
     body.append(_titled("Tasks", [_fact_set(task_facts)]))

@@ -6,9 +6,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from psycopg import AsyncConnection
@@ -19,14 +19,19 @@ from callbacks.access import ReadCredentials, ReadUnauthenticated, access_for, a
 from callbacks.http import ErrorBody, build_callback_router
 from engine.closes import CloseNotFound, close_status
 from engine.http_limits import BodyLimitMiddleware
+from engine.outbox import enqueue_card_updates
 from policy.access import READ_CLOSE
 
 from . import migrate, telemetry
 from .chat import build_senders, channel_targets, check_allow_lists, check_chat_settings
 from .limits import DEFAULT_MAX_BODY_BYTES, DOOR_BODY_LIMITS
 from .metrics import CONTENT_TYPE, DecisionTimer, ServeMetrics
-from .runtime import NoBooksLoaded, Runtime, app_version, start_close_with_books
+from .migrate import ping, schema_revision
+from .runtime import Runtime, app_version, start_close_with_books
 from .shutdown import release_claims
+
+if TYPE_CHECKING:
+    from bot.delivery import InlineDelivery
 
 log = logging.getLogger("countersign.app")
 
@@ -93,15 +98,29 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, limits=DOOR_BODY_LIMITS, default_max_bytes=DEFAULT_MAX_BODY_BYTES)
     app.add_middleware(DecisionTimer, metrics=metrics)  # outermost: times refusals at the body limit too
     telemetry.instrument_app(app)  # traces only when OTEL_EXPORTER_OTLP_ENDPOINT is set (countersign/telemetry.py)
-    app.include_router(build_callback_router(settings.callback_secret, connect_callbacks, seal=sealer.seal))
-
-    if settings.slack_enabled or settings.teams_enabled:
-        on_stop.append(_mount_chat(app, runtime, connect_callbacks, connect_engine, sealer.seal))
+    chat = settings.slack_enabled or settings.teams_enabled
+    senders = build_senders(settings) if chat else {}
+    # A decision's card updates go out in the background, whichever door decided; the answer waits at most
+    # INLINE_WAIT_S for them, and no pool connection is held while Slack or Teams answers (bot/delivery.py).
+    deliver = _inline_delivery(connect_engine, senders) if chat else None
+    if deliver is not None:
+        on_stop.append(partial(deliver.aclose, wait_s=SHUTDOWN_DELIVERY_WAIT_S))
+    app.include_router(
+        build_callback_router(
+            settings.callback_secret,
+            connect_callbacks,
+            seal=sealer.seal,
+            on_recorded=enqueue_card_updates,
+            deliver=deliver,
+        )
+    )
+    if deliver is not None:
+        _mount_chat(app, runtime, connect_callbacks, connect_engine, sealer.seal, senders, deliver)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         async with connect_callbacks() as conn:
-            await conn.execute("SELECT 1")
+            await ping(conn)
         return {"status": "ok"}
 
     @app.get("/readyz", responses={503: {"description": "not ready; `reason` says why"}})
@@ -111,7 +130,7 @@ def create_app(runtime: Runtime) -> FastAPI:
         for role, connect in (("engine", connect_engine), ("callbacks", connect_callbacks)):
             try:
                 async with asyncio.timeout(READY_TIMEOUT_S), connect() as conn:
-                    await conn.execute("SELECT 1")
+                    await ping(conn)
                     if role == "callbacks":
                         revision = await schema_revision(conn)
             except Exception as exc:
@@ -165,24 +184,6 @@ def create_app(runtime: Runtime) -> FastAPI:
     return app
 
 
-async def schema_revision(conn: AsyncConnection[Any]) -> str | None:
-    """The revision the database's schema is at (alembic_version), or None before the first migration.
-
-    Service roles may read it from revision 0010 on; before that the table is the owner's, and the schema is behind.
-    """
-    async with conn.cursor() as cur:
-        await cur.execute("SELECT to_regclass('alembic_version') IS NOT NULL")
-        exists = await cur.fetchone()
-        if not exists or not exists[0]:
-            return None
-        try:
-            await cur.execute("SELECT version_num FROM alembic_version")
-        except psycopg.errors.InsufficientPrivilege:
-            return "an older revision (before 0010)"
-        row = await cur.fetchone()
-    return str(row[0]) if row else None
-
-
 def _read_credentials(request: Request) -> ReadCredentials | JSONResponse:
     authorization = request.headers.get("authorization")
     if authorization is not None:
@@ -199,40 +200,46 @@ def _read_credentials(request: Request) -> ReadCredentials | JSONResponse:
     )
 
 
-def _mount_chat(
-    app: FastAPI, runtime: Runtime, connect_callbacks: Any, connect_engine: Any, seal: Callable[[], Any]
-) -> Callable[[], Awaitable[None]]:
-    """Mount Slack and Teams; returns what to await when the server stops (in-flight card updates)."""
+def _inline_delivery(connect_engine: Any, senders: dict[str, object]) -> InlineDelivery:
     from bot.delivery import InlineDelivery
-    from bot.services import ChatServices, NoBooks
+
+    return InlineDelivery(connect_engine, senders)  # type: ignore[arg-type]
+
+
+def _mount_chat(
+    app: FastAPI,
+    runtime: Runtime,
+    connect_callbacks: Any,
+    connect_engine: Any,
+    seal: Callable[[], Any],
+    senders: dict[str, object],
+    deliver: InlineDelivery,
+) -> None:
+    """Mount Slack and Teams on the services every chat door shares."""
+    from bot.services import ChatServices
 
     settings = runtime.settings
-    senders = build_senders(settings)
-
-    # A click's card updates go out in the background; the click's answer waits at most INLINE_WAIT_S for them, and
-    # no pool connection is held while Slack or Teams answers (bot/delivery.py).
-    deliver = InlineDelivery(connect_engine, senders)  # type: ignore[arg-type]
 
     async def start_close_for(entity: str, period: str, started_by: str, synthetic: bool) -> str:
+        """`close start` from a chat door: the same `start_close_with_books` the CLI calls, on books loaded before
+        or (asked) synthetic ones."""
         async with connect_engine() as conn:
-            try:
-                return await start_close_with_books(
-                    runtime,
-                    conn,
-                    entity=entity,
-                    period=period,
-                    books_dir=None,
-                    started_by=started_by,
-                    synthetic=synthetic,
-                )
-            except NoBooksLoaded as exc:
-                raise NoBooks(entity, period) from exc
+            return await start_close_with_books(
+                runtime,
+                conn,
+                entity=entity,
+                period=period,
+                books_dir=None,
+                started_by=started_by,
+                synthetic=synthetic,
+            )
 
     services = ChatServices(
         connect_callbacks=connect_callbacks,
         connect_engine=connect_engine,
         start_close=start_close_for,
         deliver=deliver,
+        on_recorded=enqueue_card_updates,
         channels=channel_targets(settings),
         seal=seal,
         policy=runtime.policy,
@@ -299,8 +306,3 @@ def _mount_chat(
         @app.post("/api/messages")
         async def teams_messages(request: Request) -> Response:
             return await adapter.handle(request)
-
-    async def stop_deliveries() -> None:
-        await deliver.aclose(wait_s=SHUTDOWN_DELIVERY_WAIT_S)
-
-    return stop_deliveries

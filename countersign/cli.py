@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from audit.bundle import BundleInvalid, build_bundle, verify_bundle
-from audit.export import FORMATS, export_events
+from audit.export import FORMATS
 from audit.log import (
     LogInconsistent,
     check_extends,
@@ -33,8 +33,9 @@ from audit.log import (
     tree_root,
 )
 from audit.merkle import MerkleTree
-from audit.trace import append_event, iter_events, seal_pending, verify_chain
-from callbacks.access import UnknownPrincipal, export_payload, issue_token, revoke_tokens
+from audit.trace import iter_events, seal_pending, verify_chain
+from callbacks.access import UnknownPrincipal, issue_token, record_trace_exported, revoke_tokens
+from callbacks.exports import export_trace
 from callbacks.principals import PrincipalFileError, parse_principals, upsert_principals
 from engine.books import BooksError, load_bank_feed
 from engine.closes import (
@@ -47,7 +48,6 @@ from engine.closes import (
     load_close,
 )
 from engine.orchestrator import advance
-from engine.outbox import enqueue_card_updates
 from policy import PolicyError
 from synthetic import ProfileError, generate_books, load_profile
 
@@ -531,12 +531,18 @@ def trace_export(
     rt = runtime()
 
     async def go() -> tuple[int, bytes]:
+        if fmt != "bundle":
+            # The export every door shares; it records `trace_exported` (as the owner: the engine role may not).
+            async with connection(rt, "owner") as conn:
+                await load_close(conn, close)
+                await seal_pending(conn)
+                exported = await export_trace(
+                    conn, close_id=close, fmt=fmt, requested_by="countersign-cli", platform="cli"
+                )
+            return exported.events, exported.data
         async with connection(rt) as conn:
             await load_close(conn, close)
             await seal_pending(conn)
-            if fmt != "bundle":
-                events = [e async for e in iter_events(conn, close_id=close)]
-                return len(events), export_events(events, fmt)
             signer = load_trace_signer(rt.settings)
             await sign_log_checkpoint(conn, signer, rt.settings.trace_origin, actor="countersign-cli")
             latest = await latest_checkpoint(conn)
@@ -554,20 +560,15 @@ def trace_export(
 
     count, data = run(go)
 
-    async def record_export() -> None:
+    async def record_bundle_export() -> None:
         # The export is itself a trace event (the engine role may not write it: the owner does, for the CLI).
         async with connection(rt, "owner") as conn:
-            async with conn.transaction():
-                await append_event(
-                    conn,
-                    actor="countersign-cli",
-                    close_id=close,
-                    kind="trace_exported",
-                    payload=export_payload(close_id=close, fmt=fmt, data=data, platform="cli"),
-                )
-            await seal_pending(conn)
+            await record_trace_exported(
+                conn, principal_id="countersign-cli", close_id=close, fmt=fmt, data=data, platform="cli"
+            )
 
-    run(record_export)
+    if fmt == "bundle":
+        run(record_bundle_export)
     if out is None:
         sys.stdout.buffer.write(data)
     else:
@@ -741,6 +742,11 @@ def worker(
     """
     from opentelemetry import trace
 
+    from bot.delivery import DeliveryReport, deliver_due
+    from engine.leases import Connect
+    from engine.orchestrator import AdvanceReport
+    from engine.worker import run_worker_pass
+
     from . import telemetry
     from .metrics import WorkerMetrics
     from .shutdown import StopSignal, finish_or_cancel, release_claims
@@ -752,42 +758,32 @@ def worker(
         fail(str(exc))
     _observe(rt.settings.log_format, telemetry.WORKER)
     senders = build_senders(rt.settings)
-    signer = load_trace_signer(rt.settings)
     metrics = WorkerMetrics()
     tracer = trace.get_tracer("countersign.worker")
 
     def connect() -> Any:  # a connection per short step: none is held across a specialist, Slack or Teams call
         return connection(rt)
 
+    def advanced(report: AdvanceReport) -> None:
+        metrics.closes_advanced.inc()
+        for step in report.steps:
+            console.print(f"{report.close_id[:8]} {escape(step)}", highlight=False)
+
+    async def deliver(connect: Connect) -> DeliveryReport:
+        return await deliver_due(connect, senders)  # type: ignore[arg-type]
+
     async def one_pass(stop: StopSignal) -> int:
-        async with connect() as conn, conn.cursor() as cur:
-            await cur.execute(
-                "SELECT close_id FROM close_run WHERE status <> 'closed'"
-                " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY created_at",
-                (close, close),
-            )
-            ids = [str(r[0]) for r in await cur.fetchall()]
-        advanced = 0
         async with engine_context(rt) as ctx:
-            for close_id in ids:
-                if stop.is_set:
-                    return advanced
-                report = await advance(connect, close_id, ctx)
-                advanced += 1
-                metrics.closes_advanced.inc()
-                for step in report.steps:
-                    console.print(f"{close_id[:8]} {escape(step)}", highlight=False)
-        async with connect() as conn:
-            await sign_log_checkpoint(
-                conn, signer, rt.settings.trace_origin, actor="countersign-worker", min_new_events=2
+            report = await run_worker_pass(
+                connect, ctx, deliver, only_close=close, should_stop=lambda: stop.is_set, on_advanced=advanced
             )
-        if stop.is_set:
-            return advanced
-        delivered = await run_outbox(connect, senders)
-        metrics.outbox.labels("sent").inc(delivered.sent)
-        metrics.outbox.labels("retried").inc(delivered.retried)
-        metrics.outbox.labels("failed").inc(delivered.failed)
-        return advanced
+        if report.delivery is not None:
+            for error in report.delivery.errors:
+                console.print(f"outbox: {escape(error)}", highlight=False)
+            metrics.outbox.labels("sent").inc(report.delivery.sent)
+            metrics.outbox.labels("retried").inc(report.delivery.retried)
+            metrics.outbox.labels("failed").inc(report.delivery.failed)
+        return len(report.advanced)
 
     async def loop() -> None:
         stop = StopSignal()
@@ -835,24 +831,12 @@ def demo(seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")
     raise typer.Exit(0 if ok else 1)
 
 
-async def run_outbox(connect: Any, senders: dict[str, object]) -> Any:
-    """Announce gate state changes and deliver what is due to Slack and Teams (no connection held during a call)."""
-    from bot.delivery import deliver_due
-
-    async with connect() as conn, conn.transaction():
-        await enqueue_card_updates(conn)
-    report = await deliver_due(connect, senders)  # type: ignore[arg-type]
-    for error in report.errors:
-        console.print(f"outbox: {escape(error)}", highlight=False)
-    return report
-
-
 @dispatch_app.command("replay")
 def dispatch_replay(
     dispatch_id: Annotated[int, typer.Argument(help="A dead-lettered dispatch id (close status).")],
 ) -> None:
     """Give a dead-lettered dispatch fresh attempts; the next advance retries its task."""
-    from engine.dispatch import NotDeadLettered, replay_dead_letter
+    from engine.dispatch import NotDeadLettered, NotReplayable, replay_dead_letter
 
     rt = runtime()
 
@@ -864,7 +848,7 @@ def dispatch_replay(
 
     try:
         close_id, task = run(go)
-    except NotDeadLettered as exc:
+    except (NotDeadLettered, NotReplayable) as exc:
         fail(str(exc))
         return
     console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")

@@ -24,7 +24,7 @@ from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from callbacks.signature import sign
 from engine.books import load_bank_feed, load_books
-from engine.closes import close_status, start_close
+from engine.closes import close_status, count_closes_with_entity_prefix, load_close, start_close
 from engine.orchestrator import advance
 from synthetic import generate_books, load_profile
 
@@ -37,10 +37,9 @@ MAX_ROUNDS = 20
 
 
 async def _demo_entity(rt: Runtime, seed: int) -> str:
-    async with connection(rt) as conn, conn.cursor() as cur:
-        await cur.execute("SELECT count(*) FROM close_run WHERE entity LIKE %s", (f"DEMO-{seed}-%",))
-        row = await cur.fetchone()
-    return f"DEMO-{seed}-{int(row[0]) + 1 if row else 1}"
+    async with connection(rt) as conn:
+        earlier = await count_closes_with_entity_prefix(conn, f"DEMO-{seed}-")
+    return f"DEMO-{seed}-{earlier + 1}"
 
 
 def _starter(people: list[Principal]) -> Principal:
@@ -110,7 +109,7 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
                 period=period,
                 book_set_id=loaded.book_set_id,
                 policy=rt.policy,
-                checklist=rt.checklist,
+                workflow=rt.workflow,
                 started_by=_starter(people).principal_id,
                 versions=rt.versions(),
             )
@@ -214,7 +213,4 @@ async def _drive(
 
 
 async def _book_set(conn: Any, close_id: str) -> int:
-    async with conn.cursor() as cur:
-        await cur.execute("SELECT book_set_id FROM close_run WHERE close_id = %s", (close_id,))
-        row = await cur.fetchone()
-    return int(row[0])
+    return (await load_close(conn, close_id)).book_set_id

@@ -18,11 +18,20 @@ from typing import Any
 import psycopg
 
 from engine.books import load_books
-from engine.closes import start_close
+from engine.closes import load_close, start_close
 from engine.dispatch import dispatch_once
 from engine.dispatch_client import open_in_process
-from engine.inputs import accruals_input
+from engine.integrity import (
+    NotPostgres,
+    PostingCounts,
+    ServerIdentity,
+    closed_count,
+    exactly_once_checks,
+    posting_counts,
+    server_identity,
+)
 from engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
+from engine.workflows.close.inputs import accruals_input
 from synthetic import generate_books, load_profile
 
 from .runtime import Runtime
@@ -30,9 +39,7 @@ from .scripted_people import ScriptedPeople
 
 CONNECTIONS_PER_PROCESS = 8
 
-
-class NotPostgres(RuntimeError):
-    pass
+__all__ = ["NotPostgres", "run_idempotency_drill", "run_restart_drill", "run_workers_drill"]
 
 
 @dataclass
@@ -78,15 +85,14 @@ class IdempotencyReport:
         return self.duplicates == 0 and self.journals == 1 and not self.storm.errors and changed_ok
 
 
-def database_identity(url: str) -> tuple[str, str, str]:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT version(), COALESCE(host(inet_server_addr()), 'unix socket'), current_database()"
-        ).fetchone()
-    assert row is not None
-    if not str(row[0]).startswith("PostgreSQL"):
-        raise NotPostgres(f"the drill ran against {row[0]!r}, which is not PostgreSQL: not a proof")
-    return str(row[0]).split(" on ")[0], str(row[1]), str(row[2])
+def database_identity(url: str) -> ServerIdentity:
+    """Server version, host and database behind `url`; raises NotPostgres unless it is PostgreSQL."""
+
+    async def identify() -> ServerIdentity:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return await server_identity(conn)
+
+    return asyncio.run(identify())
 
 
 def _journal_request(
@@ -195,19 +201,17 @@ async def _prepare(rt: Runtime) -> tuple[str, str, str, dict[str, Any]]:
     """A fresh drill close, and the accruals input its storm dispatches."""
     close_id, _ = await _prepare_close(rt, "IDEM")
     async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-        row = await (
-            await conn.execute("SELECT entity, period, book_set_id FROM close_run WHERE close_id = %s", (close_id,))
-        ).fetchone()
-        assert row is not None
-        entity, period, book_set_id = str(row[0]), str(row[1]), int(row[2])
-        payload = await accruals_input(conn, book_set_id, period, rt.policy)
-    return close_id, entity, period, payload
+        close = await load_close(conn, close_id)
+        payload = await accruals_input(conn, close.book_set_id, close.period, rt.policy)
+    return close_id, close.entity, close.period, payload
 
 
-def _count(url: str, sql: str, *params: Any) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(sql, params).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+def _posting_counts(url: str, close_id: str) -> PostingCounts:
+    async def count() -> PostingCounts:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return await posting_counts(conn, close_id)
+
+    return asyncio.run(count())
 
 
 def run_idempotency_drill(
@@ -215,42 +219,33 @@ def run_idempotency_drill(
 ) -> IdempotencyReport:
     if retries < 1 or processes < 1:
         raise ValueError("--retries and --processes must be at least 1")
-    server, host, database = database_identity(rt.database.owner_url)
+    server = database_identity(rt.database.owner_url)
     close_id, entity, period, payload = asyncio.run(_prepare(rt))
     url = rt.database.engine_url
     storm, seconds = _run_storm(url, close_id, entity, period, payload, retries, min(processes, retries), False)
-    journals_sql = "SELECT count(*) FROM journal WHERE source_close = %s"
+    counts = _posting_counts(url, close_id)
     report = IdempotencyReport(
-        server=server,
-        host=host,
-        database=database,
+        server=server.version,
+        host=server.host,
+        database=server.database,
         retries=retries,
         processes=processes,
         seconds=seconds,
         storm=storm,
-        dispatch_rows=_count(url, "SELECT count(*) FROM dispatch WHERE close_id = %s", close_id),
-        specialist_calls=_count(url, "SELECT sum(calls) FROM dispatch WHERE close_id = %s", close_id),
-        journals=_count(url, journals_sql, close_id),
-        journal_lines=_count(
-            url, "SELECT count(*) FROM journal_line JOIN journal USING (journal_id) WHERE source_close = %s", close_id
-        ),
+        dispatch_rows=counts.dispatch_rows,
+        specialist_calls=counts.specialist_calls,
+        journals=counts.journals,
+        journal_lines=counts.journal_lines,
     )
     if changed_storm:
-        lines_before = report.journal_lines
         changed, changed_seconds = _run_storm(
             url, close_id, entity, period, payload, retries, min(processes, retries), True
         )
+        after = _posting_counts(url, close_id)
         report.changed_storm = changed
         report.changed_seconds = changed_seconds
         report.rows_written_by_changed_storm = (
-            _count(url, journals_sql, close_id)
-            - report.journals
-            + _count(
-                url,
-                "SELECT count(*) FROM journal_line JOIN journal USING (journal_id) WHERE source_close = %s",
-                close_id,
-            )
-            - lines_before
+            after.journals - report.journals + after.journal_lines - report.journal_lines
         )
     return report
 
@@ -273,52 +268,24 @@ class RestartResult:
         return self.skipped is None and self.killed and self.closed and not self.problems
 
 
-EXACTLY_ONCE_CHECKS = (
-    ("accrual journals", "SELECT count(*) FROM journal WHERE source_close = %(c)s", 1),
-    ("journal_posted events", "SELECT count(*) FROM trace_event WHERE close_id = %(c)s AND kind = 'journal_posted'", 1),
-    ("period_closed events", "SELECT count(*) FROM trace_event WHERE close_id = %(c)s AND kind = 'period_closed'", 1),
-    (
-        "task_done events per task",
-        "SELECT count(*) FROM (SELECT payload->>'task' FROM trace_event WHERE close_id = %(c)s AND kind = 'task_done'"
-        " GROUP BY 1 HAVING count(*) <> 1) bad",
-        0,
-    ),
-    (
-        "gate_opened events per gate",
-        "SELECT abs((SELECT count(*) FROM gate WHERE close_id = %(c)s)"
-        " - (SELECT count(*) FROM trace_event WHERE close_id = %(c)s AND kind = 'gate_opened'))",
-        0,
-    ),
-    (
-        "gate cards per gate and channel",
-        "SELECT count(*) FROM (SELECT gate_id, platform, channel FROM outbox_message WHERE close_id = %(c)s"
-        " AND kind = 'gate_card' GROUP BY 1, 2, 3 HAVING count(*) <> 1 OR bool_or(status <> 'sent')) bad",
-        0,
-    ),
-    ("events left unsealed", "SELECT count(*) FROM trace_pending", 0),
-)
-
-
 def exactly_once_problems(rt: Runtime, close_ids: list[str]) -> list[str]:
-    """Every check of EXACTLY_ONCE_CHECKS for each close, plus the whole trace verifying; empty when all hold."""
+    """Every check of `engine.integrity.exactly_once_checks` for each close, plus the whole trace verifying; empty
+    when all hold."""
     from audit.trace import verify_chain
 
-    problems = []
-    with psycopg.connect(rt.database.owner_url) as conn:
-        for close_id in close_ids:
-            for label, sql, expected in EXACTLY_ONCE_CHECKS:
-                row = conn.execute(sql, {"c": close_id}).fetchone()
-                value = int(row[0]) if row and row[0] is not None else 0
-                if value != expected:
-                    problems.append(f"{close_id[:8]} {label}: {value}, expected {expected}")
-
-    async def chain_ok() -> bool:
+    async def problems() -> list[str]:
+        found = []
+        async with await psycopg.AsyncConnection.connect(rt.database.owner_url, autocommit=True) as conn:
+            for close_id in close_ids:
+                for check in await exactly_once_checks(conn, close_id):
+                    if not check.holds:
+                        found.append(f"{close_id[:8]} {check.label}: {check.value}, expected {check.expected}")
         async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-            return (await verify_chain(conn)).ok
+            if not (await verify_chain(conn)).ok:
+                found.append("trace does not verify")
+        return found
 
-    if not asyncio.run(chain_ok()):
-        problems.append("trace does not verify")
-    return problems
+    return asyncio.run(problems())
 
 
 _SCRIPTED_BY_PROCESS: list[ScriptedPeople] = []
@@ -342,13 +309,9 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
         status = await close_status(conn, close_id)
         for gate in (g for g in status["gates"] if g["status"] == "open"):
             if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
-                row = await (
-                    await conn.execute("SELECT book_set_id FROM close_run WHERE close_id = %s", (close_id,))
-                ).fetchone()
-                assert row is not None
                 await load_bank_feed(
                     conn,
-                    int(row[0]),
+                    (await load_close(conn, close_id)).book_set_id,
                     books / "corrected" / "bank_lines.csv",
                     loaded_by="countersign-drill",
                     close_id=close_id,
@@ -396,7 +359,7 @@ async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
             period=profile.period,
             book_set_id=loaded.book_set_id,
             policy=rt.policy,
-            checklist=rt.checklist,
+            workflow=rt.workflow,
             started_by="countersign-drill",
         )
     return close_id, books
@@ -495,18 +458,13 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
     ]
     started = time.perf_counter()
 
-    async def closed_count() -> int:
+    async def closed() -> int:
         async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-            row = await (
-                await conn.execute(
-                    "SELECT count(*) FROM close_run WHERE close_id = ANY(%s::uuid[]) AND status = 'closed'", (ids,)
-                )
-            ).fetchone()
-        return int(row[0]) if row else 0
+            return await closed_count(conn, ids)
 
     try:
         while time.perf_counter() - started < timeout_s:
-            if asyncio.run(closed_count()) == closes:
+            if asyncio.run(closed()) == closes:
                 break
             for close_id in ids:
                 asyncio.run(_decide_open_gates(rt, close_id, books[close_id]))
@@ -532,4 +490,4 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
 
     asyncio.run(seal())
     problems += exactly_once_problems(rt, ids)
-    return WorkersReport(closes, workers, seconds, asyncio.run(closed_count()), problems)
+    return WorkersReport(closes, workers, seconds, asyncio.run(closed()), problems)

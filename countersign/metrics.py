@@ -20,6 +20,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from psycopg import AsyncConnection
 
+from audit.log import log_progress
+from callbacks.decisions import decisions_by_channel
+from engine.gauges import engine_counts, gates_by_status
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SCRAPE_STATEMENT_TIMEOUT_MS = 2000  # a scrape never holds the database longer than this per statement
 
@@ -27,19 +31,6 @@ GATE_STATES = ("open", "approved", "rejected", "expired", "cancelled")
 DOORS = ("signed_callback", "slack", "teams")
 DECISION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PASS_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-
-# One statement for the scalar gauges; each sub-select is a count over an index or a one-row table.
-SCALARS_SQL = """
-SELECT (SELECT count(*) FROM outbox_message WHERE status = 'pending'),
-       (SELECT count(*) FROM outbox_message WHERE status = 'failed'),
-       (SELECT count(*) FROM dispatch WHERE status = 'failed'),
-       (SELECT coalesce(sum(failures), 0) FROM dispatch),
-       (SELECT count(*) FROM dispatch WHERE status = 'dead'),
-       (SELECT seq FROM trace_head),
-       (SELECT extract(epoch FROM now() - max(signed_at)) FROM trace_checkpoint)
-"""
-GATES_SQL = "SELECT status, count(*) FROM gate_state GROUP BY status"
-DECISIONS_SQL = "SELECT channel, count(*) FROM gate_decision GROUP BY channel"
 
 
 class ServeMetrics:
@@ -67,7 +58,9 @@ class ServeMetrics:
             "countersign_dispatch_failures", "Failed specialist calls counted against dispatches so far", registry=r
         )
         self.dispatch_dead = Gauge(
-            "countersign_dispatch_dead_letters", "Specialist dispatches dead-lettered (need a replay)", registry=r
+            "countersign_dispatch_dead_letters",
+            "Dead-lettered specialist dispatches whose task waits on its escalation gate",
+            registry=r,
         )
         self.trace_head = Gauge(
             "countersign_trace_head_seq", "Sequence number of the last sealed trace event", registry=r
@@ -80,26 +73,22 @@ class ServeMetrics:
         self._refresh_lock = threading.Lock()
 
     async def refresh_from_tables(self, conn: AsyncConnection[Any]) -> None:
-        """Read the gauges: three short statements in one read-only transaction with a statement timeout."""
-        async with conn.transaction(), conn.cursor() as cur:
-            await cur.execute(f"SET LOCAL statement_timeout = {SCRAPE_STATEMENT_TIMEOUT_MS}")
-            await cur.execute("SET LOCAL transaction_read_only = on")
-            await cur.execute(SCALARS_SQL)
-            scalars = await cur.fetchone()
-            await cur.execute(GATES_SQL)
-            gates = dict(await cur.fetchall())
-            await cur.execute(DECISIONS_SQL)
-            decisions = dict(await cur.fetchall())
-        assert scalars is not None
-        backlog, failed, retrying, failures, dead, head, age = scalars
+        """Read the gauges: a few short statements in one read-only transaction with a statement timeout."""
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL statement_timeout = {SCRAPE_STATEMENT_TIMEOUT_MS}")
+            await conn.execute("SET LOCAL transaction_read_only = on")
+            counts = await engine_counts(conn)
+            progress = await log_progress(conn)
+            gates = await gates_by_status(conn)
+            decisions = await decisions_by_channel(conn)
         with self._refresh_lock:
-            self.outbox_backlog.set(backlog)
-            self.outbox_failed.set(failed)
-            self.dispatch_retrying.set(retrying)
-            self.dispatch_failures.set(failures)
-            self.dispatch_dead.set(dead)
-            self.trace_head.set(head or 0)
-            self.checkpoint_age.set(float(age) if age is not None else math.nan)
+            self.outbox_backlog.set(counts.outbox_backlog)
+            self.outbox_failed.set(counts.outbox_failed)
+            self.dispatch_retrying.set(counts.dispatch_retrying)
+            self.dispatch_failures.set(counts.dispatch_failures)
+            self.dispatch_dead.set(counts.dispatch_dead)
+            self.trace_head.set(progress.head_seq or 0)
+            self.checkpoint_age.set(progress.checkpoint_age_s if progress.checkpoint_age_s is not None else math.nan)
             for state in GATE_STATES:  # fixed label values: a state nobody is in reads 0, not absent
                 self.gates.labels(state=state).set(gates.get(state, 0))
             for door in DOORS:

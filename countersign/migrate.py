@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from alembic import command
 from alembic.config import Config
-from psycopg import sql
+from psycopg import AsyncConnection, sql
 
 import migrations
 
@@ -98,3 +98,26 @@ def set_role_passwords(database: Database, passwords: Mapping[str, str]) -> list
 
 def _encrypted(conn: psycopg.Connection[Any], password: str, role: str) -> str:
     return conn.pgconn.encrypt_password(password.encode(), role.encode()).decode()
+
+
+async def schema_revision(conn: AsyncConnection[Any]) -> str | None:
+    """The revision the database's schema is at (alembic_version), or None before the first migration.
+
+    Service roles may read it from revision 0010 on; before that the table is the owner's, and the schema is behind.
+    """
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT to_regclass('alembic_version') IS NOT NULL")
+        exists = await cur.fetchone()
+        if not exists or not exists[0]:
+            return None
+        try:
+            await cur.execute("SELECT version_num FROM alembic_version")
+        except psycopg.errors.InsufficientPrivilege:
+            return "an older revision (before 0010)"
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+async def ping(conn: AsyncConnection[Any]) -> None:
+    """Ask the database one trivial question: it answers, as this connection's role."""
+    await conn.execute("SELECT 1")

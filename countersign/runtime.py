@@ -1,8 +1,8 @@
-"""Wiring: settings -> database (at head) -> policy and checklist -> engine context with A2A specialists."""
+"""Wiring: settings -> database (at head) -> policy and workflows -> engine context with A2A specialists."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -13,11 +13,12 @@ import httpx
 import psycopg
 from psycopg import AsyncConnection
 
-from engine.books import BooksError, LoadedBooks, load_books, read_manifest
-from engine.closes import check_entity_and_period, start_close
+from engine.closes import start_close
 from engine.dispatch_client import SpecialistClient, open_in_process
 from engine.orchestrator import EngineContext
-from policy import Checklist, Policy, load_checklist, load_policy
+from engine.starting import NoBooksLoaded as NoBooksLoaded  # re-exported: the CLI and the app catch it
+from engine.starting import books_for_close
+from policy import Policy, PolicyError, Workflow, load_policy, load_workflows
 from synthetic import generate_books, load_profile, seed_from_name
 
 from . import migrate
@@ -42,16 +43,36 @@ class Runtime:
     settings: Settings
     database: Database
     policy: Policy
-    checklist: Checklist
+    workflows: Mapping[str, Workflow]  # every file in config/workflows, each checked against the policy
+
+    def __post_init__(self) -> None:
+        if CLOSE_WORKFLOW not in self.workflows:
+            raise PolicyError(str(self.settings.workflows_dir), f"{CLOSE_WORKFLOW}.yaml", "missing: the close workflow")
+
+    @property
+    def workflow(self) -> Workflow:
+        """The month-end close: what `close start` runs."""
+        return self.workflows[CLOSE_WORKFLOW]
 
     def versions(self) -> dict[str, Any]:
         return {"app_version": app_version()}
 
 
-def load_rules(settings: Settings) -> tuple[Policy, Checklist]:
-    """Policy first, then the checklist checked against it: a disagreeing checklist stops the process here."""
+CLOSE_WORKFLOW = "close"
+
+
+def load_rules(settings: Settings) -> tuple[Policy, Workflow]:
+    """The policy and the month-end close workflow; every workflow file is checked (see `load_rules_all`)."""
+    policy, workflows = load_rules_all(settings)
+    if CLOSE_WORKFLOW not in workflows:
+        raise PolicyError(str(settings.workflows_dir), f"{CLOSE_WORKFLOW}.yaml", "missing: the close workflow")
+    return policy, workflows[CLOSE_WORKFLOW]
+
+
+def load_rules_all(settings: Settings) -> tuple[Policy, Mapping[str, Workflow]]:
+    """Policy first, then every workflow file checked against it: a disagreeing one stops the process here."""
     policy = load_policy(settings.risk_path)
-    return policy, load_checklist(settings.checklist_path, policy)
+    return policy, load_workflows(settings.workflows_dir, policy)
 
 
 class PasswordFileUnreadable(RuntimeError):
@@ -97,7 +118,7 @@ def boot(
     """Rules, then the database: `upgrade` migrates it (the owner's `db upgrade`), and so does the embedded default
     (its own owner); any other process only checks the schema is at head (SchemaNotAtHead otherwise). `roles` are
     the connections the process will open: each must be configured (MissingRoleURL otherwise)."""
-    policy, checklist = load_rules(settings)
+    policy, workflows = load_rules_all(settings)
     database = database or open_configured_database(settings)
     for role in roles:
         database.url_for(role)
@@ -105,7 +126,7 @@ def boot(
         migrate.upgrade(database)
     else:
         migrate.require_head(database.schema_check_url())
-    return Runtime(settings, database, policy, checklist)
+    return Runtime(settings, database, policy, workflows)
 
 
 @asynccontextmanager
@@ -141,7 +162,7 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
     if url is None:
         async with open_in_process(token=token) as client:
             yield EngineContext(
-                runtime.policy, runtime.checklist, call=client.call, channels=channels, signer=signer, origin=origin
+                runtime.policy, runtime.workflows, call=client.call, channels=channels, signer=signer, origin=origin
             )
         return
     if not token:
@@ -152,7 +173,7 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
         remote = SpecialistClient(http, url.rstrip("/"), token=token)
         try:
             yield EngineContext(
-                runtime.policy, runtime.checklist, call=remote.call, channels=channels, signer=signer, origin=origin
+                runtime.policy, runtime.workflows, call=remote.call, channels=channels, signer=signer, origin=origin
             )
         finally:
             await remote.aclose()
@@ -167,28 +188,6 @@ def synthesize_for(runtime: Runtime, entity: str, period: str) -> Path:
     return out
 
 
-async def latest_books(conn: AsyncConnection[Any], entity: str, period: str) -> int | None:
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s ORDER BY book_set_id DESC LIMIT 1",
-            (entity, period),
-        )
-        row = await cur.fetchone()
-    return int(row[0]) if row else None
-
-
-class NoBooksLoaded(RuntimeError):
-    """`close start` for an entity and period with no books: a typo must not become a close on invented books."""
-
-    def __init__(self, entity: str, period: str) -> None:
-        super().__init__(
-            f"{entity} {period} has no loaded books: pass --books DIR (from `countersign synth`), "
-            "or --synthetic to start on synthetic books seeded from the entity's name"
-        )
-        self.entity = entity
-        self.period = period
-
-
 async def ensure_books(
     runtime: Runtime,
     conn: AsyncConnection[Any],
@@ -197,24 +196,17 @@ async def ensure_books(
     books_dir: Path | None,
     *,
     synthetic: bool = False,
-) -> LoadedBooks | int:
-    """Load the given books, or reuse loaded ones, or (asked to) synthesize some; returns the load or the set id."""
-    check_entity_and_period(entity, period)
-    if books_dir is not None:
-        manifest = read_manifest(books_dir)
-        if (manifest["entity"], manifest["period"]) != (entity, period):
-            raise BooksError(
-                "entity.json",
-                "entity/period",
-                f"books are for {manifest['entity']} {manifest['period']}, not {entity} {period}",
-            )
-        return await load_books(conn, books_dir, loaded_by="countersign-cli")
-    existing = await latest_books(conn, entity, period)
-    if existing is not None:
-        return existing
-    if not synthetic:
-        raise NoBooksLoaded(entity, period)
-    return await load_books(conn, synthesize_for(runtime, entity, period), loaded_by="countersign-cli")
+) -> int:
+    """Load the given books, or reuse loaded ones, or (asked to) synthesize some; returns the book set id."""
+    return await books_for_close(
+        conn,
+        entity=entity,
+        period=period,
+        books_dir=books_dir,
+        synthetic=synthetic,
+        synthesize=lambda e, p: synthesize_for(runtime, e, p),
+        loaded_by="countersign-cli",
+    )
 
 
 async def start_close_with_books(
@@ -228,15 +220,15 @@ async def start_close_with_books(
     synthetic: bool = False,
 ) -> str:
     """`close start` from any door (CLI, Slack): books given, loaded before, or (`synthetic`) generated; then the
-    close and its tasks. No books and not `synthetic` raises NoBooksLoaded."""
-    loaded = await ensure_books(runtime, conn, entity, period, books_dir, synthetic=synthetic)
+    close and its tasks. No books and not `synthetic` raises NoBooksLoaded. Every door calls this one function."""
+    book_set_id = await ensure_books(runtime, conn, entity, period, books_dir, synthetic=synthetic)
     return await start_close(
         conn,
         entity=entity,
         period=period,
-        book_set_id=loaded.book_set_id if isinstance(loaded, LoadedBooks) else loaded,
+        book_set_id=book_set_id,
         policy=runtime.policy,
-        checklist=runtime.checklist,
+        workflow=runtime.workflow,
         started_by=started_by,
         versions=runtime.versions(),
     )

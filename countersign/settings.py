@@ -164,8 +164,9 @@ class Settings(BaseSettings):
         return self.config_dir / "risk.yaml"
 
     @property
-    def checklist_path(self) -> Path:
-        return self.config_dir / "checklist.yaml"
+    def workflows_dir(self) -> Path:
+        """Every `*.yaml` here is a workflow (the close is close.yaml); moves with COUNTERSIGN_CONFIG_DIR."""
+        return self.config_dir / "workflows"
 
     @property
     def principals_path(self) -> Path:

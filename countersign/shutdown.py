@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
 
+from engine.dispatch import release_dispatch_leases
 from engine.leases import holder_id
+from engine.outbox import release_outbox_claims
 
 T = TypeVar("T")
 
@@ -39,20 +41,10 @@ class Released:
 async def release_claims(conn: AsyncConnection[Any], prefix: str | None = None) -> Released:
     """End now every live outbox claim and dispatch lease held under this process's holder ids."""
     prefix = prefix or process_holder_prefix()
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE outbox_message SET claimed_until = now()"
-            " WHERE left(claimed_by, length(%(p)s)) = %(p)s AND claimed_until > now()",
-            {"p": prefix},
-        )
-        messages = cur.rowcount
-        await cur.execute(
-            "UPDATE dispatch SET lease_until = now()"
-            " WHERE left(leased_by, length(%(p)s)) = %(p)s AND lease_until > now()",
-            {"p": prefix},
-        )
-        dispatches = cur.rowcount
-    return Released(max(messages, 0), max(dispatches, 0))
+    async with conn.transaction():
+        messages = await release_outbox_claims(conn, prefix)
+        dispatches = await release_dispatch_leases(conn, prefix)
+    return Released(messages, dispatches)
 
 
 class StopSignal:

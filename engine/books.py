@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
@@ -282,35 +283,20 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
     }
     digest = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
     async with conn.transaction():
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s AND digest = %s",
-                (entity, period, digest),
+        loaded = await _loaded_before(conn, entity, period, digest)
+        if loaded is not None:
+            return LoadedBooks(
+                loaded.book_set_id, entity, period, currency, digest, loaded.gl_lines, loaded.bank_feed_version
             )
-            existing = await cur.fetchone()
-            if existing is not None:
-                book_set_id = int(existing[0])
-                await cur.execute("SELECT count(*) FROM book_gl_line WHERE book_set_id = %s", (book_set_id,))
-                gl = await cur.fetchone()
-                await cur.execute("SELECT max(feed_version) FROM bank_feed WHERE book_set_id = %s", (book_set_id,))
-                feed = await cur.fetchone()
-                return LoadedBooks(
-                    book_set_id,
-                    entity,
-                    period,
-                    currency,
-                    digest,
-                    int(gl[0]) if gl else 0,
-                    int(feed[0]) if feed and feed[0] else 1,
-                )
+        async with conn.cursor(row_factory=scalar_row) as cur:
             await cur.execute(
                 "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
                 " VALUES (%s, %s, %s, %s, %s, %s) RETURNING book_set_id",
                 (entity, period, currency, books_dir.name, Jsonb(manifest), digest),
             )
-            row = await cur.fetchone()
-            assert row is not None
-            book_set_id = int(row[0])
+            new_id: int | None = await cur.fetchone()
+            assert new_id is not None
+            book_set_id = new_id
         fixed = (("book_set_id", book_set_id),)
         await _copy(conn, ACCOUNTS.table, fixed, ACCOUNTS.columns, _checked_accounts(books_dir))
         gl_count = 0
@@ -347,6 +333,27 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
     return LoadedBooks(book_set_id, entity, period, currency, digest, gl_count, feed_version)
 
 
+@dataclass(frozen=True)
+class _LoadedBefore:
+    book_set_id: int
+    gl_lines: int
+    bank_feed_version: int
+
+
+async def _loaded_before(conn: AsyncConnection[Any], entity: str, period: str, digest: str) -> _LoadedBefore | None:
+    """The book set these exact files were loaded into before, if any."""
+    async with conn.cursor(row_factory=class_row(_LoadedBefore)) as cur:
+        await cur.execute(
+            "SELECT s.book_set_id,"
+            "       (SELECT count(*) FROM book_gl_line g WHERE g.book_set_id = s.book_set_id) AS gl_lines,"
+            "       COALESCE((SELECT max(feed_version) FROM bank_feed f WHERE f.book_set_id = s.book_set_id), 1)"
+            "         AS bank_feed_version"
+            "  FROM book_set s WHERE s.entity = %s AND s.period = %s AND s.digest = %s",
+            (entity, period, digest),
+        )
+        return await cur.fetchone()
+
+
 def _checked_accounts(books_dir: Path) -> Iterator[tuple[object, ...]]:
     for row in read_rows(books_dir / ACCOUNTS.file, ACCOUNTS.columns):
         if row[2] not in ACCOUNT_TYPES:
@@ -354,33 +361,39 @@ def _checked_accounts(books_dir: Path) -> Iterator[tuple[object, ...]]:
         yield row
 
 
+@dataclass(frozen=True)
+class _UnbalancedJournal:
+    journal_id: str
+    total: Decimal
+
+
 async def _check_journals_balance(conn: AsyncConnection[Any], book_set_id: int) -> None:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(_UnbalancedJournal)) as cur:
         await cur.execute(
-            "SELECT journal_id, sum(amount) FROM book_gl_line WHERE book_set_id = %s"
+            "SELECT journal_id, sum(amount) AS total FROM book_gl_line WHERE book_set_id = %s"
             " GROUP BY journal_id HAVING sum(amount) <> 0 ORDER BY journal_id LIMIT 1",
             (book_set_id,),
         )
         bad = await cur.fetchone()
     if bad is not None:
-        raise BooksError(GL_LINES.file, "amount", f"journal {bad[0]} does not balance (sums to {bad[1]})")
+        raise BooksError(GL_LINES.file, "amount", f"journal {bad.journal_id} does not balance (sums to {bad.total})")
 
 
 async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: Path, loaded_by: str) -> int:
     digest = file_digest(path) if path.is_file() else ""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "SELECT feed_version FROM bank_feed WHERE book_set_id = %s AND digest = %s", (book_set_id, digest)
         )
-        existing = await cur.fetchone()
+        existing: int | None = await cur.fetchone()
         if existing is not None:
-            return int(existing[0])
+            return existing
         await cur.execute(
             "SELECT COALESCE(max(feed_version), 0) + 1 FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
         )
-        row = await cur.fetchone()
-        assert row is not None
-        version = int(row[0])
+        next_version: int | None = await cur.fetchone()
+        assert next_version is not None
+        version = next_version
         await cur.execute(
             "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by) VALUES (%s, %s, %s, %s, %s)",
             (book_set_id, version, path.name, digest, loaded_by),
@@ -410,3 +423,14 @@ async def load_bank_feed(
         )
     await seal_pending(conn)
     return version
+
+
+async def latest_book_set(conn: AsyncConnection[Any], entity: str, period: str) -> int | None:
+    """The newest book set loaded for the entity and period, if any."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s ORDER BY book_set_id DESC LIMIT 1",
+            (entity, period),
+        )
+        found = await cur.fetchone()
+    return None if found is None else int(found)

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from psycopg import AsyncConnection, errors
+from psycopg.rows import class_row, scalar_row
 
 from audit.trace import append_event, register_close_versions, seal_pending
-from policy import Checklist, Policy
+from policy import Policy, Workflow
 
 from .actors import ENGINE_ACTOR
 from .dispatch import dead_letters
+from .lifecycle import RunState, TaskState
 from .outbox import failed_deliveries
+from .supervisor import move_run
 
 
 def _app_version() -> str:
@@ -75,6 +79,42 @@ class CloseRecord:
     book_set_id: int
     status: str
     started_by: str
+    workflow: str
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of one close as the supervisor last left it."""
+
+    task: str
+    status: TaskState
+    attempt: int
+    result: dict[str, Any] | None
+    escalation: str | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", TaskState(self.status))
+
+
+_TASK_COLUMNS = "task, status, attempt, result, escalation"
+
+
+async def task_rows(conn: AsyncConnection[Any], close_id: str) -> dict[str, TaskRow]:
+    async with conn.cursor(row_factory=class_row(TaskRow)) as cur:
+        await cur.execute(f"SELECT {_TASK_COLUMNS} FROM close_task WHERE close_id = %s", (close_id,))
+        return {row.task: row for row in await cur.fetchall()}
+
+
+async def lock_task(conn: AsyncConnection[Any], close_id: str, task: str) -> TaskRow:
+    """The task's row, locked until the caller's transaction ends."""
+    async with conn.cursor(row_factory=class_row(TaskRow)) as cur:
+        await cur.execute(
+            f"SELECT {_TASK_COLUMNS} FROM close_task WHERE close_id = %s AND task = %s FOR UPDATE", (close_id, task)
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise LookupError(f"close {close_id} has no task {task!r}")
+    return row
 
 
 def _valid_uuid(close_id: str) -> str:
@@ -84,16 +124,25 @@ def _valid_uuid(close_id: str) -> str:
         raise CloseNotFound(str(close_id)) from None
 
 
+async def find_close_record(conn: AsyncConnection[Any], close_id: str) -> CloseRecord | None:
+    """The close, or None when there is no such close."""
+    try:
+        return await load_close(conn, close_id)
+    except CloseNotFound:
+        return None
+
+
 async def load_close(conn: AsyncConnection[Any], close_id: str) -> CloseRecord:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(CloseRecord)) as cur:
         await cur.execute(
-            "SELECT close_id, entity, period, book_set_id, status, started_by FROM close_run WHERE close_id = %s",
+            "SELECT close_id::text, entity, period, book_set_id, status, started_by, workflow"
+            " FROM close_run WHERE close_id = %s",
             (_valid_uuid(close_id),),
         )
         row = await cur.fetchone()
     if row is None:
         raise CloseNotFound(close_id)
-    return CloseRecord(str(row[0]), row[1], row[2], int(row[3]), row[4], row[5])
+    return row
 
 
 async def latest_close_id(conn: AsyncConnection[Any], entity: str | None = None) -> str | None:
@@ -107,6 +156,25 @@ async def latest_close_id(conn: AsyncConnection[Any], entity: str | None = None)
             )
         row = await cur.fetchone()
     return str(row[0]) if row else None
+
+
+async def runnable_close_ids(conn: AsyncConnection[Any], only: str | None = None) -> list[str]:
+    """Every close not yet closed (or just `only`, when it is not closed), oldest first."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "SELECT close_id::text FROM close_run WHERE status <> 'closed'"
+            " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY created_at",
+            (only, only),
+        )
+        ids: Sequence[str] = await cur.fetchall()
+    return list(ids)
+
+
+async def count_closes_with_entity_prefix(conn: AsyncConnection[Any], prefix: str) -> int:
+    """How many closes have an entity starting with `prefix` (the demo numbers its entities with it)."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT count(*) FROM close_run WHERE left(entity, length(%(p)s)) = %(p)s", {"p": prefix})
+        return int(await cur.fetchone() or 0)
 
 
 async def find_close(conn: AsyncConnection[Any], entity: str, period: str) -> str | None:
@@ -123,7 +191,7 @@ async def start_close(
     period: str,
     book_set_id: int,
     policy: Policy,
-    checklist: Checklist,
+    workflow: Workflow,
     started_by: str,
     versions: dict[str, Any] | None = None,
 ) -> str:
@@ -145,12 +213,12 @@ async def start_close(
                     raise PeriodClosed(entity, period)
                 await cur.execute(
                     "INSERT INTO close_run (close_id, entity, period, book_set_id, policy_digest, checklist_digest,"
-                    " started_by) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (close_id, entity, period, book_set_id, policy.digest, checklist.digest, started_by),
+                    " started_by, workflow) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    (close_id, entity, period, book_set_id, policy.digest, workflow.digest, started_by, workflow.name),
                 )
                 await cur.executemany(
-                    "INSERT INTO close_task (close_id, task) VALUES (%s, %s)",
-                    [(close_id, task_id) for task_id in checklist.topological_order()],
+                    "INSERT INTO close_task (close_id, task, title) VALUES (%s, %s, %s)",
+                    [(close_id, task_id, workflow.title_of(task_id)) for task_id in workflow.topological_order()],
                 )
                 await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
                 manifest_row = await cur.fetchone()
@@ -158,7 +226,8 @@ async def start_close(
             version_set = {
                 "app_version": _app_version(),
                 "risk_yaml_sha256": policy.digest,
-                "checklist_sha256": checklist.digest,
+                "checklist_sha256": workflow.digest,
+                "workflow": workflow.name,
                 "synthetic_profile": manifest.get("profile"),
                 "synthetic_seed": manifest.get("seed"),
                 **(versions or {}),
@@ -174,7 +243,8 @@ async def start_close(
                     "entity": entity,
                     "period": period,
                     "book_set_id": book_set_id,
-                    "tasks": list(checklist.topological_order()),
+                    "workflow": workflow.name,
+                    "tasks": list(workflow.topological_order()),
                     "to": "orchestrator",
                 },
             )
@@ -208,14 +278,8 @@ async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor:
                 status = "awaiting_approval"
             else:
                 status = "running"
-            await cur.execute(
-                "UPDATE close_run SET status = %s, status_reason = %s, updated_at = now()"
-                " WHERE close_id = %s AND (status IS DISTINCT FROM %s OR status_reason IS DISTINCT FROM %s)"
-                " RETURNING close_id",
-                (status, reason, close_id, status, reason),
-            )
-            changed = await cur.fetchone()
-        if changed is not None:
+        changed = await move_run(conn, close_id, RunState(status), reason=reason)
+        if changed:
             await append_event(
                 conn,
                 actor=actor,
@@ -231,16 +295,17 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
     close = await load_close(conn, close_id)
     async with conn.cursor() as cur:
         await cur.execute(
-            "SELECT task, status, attempt, reason, updated_at FROM close_task WHERE close_id = %s",
+            "SELECT task, status, attempt, reason, updated_at, title FROM close_task WHERE close_id = %s",
             (close.close_id,),
         )
-        task_rows = {r[0]: r for r in await cur.fetchall()}
+        tasks_by_name = {r[0]: r for r in await cur.fetchall()}
         await cur.execute("SELECT status_reason FROM close_run WHERE close_id = %s", (close.close_id,))
         reason_row = await cur.fetchone()
         await cur.execute(
             "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, g.approver_role, g.rule,"
-            " g.opened_at, g.due_at, s.approvals, g.prepared_by, g.requested_by, g.expires_at, s.overdue"
+            " g.opened_at, g.due_at, s.approvals, g.prepared_by, g.requested_by, g.expires_at, s.overdue, t.title"
             " FROM gate_state s JOIN gate g USING (gate_id)"
+            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
             " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
             (close.close_id,),
         )
@@ -274,16 +339,18 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
         "tasks": [
             {
                 "task": name,
-                "status": task_rows[name][1],
-                "attempt": int(task_rows[name][2]),
-                "reason": task_rows[name][3],
+                "title": tasks_by_name[name][5] or name,
+                "status": tasks_by_name[name][1],
+                "attempt": int(tasks_by_name[name][2]),
+                "reason": tasks_by_name[name][3],
             }
-            for name in task_rows
+            for name in tasks_by_name
         ],
         "gates": [
             {
                 "gate_id": str(g[0]),
                 "task": g[1],
+                "title": g[16] or g[1],
                 "attempt": int(g[2]),
                 "kind": g[3],
                 "tier": g[4],

@@ -10,17 +10,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
 from psycopg import AsyncConnection
+from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from audit.killpoints import kill_point
 from audit.trace import append_event
 
 from .leases import Connect, connect_to, holder_id, renewing
+from .lifecycle import TaskState
+from .supervisor import move_task
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 
@@ -151,6 +155,20 @@ async def dispatch_once(
     return await _call_and_record(connect, call, key, holder, close_id, task, specialist, payload, actor, lease_s)
 
 
+@dataclass(frozen=True)
+class DispatchState:
+    """A dispatch row as a claim reads it, locked FOR UPDATE."""
+
+    dispatch_id: int
+    input_digest: str
+    status: str
+    result: dict[str, Any] | None
+    error: str | None
+    retry_in_s: float | None  # seconds until the next attempt is due (negative: overdue), None when not scheduled
+    leased_by: str | None
+    lease_live: bool | None
+
+
 async def _claim(
     conn: AsyncConnection[Any],
     key: str,
@@ -164,25 +182,25 @@ async def _claim(
     lease_s: float,
 ) -> DispatchOutcome | str | None:
     """One short transaction: the stored result, or the live lease's holder (str), or None when the call is ours."""
-    async with conn.transaction(), conn.cursor() as cur:
+    async with conn.transaction(), conn.cursor(row_factory=class_row(DispatchState)) as cur:
         await cur.execute(
             "INSERT INTO dispatch (idempotency_key, close_id, task, attempt, specialist, input_digest)"
             " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING",
             (key, close_id, task, attempt, specialist, digest),
         )
         await cur.execute(
-            "SELECT input_digest, status, result, dispatch_id, error, extract(epoch FROM next_attempt_at - now()),"
-            " leased_by, lease_until > now() FROM dispatch WHERE idempotency_key = %s FOR UPDATE",
+            "SELECT dispatch_id, input_digest, status, result, error,"
+            " extract(epoch FROM next_attempt_at - now())::float8 AS retry_in_s,"
+            " leased_by, lease_until > now() AS lease_live FROM dispatch WHERE idempotency_key = %s FOR UPDATE",
             (key,),
         )
         row = await cur.fetchone()
         assert row is not None
-        stored_digest, status, stored_result, dispatch_id, error, wait_s, leased_by, lease_live = row
-        if stored_digest != digest:
-            raise DispatchConflict(key, stored_digest, digest)
-        if status == "dead":
-            raise DispatchDeadLettered(int(dispatch_id), task, str(error))
-        if status == "completed":
+        if row.input_digest != digest:
+            raise DispatchConflict(key, row.input_digest, digest)
+        if row.status == "dead":
+            raise DispatchDeadLettered(row.dispatch_id, task, str(row.error))
+        if row.status == "completed":
             await append_event(
                 conn,
                 actor=actor,
@@ -190,11 +208,11 @@ async def _claim(
                 kind="dispatch_reused",
                 payload={"task": task, "specialist": specialist, "idempotency_key": key},
             )
-            return DispatchOutcome(key, dict(stored_result), reused=True)
-        if lease_live:
-            return str(leased_by)
-        if status == "failed" and wait_s is not None and float(wait_s) > 0:
-            raise DispatchBackingOff(task, float(wait_s))
+            return DispatchOutcome(key, dict(row.result or {}), reused=True)
+        if row.lease_live:
+            return str(row.leased_by)
+        if row.status == "failed" and row.retry_in_s is not None and row.retry_in_s > 0:
+            raise DispatchBackingOff(task, row.retry_in_s)
         await cur.execute(
             "UPDATE dispatch SET calls = calls + 1, leased_by = %s, lease_until = now() + make_interval(secs => %s)"
             " WHERE idempotency_key = %s",
@@ -218,7 +236,7 @@ async def _claim(
 
 
 async def _renew_lease(connect: Connect, key: str, holder: str, lease_s: float) -> bool:
-    async with connect() as conn, conn.cursor() as cur:
+    async with connect() as conn, conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "UPDATE dispatch SET lease_until = now() + make_interval(secs => %s)"
             " WHERE idempotency_key = %s AND leased_by = %s AND status IN ('pending', 'failed') RETURNING dispatch_id",
@@ -245,7 +263,7 @@ async def _call_and_record(
         kill_point("dispatch.after_call")
     except Exception as exc:
         raise await _record_failure(connect, key, holder, close_id, task, specialist, actor, exc) from exc
-    async with connect() as conn, conn.transaction(), conn.cursor() as cur:
+    async with connect() as conn, conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
         # Ours if the row is not completed yet: our lease, or a lease that passed to a worker still calling (both
         # asked the same question under the same key). A second result for a completed dispatch changes nothing.
         await cur.execute(
@@ -256,9 +274,9 @@ async def _call_and_record(
         )
         if await cur.fetchone() is None:
             await cur.execute("SELECT result FROM dispatch WHERE idempotency_key = %s", (key,))
-            stored = await cur.fetchone()
+            stored: dict[str, Any] | None = await cur.fetchone()
             assert stored is not None
-            return DispatchOutcome(key, dict(stored[0]), reused=True)
+            return DispatchOutcome(key, dict(stored), reused=True)
         await append_event(
             conn,
             actor=AGENT_PRINCIPALS.get(specialist, specialist),
@@ -267,6 +285,13 @@ async def _call_and_record(
             payload={"task": task, "to": actor, "idempotency_key": key, "summary": summarise(result)},
         )
     return DispatchOutcome(key, result, reused=False)
+
+
+@dataclass(frozen=True)
+class CountedFailure:
+    dispatch_id: int
+    failures: int
+    status: str  # "failed", or "dead" once MAX_DISPATCH_FAILURES is reached
 
 
 async def _record_failure(
@@ -282,7 +307,7 @@ async def _record_failure(
     """Count the failure (only while the lease is still ours); returns the DispatchFailed or DispatchDeadLettered to
     raise."""
     reason = f"{type(exc).__name__}: {exc}"[:2000]
-    async with connect() as conn, conn.transaction(), conn.cursor() as cur:
+    async with connect() as conn, conn.transaction(), conn.cursor(row_factory=class_row(CountedFailure)) as cur:
         await cur.execute(
             "UPDATE dispatch SET failures = failures + 1,"
             " status = CASE WHEN failures + 1 >= %s THEN 'dead' ELSE 'failed' END, error = %s, completed_at = now(),"
@@ -302,11 +327,11 @@ async def _record_failure(
                 holder,
             ),
         )
-        row = await cur.fetchone()
-        if row is None:  # the lease passed to another worker, whose outcome counts: report ours, record nothing
+        counted = await cur.fetchone()
+        if counted is None:  # the lease passed to another worker, whose outcome counts: report ours, record nothing
             return DispatchFailed(specialist, task, f"{reason} (lease lost; not counted)")
-        dispatch_id, failures, status = int(row[0]), int(row[1]), str(row[2])
-        dead = status == "dead"
+        dispatch_id, failures = counted.dispatch_id, counted.failures
+        dead = counted.status == "dead"
         await append_event(
             conn,
             actor=AGENT_PRINCIPALS.get(specialist, specialist),
@@ -328,7 +353,7 @@ async def _record_failure(
 
 async def dispatch_in_flight(conn: AsyncConnection[Any], close_id: str, task: str, attempt: int) -> bool:
     """Whether a live lease says another worker is calling the specialist for this task's attempt right now."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "SELECT 1 FROM dispatch WHERE close_id = %s AND task = %s AND attempt = %s"
             " AND status IN ('pending', 'failed') AND lease_until > now() LIMIT 1",
@@ -351,26 +376,44 @@ def summarise(result: Mapping[str, Any]) -> dict[str, Any]:
     return summary
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    dispatch_id: int
+    task: str
+    attempt: int
+    specialist: str
+    failures: int
+    error: str | None
+    dead_lettered_at: datetime | None
+
+
 async def dead_letters(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
-    async with conn.cursor() as cur:
+    """The close's dead-lettered dispatches of its tasks' current attempts, as JSON-ready dicts (close status prints
+    them). A dead letter whose task a person has since re-run (a later attempt) waits for nobody and is left out."""
+    async with conn.cursor(row_factory=class_row(DeadLetter)) as cur:
         await cur.execute(
-            "SELECT dispatch_id, task, attempt, specialist, failures, error, dead_lettered_at FROM dispatch"
-            " WHERE close_id = %s AND status = 'dead' ORDER BY dispatch_id",
+            "SELECT d.dispatch_id, d.task, d.attempt, d.specialist, d.failures, d.error, d.dead_lettered_at"
+            " FROM dispatch d JOIN close_task t"
+            "   ON t.close_id = d.close_id AND t.task = d.task AND t.attempt = d.attempt"
+            " WHERE d.close_id = %s AND d.status = 'dead' ORDER BY d.dispatch_id",
             (close_id,),
         )
-        rows = await cur.fetchall()
+        dead = await cur.fetchall()
     return [
-        {
-            "dispatch_id": int(r[0]),
-            "task": r[1],
-            "attempt": int(r[2]),
-            "specialist": r[3],
-            "failures": int(r[4]),
-            "error": r[5],
-            "dead_lettered_at": r[6].isoformat() if r[6] else None,
-        }
-        for r in rows
+        {**asdict(row), "dead_lettered_at": row.dead_lettered_at.isoformat() if row.dead_lettered_at else None}
+        for row in dead
     ]
+
+
+async def release_dispatch_leases(conn: AsyncConnection[Any], holder_prefix: str) -> int:
+    """End now every live lease whose holder id starts with `holder_prefix` (a stopping process's); returns how many."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "UPDATE dispatch SET lease_until = now()"
+            " WHERE left(leased_by, length(%(p)s)) = %(p)s AND lease_until > now()",
+            {"p": holder_prefix},
+        )
+        return max(cur.rowcount, 0)
 
 
 class NotDeadLettered(LookupError):
@@ -379,8 +422,22 @@ class NotDeadLettered(LookupError):
         self.dispatch_id = dispatch_id
 
 
+class NotReplayable(Exception):
+    def __init__(self, dispatch_id: int, task: str) -> None:
+        super().__init__(
+            f"dispatch {dispatch_id}: task {task} has not failed, so nothing is replayed; a dead letter halts its task"
+            " behind an escalation gate, and a person approving that gate re-runs it with fresh attempts"
+        )
+        self.dispatch_id = dispatch_id
+        self.task = task
+
+
 async def replay_dead_letter(conn: AsyncConnection[Any], dispatch_id: int, *, actor: str) -> tuple[str, str]:
-    """Give a dead-lettered dispatch three fresh attempts and put its task back in the queue."""
+    """Give a dead-lettered dispatch three fresh attempts and put its failed task back in the queue.
+
+    Since escalations are typed (issue 11) a dead letter halts its task behind an escalation gate instead of failing
+    it, and approving that gate re-runs the task with a fresh dispatch: only a task that failed is replayed here.
+    """
     async with conn.transaction(), conn.cursor() as cur:
         await cur.execute(
             "UPDATE dispatch SET status = 'failed', failures = 0, next_attempt_at = NULL, dead_lettered_at = NULL"
@@ -391,11 +448,15 @@ async def replay_dead_letter(conn: AsyncConnection[Any], dispatch_id: int, *, ac
         if row is None:
             raise NotDeadLettered(dispatch_id)
         close_id, task = str(row[0]), str(row[1])
-        await cur.execute(
-            "UPDATE close_task SET status = 'pending', reason = %s, updated_at = now()"
-            " WHERE close_id = %s AND task = %s AND status = 'failed'",
-            (f"replayed dispatch {dispatch_id}", close_id, task),
-        )
+        if not await move_task(
+            conn,
+            close_id,
+            task,
+            TaskState.PENDING,
+            expect=(TaskState.FAILED,),
+            reason=f"replayed dispatch {dispatch_id}",
+        ):
+            raise NotReplayable(dispatch_id, task)
         await append_event(
             conn,
             actor=actor,

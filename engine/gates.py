@@ -9,16 +9,20 @@ it carries the person's own Ed25519 signature or a chat identity that belongs to
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event
 from policy import GateRequirement
 from policy.person_proof import decision_message, verify_signature
+
+from .lifecycle import GateLifecycle
+from .supervisor import move_gate
 
 
 @dataclass(frozen=True)
@@ -128,23 +132,12 @@ async def gates_for_close(conn: AsyncConnection[Any], close_id: str) -> list[Gat
 
 async def mark_gate_applied(conn: AsyncConnection[Any], gate_id: str) -> bool:
     """Record that the engine acted on the gate's outcome; False when another process already did."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE gate SET lifecycle = 'applied', applied_at = now() WHERE gate_id = %s AND lifecycle = 'open'"
-            " RETURNING gate_id",
-            (gate_id,),
-        )
-        return await cur.fetchone() is not None
+    return await move_gate(conn, gate_id, GateLifecycle.APPLIED)
 
 
 async def mark_gate_expired(conn: AsyncConnection[Any], gate_id: str) -> bool:
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE gate SET lifecycle = 'expired', applied_at = now() WHERE gate_id = %s AND lifecycle = 'open'"
-            " RETURNING gate_id",
-            (gate_id,),
-        )
-        return await cur.fetchone() is not None
+    """Record that the gate expired undecided; False when it was no longer open."""
+    return await move_gate(conn, gate_id, GateLifecycle.EXPIRED)
 
 
 async def mark_gate_escalated(conn: AsyncConnection[Any], gate_id: str) -> bool:
@@ -244,3 +237,104 @@ async def unproven_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[U
         if problem is not None:
             out.append(UnprovenDecision(d.gate_id, d.principal_id, d.channel, problem))
     return out
+
+
+@dataclass(frozen=True)
+class GateDeadline:
+    approver_role: str
+    due_at: datetime
+    expires_at: datetime | None
+
+
+async def gate_deadline(conn: AsyncConnection[Any], gate_id: str) -> GateDeadline:
+    """Who must decide the gate, and by when."""
+    async with conn.cursor(row_factory=class_row(GateDeadline)) as cur:
+        await cur.execute("SELECT approver_role, due_at, expires_at FROM gate WHERE gate_id = %s", (gate_id,))
+        row = await cur.fetchone()
+    if row is None:
+        raise LookupError(f"no gate {gate_id}")
+    return row
+
+
+@dataclass(frozen=True)
+class GateDecisionLine:
+    principal_id: str
+    display_name: str
+    decision: str
+    reason: str
+    decided_at: datetime
+    channel: str
+
+
+@dataclass(frozen=True)
+class GateForCard:
+    """Everything a gate card shows, with the task's title as the close's workflow file gave it."""
+
+    gate_id: str
+    close_id: str
+    entity: str
+    period: str
+    task: str
+    title: str | None
+    kind: str
+    tier: str
+    rule: str
+    quorum: int
+    approvals: int
+    approver_role: str
+    status: str
+    due_at: datetime
+    overdue: bool
+    summary: dict[str, Any] | None
+    decisions: tuple[GateDecisionLine, ...] = ()
+
+
+async def gate_for_card(conn: AsyncConnection[Any], gate_id: str) -> GateForCard | None:
+    async with conn.cursor(row_factory=class_row(GateForCard)) as cur:
+        await cur.execute(
+            "SELECT g.gate_id::text, g.close_id::text, c.entity, c.period, g.task, t.title, g.kind, g.tier, g.rule,"
+            " g.quorum, s.approvals::int, g.approver_role, s.status, g.due_at, s.overdue, g.summary"
+            " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
+            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
+            " WHERE g.gate_id = %s",
+            (gate_id,),
+        )
+        gate = await cur.fetchone()
+    if gate is None:
+        return None
+    async with conn.cursor(row_factory=class_row(GateDecisionLine)) as cur:
+        await cur.execute(
+            "SELECT d.principal_id, p.display_name, d.decision, d.reason, d.decided_at, d.channel"
+            " FROM gate_decision d JOIN principal p USING (principal_id) WHERE d.gate_id = %s"
+            " ORDER BY d.decided_at, d.decision_id",
+            (gate_id,),
+        )
+        decisions = tuple(await cur.fetchall())
+    return replace(gate, decisions=decisions)
+
+
+@dataclass(frozen=True)
+class OverdueGate:
+    """What an overdue reminder says: whose gate, for which task, how many approvals are missing, and by when."""
+
+    task: str
+    title: str | None
+    approver_role: str
+    due_at: datetime
+    expires_at: datetime | None
+    missing: int
+    entity: str
+    period: str
+
+
+async def overdue_gate(conn: AsyncConnection[Any], gate_id: str) -> OverdueGate | None:
+    async with conn.cursor(row_factory=class_row(OverdueGate)) as cur:
+        await cur.execute(
+            "SELECT g.task, t.title, g.approver_role, g.due_at, g.expires_at, (g.quorum - s.approvals)::int AS missing,"
+            " c.entity, c.period"
+            " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
+            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
+            " WHERE g.gate_id = %s",
+            (gate_id,),
+        )
+        return await cur.fetchone()

@@ -15,11 +15,12 @@ while Slack or Teams answers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 MAX_ATTEMPTS = 8
@@ -70,14 +71,14 @@ async def enqueue(
     template: str | None = None,
 ) -> int | None:
     """Insert once; returns the new id, or None when the same message was already enqueued."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "INSERT INTO outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload, template)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING message_id",
             (dedupe_key, close_id, gate_id, platform, channel, kind, Jsonb(payload or {}), template),
         )
-        row = await cur.fetchone()
-    return int(row[0]) if row else None
+        message_id: int | None = await cur.fetchone()
+    return message_id
 
 
 async def enqueue_gate_cards(
@@ -143,11 +144,23 @@ async def _enqueue_per_channel(
         )
 
 
+@dataclass(frozen=True)
+class PostedCard:
+    """A gate card posted to one channel, the state its gate is in now, and the state the channel last showed."""
+
+    gate_id: str
+    close_id: str | None
+    platform: str
+    channel: str
+    state: str
+    last_rendered: str | None
+
+
 async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None = None) -> list[int]:
     """For every posted gate card whose gate has moved on since it was rendered, enqueue one update."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(PostedCard)) as cur:
         await cur.execute(
-            "SELECT o.gate_id, o.close_id, o.platform, o.channel,"
+            "SELECT o.gate_id::text AS gate_id, o.close_id::text AS close_id, o.platform, o.channel,"
             "       s.status || ':' || s.approvals || ':' || s.rejections AS state,"
             "       (SELECT u.rendered_state FROM outbox_message u"
             "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
@@ -157,42 +170,30 @@ async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None =
             " WHERE o.kind = 'gate_card' AND o.status = 'sent' AND (%s::uuid IS NULL OR o.gate_id = %s::uuid)",
             (gate_id, gate_id),
         )
-        rows = await cur.fetchall()
+        cards = await cur.fetchall()
     created = []
-    for gid, close_id, platform, channel, state, last_rendered in rows:
-        if state == last_rendered:
+    for card in cards:
+        if card.state == card.last_rendered:
             continue
         new_id = await enqueue(
             conn,
-            dedupe_key=f"card_update:{gid}:{platform}:{channel}:{state}",
-            platform=platform,
-            channel=channel,
+            dedupe_key=f"card_update:{card.gate_id}:{card.platform}:{card.channel}:{card.state}",
+            platform=card.platform,
+            channel=card.channel,
             kind="card_update",
-            close_id=str(close_id) if close_id else None,
-            gate_id=str(gid),
-            payload={"state": state},
+            close_id=card.close_id,
+            gate_id=card.gate_id,
+            payload={"state": card.state},
         )
         if new_id is not None:
             created.append(new_id)
     return created
 
 
-def _row(r: tuple[Any, ...]) -> OutboxMessage:
-    return OutboxMessage(
-        int(r[0]),
-        r[1],
-        str(r[2]) if r[2] else None,
-        str(r[3]) if r[3] else None,
-        r[4],
-        r[5],
-        r[6],
-        r[7],
-        int(r[8]),
-        r[9],
-    )
-
-
-CLAIM_COLUMNS = "message_id, dedupe_key, close_id, gate_id, platform, channel, kind, payload, attempts, template"
+CLAIM_COLUMNS = (
+    "message_id, dedupe_key, close_id::text AS close_id, gate_id::text AS gate_id, platform, channel, kind, payload,"
+    " attempts, template"
+)
 
 
 async def claim_due(
@@ -207,7 +208,7 @@ async def claim_due(
 
     Nothing stays locked after it returns: the claim is a column, so the caller can give its connection back.
     """
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(OutboxMessage)) as cur:
         await cur.execute(
             f"UPDATE outbox_message SET claimed_by = %s, claimed_until = now() + make_interval(secs => %s)"
             f" WHERE message_id IN (SELECT message_id FROM outbox_message"
@@ -218,7 +219,7 @@ async def claim_due(
             f" RETURNING {CLAIM_COLUMNS}",
             (holder, claim_s, message_ids, message_ids, limit),
         )
-        return sorted((_row(r) for r in await cur.fetchall()), key=lambda m: m.message_id)
+        return sorted(await cur.fetchall(), key=lambda m: m.message_id)
 
 
 async def renew_claim(conn: AsyncConnection[Any], message_id: int, *, holder: str, claim_s: float = CLAIM_S) -> bool:
@@ -286,34 +287,46 @@ async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str
 
 
 async def posted_message_id(conn: AsyncConnection[Any], gate_id: str, platform: str, channel: str) -> str | None:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "SELECT platform_message_id FROM outbox_message WHERE kind = 'gate_card' AND status = 'sent'"
             " AND gate_id = %s AND platform = %s AND channel = %s",
             (gate_id, platform, channel),
         )
-        row = await cur.fetchone()
-    return str(row[0]) if row and row[0] else None
+        platform_message_id: str | None = await cur.fetchone()
+    return platform_message_id or None
+
+
+@dataclass(frozen=True)
+class FailedDelivery:
+    message_id: int
+    platform: str
+    channel: str
+    kind: str
+    gate_id: str | None
+    attempts: int
+    error: str | None
+    created_at: datetime
 
 
 async def failed_deliveries(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
-    async with conn.cursor() as cur:
+    """The close's messages that gave up, as JSON-ready dicts (close status prints them)."""
+    async with conn.cursor(row_factory=class_row(FailedDelivery)) as cur:
         await cur.execute(
-            "SELECT message_id, platform, channel, kind, gate_id, attempts, last_error, created_at FROM outbox_message"
-            " WHERE close_id = %s AND status = 'failed' ORDER BY message_id",
+            "SELECT message_id, platform, channel, kind, gate_id::text AS gate_id, attempts, last_error AS error,"
+            " created_at FROM outbox_message WHERE close_id = %s AND status = 'failed' ORDER BY message_id",
             (close_id,),
         )
-        rows = await cur.fetchall()
-    return [
-        {
-            "message_id": int(r[0]),
-            "platform": r[1],
-            "channel": r[2],
-            "kind": r[3],
-            "gate_id": str(r[4]) if r[4] else None,
-            "attempts": int(r[5]),
-            "error": r[6],
-            "created_at": r[7].isoformat() if isinstance(r[7], datetime) else r[7],
-        }
-        for r in rows
-    ]
+        failed = await cur.fetchall()
+    return [{**asdict(row), "created_at": row.created_at.isoformat()} for row in failed]
+
+
+async def release_outbox_claims(conn: AsyncConnection[Any], holder_prefix: str) -> int:
+    """End now every live claim whose holder id starts with `holder_prefix` (a stopping process's); returns how many."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "UPDATE outbox_message SET claimed_until = now()"
+            " WHERE left(claimed_by, length(%(p)s)) = %(p)s AND claimed_until > now()",
+            {"p": holder_prefix},
+        )
+        return max(cur.rowcount, 0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from psycopg import AsyncConnection, errors
+from psycopg.rows import class_row, scalar_row
 
 from audit.killpoints import kill_point
 from audit.trace import append_event
@@ -80,18 +81,26 @@ class PostingRefused(Exception):
         self.reason = reason
 
 
+@dataclass(frozen=True)
+class StoredJournalKey:
+    """The journal a posting key already names, and the hash of the request that posted it."""
+
+    journal_id: int
+    request_hash: str
+
+
 async def _existing(conn: AsyncConnection[Any], request: JournalRequest) -> PostedJournal | None:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(StoredJournalKey)) as cur:
         await cur.execute(
             "SELECT journal_id, request_hash FROM journal WHERE idempotency_key = %s",
             (request.idempotency_key,),
         )
-        row = await cur.fetchone()
-    if row is None:
+        stored = await cur.fetchone()
+    if stored is None:
         return None
-    if row[1] != request.request_hash():
-        raise PostingConflict(request.idempotency_key, int(row[0]))
-    return PostedJournal(int(row[0]), request.idempotency_key, created=False)
+    if stored.request_hash != request.request_hash():
+        raise PostingConflict(request.idempotency_key, stored.journal_id)
+    return PostedJournal(stored.journal_id, request.idempotency_key, created=False)
 
 
 async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, posted_by: str) -> PostedJournal:
@@ -101,7 +110,7 @@ async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, p
         return found
     try:
         async with conn.transaction():
-            async with conn.cursor() as cur:
+            async with conn.cursor(row_factory=scalar_row) as cur:
                 await cur.execute(
                     "INSERT INTO journal (idempotency_key, request_hash, entity, period, journal_date, memo,"
                     " source_close, source_task, posted_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
@@ -118,12 +127,12 @@ async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, p
                         posted_by,
                     ),
                 )
-                row = await cur.fetchone()
-                if row is None:  # a concurrent poster won the key between our read and our insert
+                inserted: int | None = await cur.fetchone()
+                if inserted is None:  # a concurrent poster won the key between our read and our insert
                     raced = await _existing(conn, request)
                     assert raced is not None
                     return raced
-                journal_id = int(row[0])
+                journal_id = inserted
                 await cur.executemany(
                     "INSERT INTO journal_line (journal_id, line_no, account, amount, description)"
                     " VALUES (%s, %s, %s, %s, %s)",

@@ -1,14 +1,13 @@
-"""Risk tiers, gate derivation and checklist loading. Pure: imports nothing else of Countersign."""
+"""Risk tiers, gate derivation, escalation reasons and workflow loading. Pure: imports nothing else of Countersign."""
 
-from policy.checklist import SPECIALISTS, Checklist, ChecklistTask
-from policy.checklist_loader import load_checklist, parse_checklist
 from policy.errors import (
-    ChecklistPolicyMismatch,
     GateInputError,
     PolicyError,
     UnknownTaskError,
     UnknownTierError,
+    WorkflowPolicyMismatch,
 )
+from policy.escalation import EscalationReason
 from policy.gates import (
     APPROVAL,
     ESCALATION,
@@ -16,10 +15,12 @@ from policy.gates import (
     derive_escalation_gate,
     derive_gate,
     effective_tier,
-    gates_for_checklist,
+    gates_for_workflow,
 )
 from policy.model import AccrualsPolicy, AmountThreshold, Policy, ReconciliationPolicy, Tier, VariancePolicy
 from policy.policy_loader import load_policy, parse_policy
+from policy.workflow import SPECIALISTS, Workflow, WorkflowTask
+from policy.workflow_loader import load_workflow, load_workflows, parse_workflow
 
 __all__ = [
     "APPROVAL",
@@ -27,9 +28,7 @@ __all__ = [
     "SPECIALISTS",
     "AccrualsPolicy",
     "AmountThreshold",
-    "Checklist",
-    "ChecklistPolicyMismatch",
-    "ChecklistTask",
+    "EscalationReason",
     "GateInputError",
     "GateRequirement",
     "Policy",
@@ -39,12 +38,16 @@ __all__ = [
     "UnknownTaskError",
     "UnknownTierError",
     "VariancePolicy",
+    "Workflow",
+    "WorkflowPolicyMismatch",
+    "WorkflowTask",
     "derive_escalation_gate",
     "derive_gate",
     "effective_tier",
-    "gates_for_checklist",
-    "load_checklist",
+    "gates_for_workflow",
     "load_policy",
-    "parse_checklist",
+    "load_workflow",
+    "load_workflows",
     "parse_policy",
+    "parse_workflow",
 ]

@@ -1,8 +1,8 @@
-"""Exception types raised while loading or applying the close policy."""
+"""Exception types raised while loading or applying the close policy and workflow files."""
 
 
 class PolicyError(ValueError):
-    """A policy or checklist input is invalid. Names the file, the field and the reason."""
+    """A policy or workflow input is invalid. Names the file, the field and the reason."""
 
     def __init__(self, source: str, field: str, reason: str) -> None:
         super().__init__(f"{source}: {field}: {reason}")
@@ -11,19 +11,19 @@ class PolicyError(ValueError):
         self.reason = reason
 
 
-class ChecklistPolicyMismatch(PolicyError):
-    """The checklist's own `requires_gate` claim disagrees with the gate the policy derives."""
+class WorkflowPolicyMismatch(PolicyError):
+    """A workflow file's own `requires_gate` claim disagrees with the gate the policy derives."""
 
-    def __init__(self, source: str, task: str, checklist_value: bool, policy_value: bool, tier: str) -> None:
-        claim = "true" if checklist_value else "false"
+    def __init__(self, source: str, task: str, workflow_value: bool, policy_value: bool, tier: str) -> None:
+        claim = "true" if workflow_value else "false"
         verdict = "requires a gate" if policy_value else "requires no gate"
         super().__init__(
             source,
             f"tasks[{task}].requires_gate",
-            f"checklist says {claim} but policy (tier {tier}) {verdict}",
+            f"workflow says {claim} but policy (tier {tier}) {verdict}",
         )
         self.task = task
-        self.checklist_value = checklist_value
+        self.workflow_value = workflow_value
         self.policy_value = policy_value
         self.tier = tier
 
@@ -37,7 +37,7 @@ class UnknownTierError(LookupError):
 
 class UnknownTaskError(LookupError):
     def __init__(self, task_id: str) -> None:
-        super().__init__(f"unknown checklist task {task_id!r}")
+        super().__init__(f"unknown workflow task {task_id!r}")
         self.task_id = task_id
 
 

@@ -1,8 +1,8 @@
 """Gate-correctness eval: hand-written cases against the gates policy derives, plus a negative control.
 
-The cases (config/evals/gate_cases.yaml) are written from business rules, not from the checklist's `requires_gate`
-flags (ADR 0001). The negative control deletes one tier's gate and re-runs the eval: it must fail, or the cases
-cannot detect a missing gate.
+The cases (config/evals/gate_cases.yaml) are written from business rules, not from the workflow file's
+`requires_gate` flags (ADR 0001). The negative control deletes one tier's gate and re-runs the eval: it must fail,
+or the cases cannot detect a missing gate.
 """
 
 import dataclasses
@@ -11,16 +11,20 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from policy.checklist import Checklist
 from policy.errors import GateInputError, UnknownTaskError, UnknownTierError
+from policy.escalation import EscalationReason
 from policy.fields import Fields, describe
 from policy.gates import APPROVAL, ESCALATION, GateRequirement, derive_escalation_gate, derive_gate
 from policy.model import Policy
+from policy.workflow import Workflow
 from policy.yaml_source import DOCUMENT, read_yaml_file
 
 SUPPORTED_CASE_VERSIONS = (1,)
 GATE_KINDS = (APPROVAL, ESCALATION)
 _CASE_KEYS = ("task", "tier", "amount", "anomaly", "expect")
+# reason: why an anomaly case halted (default anomaly_over_tolerance); escalated: the reason the work was escalated
+# before this run, for an approval case (default: it was not).
+_OPTIONAL_CASE_KEYS = ("reason", "escalated")
 _GATE_KEYS = ("kind", "tier", "quorum", "approver_role")
 
 
@@ -45,6 +49,8 @@ class GateCase:
     amount: Decimal | None
     anomaly: bool
     expect: tuple[GateSpec, ...]
+    reason: EscalationReason = EscalationReason.ANOMALY_OVER_TOLERANCE
+    escalated: EscalationReason | None = None
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,10 @@ def parse_cases(data: object, source: str) -> tuple[GateCase, ...]:
     return tuple(_parse_case(entry, index, source) for index, entry in enumerate(entries))
 
 
-def run_gate_eval(policy: Policy, checklist: Checklist, cases: Sequence[GateCase]) -> EvalReport:
+def run_gate_eval(policy: Policy, workflow: Workflow, cases: Sequence[GateCase]) -> EvalReport:
     if not cases:
         raise GateInputError("cases", "an eval needs at least one case")
-    failures = (_judge(policy, checklist, case) for case in cases)
+    failures = (_judge(policy, workflow, case) for case in cases)
     return EvalReport(cases=len(cases), failures=tuple(failure for failure in failures if failure is not None))
 
 
@@ -108,19 +114,17 @@ def without_one_gate(policy: Policy, tier: str) -> Policy:
     return dataclasses.replace(policy, tiers=tiers, digest=f"{policy.digest}+without-{tier}-gate")
 
 
-def negative_control(
-    policy: Policy, checklist: Checklist, cases: Sequence[GateCase], tier: str = "medium"
-) -> EvalReport:
+def negative_control(policy: Policy, workflow: Workflow, cases: Sequence[GateCase], tier: str = "medium") -> EvalReport:
     """The eval against the policy with `tier`'s gate deleted. A sound case table makes this fail."""
-    return run_gate_eval(without_one_gate(policy, tier), checklist, cases)
+    return run_gate_eval(without_one_gate(policy, tier), workflow, cases)
 
 
-def _judge(policy: Policy, checklist: Checklist, case: GateCase) -> CaseFailure | None:
+def _judge(policy: Policy, workflow: Workflow, case: GateCase) -> CaseFailure | None:
     def failure(actual: tuple[GateSpec, ...], *reasons: str) -> CaseFailure:
         return CaseFailure(case.index, case.task, case.amount, case.expect, actual, reasons)
 
     try:
-        task = checklist.task(case.task)
+        task = workflow.task(case.task)
     except UnknownTaskError:
         return failure((), f"task {case.task!r} is not in the checklist")
     reasons: list[str] = []
@@ -129,10 +133,10 @@ def _judge(policy: Policy, checklist: Checklist, case: GateCase) -> CaseFailure 
     try:
         if case.anomaly:
             derived: tuple[GateRequirement | None, ...] = (
-                derive_escalation_gate(policy, task, f"planted anomaly (gate eval cases[{case.index}])"),
+                derive_escalation_gate(policy, task, case.reason, f"planted anomaly (gate eval cases[{case.index}])"),
             )
         else:
-            derived = (derive_gate(policy, task, case.amount),)
+            derived = (derive_gate(policy, task, case.amount, escalated=case.escalated),)
     except (GateInputError, UnknownTierError) as error:
         return failure((), *reasons, f"gate derivation failed: {error}")
     actual = tuple(_spec(gate) for gate in derived if gate is not None)
@@ -150,19 +154,37 @@ def _gates_text(gates: tuple[GateSpec, ...]) -> str:
 
 
 def _parse_case(entry: object, index: int, source: str) -> GateCase:
-    fields = Fields(entry, source, f"cases[{index}]", _CASE_KEYS)
+    fields = Fields(entry, source, f"cases[{index}]", _CASE_KEYS, _OPTIONAL_CASE_KEYS)
     expect = tuple(
         _parse_gate(gate, f"{fields.field('expect')}[{position}]", source)
         for position, gate in enumerate(fields.items("expect"))
     )
+    anomaly = fields.flag("anomaly")
+    if anomaly and fields.has("escalated"):
+        raise fields.error("escalated", "only for a case that did not halt (anomaly: false): its re-run's approval")
+    if not anomaly and fields.has("reason"):
+        raise fields.error("reason", "only for a case that halted (anomaly: true): why it halted")
     return GateCase(
         index=index,
         task=fields.text("task"),
         tier=fields.text("tier"),
         amount=_parse_amount(fields),
-        anomaly=fields.flag("anomaly"),
+        anomaly=anomaly,
         expect=expect,
+        reason=_parse_reason(fields, "reason") or EscalationReason.ANOMALY_OVER_TOLERANCE,
+        escalated=_parse_reason(fields, "escalated"),
     )
+
+
+def _parse_reason(fields: Fields, key: str) -> EscalationReason | None:
+    name = fields.optional_text(key)
+    if name is None:
+        return None
+    try:
+        return EscalationReason(name)
+    except ValueError:
+        known = ", ".join(reason.value for reason in EscalationReason)
+        raise fields.error(key, f"unknown escalation reason {name!r} (known: {known})") from None
 
 
 def _parse_amount(fields: Fields) -> Decimal | None:

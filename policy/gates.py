@@ -3,9 +3,10 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from policy.checklist import Checklist, ChecklistTask
 from policy.errors import GateInputError
+from policy.escalation import EscalationReason
 from policy.model import AmountThreshold, Policy, Tier
+from policy.workflow import Workflow, WorkflowTask
 
 APPROVAL = "approval"
 ESCALATION = "escalation"
@@ -30,7 +31,7 @@ def raising_threshold(policy: Policy, amount: Decimal) -> AmountThreshold | None
     return max(met, key=lambda threshold: policy.tier(threshold.tier).rank, default=None)
 
 
-def effective_tier(policy: Policy, task: ChecklistTask, amount: Decimal | None = None) -> Tier:
+def effective_tier(policy: Policy, task: WorkflowTask, amount: Decimal | None = None) -> Tier:
     """max(task.risk_tier, the tier any amount threshold raises it to)."""
     tier = policy.tier(task.risk_tier)
     if amount is None:
@@ -41,41 +42,77 @@ def effective_tier(policy: Policy, task: ChecklistTask, amount: Decimal | None =
     return max(tier, policy.tier(threshold.tier), key=lambda candidate: candidate.rank)
 
 
-def derive_gate(policy: Policy, task: ChecklistTask, amount: Decimal | None = None) -> GateRequirement | None:
+def derive_gate(
+    policy: Policy,
+    task: WorkflowTask,
+    amount: Decimal | None = None,
+    *,
+    escalated: EscalationReason | None = None,
+) -> GateRequirement | None:
+    """The approval gate `task`'s result needs, or None.
+
+    Work that was `escalated` earlier (the reason it halted) is never completed without a person: the gate is at
+    least the escalation tier, whatever the task's own tier and amount say.
+    """
     base = policy.tier(task.risk_tier)
     tier = effective_tier(policy, task, amount)
-    if not tier.gate:
-        return None
-    why = _approvers_sentence(tier)
+    reasons: list[str] = []
     if tier.rank > base.rank and amount is not None:
         threshold = raising_threshold(policy, amount)
         assert threshold is not None  # the tier only rises through a threshold
-        why = f"amount {_money(amount)} >= {_money(threshold.min_amount)} raises tier {base.name} to {tier.name}; {why}"
-    return _requirement(task, tier, why, APPROVAL)
+        reasons.append(
+            f"amount {_money(amount)} >= {_money(threshold.min_amount)} raises tier {base.name} to {tier.name}"
+        )
+    if escalated is not None:
+        _check_reason(escalated)
+        escalation_tier = policy.tier(policy.escalation_tier)
+        if escalation_tier.rank > tier.rank or not tier.gate:
+            tier = escalation_tier
+        if not tier.gate:
+            raise GateInputError("tier", f"escalation tier {tier.name!r} has no gate; escalated work needs a person")
+        reasons.append(
+            f"{task.id} was escalated earlier ({escalated.value}), so a person must approve its work "
+            f"at tier {escalation_tier.name} or above"
+        )
+    if not tier.gate:
+        return None
+    return _requirement(task, tier, "; ".join([*reasons, _approvers_sentence(tier, tier.approver_role)]), APPROVAL)
 
 
-def derive_escalation_gate(policy: Policy, task: ChecklistTask, reason: str) -> GateRequirement:
-    if not reason.strip():
-        raise GateInputError("reason", "an escalation must say why the task halted")
+def derive_escalation_gate(
+    policy: Policy, task: WorkflowTask, reason: EscalationReason, detail: str
+) -> GateRequirement:
+    """The gate a halted task opens: the escalation tier, decided by the role that owns `reason`."""
+    _check_reason(reason)
+    if not isinstance(detail, str) or not detail.strip():
+        raise GateInputError("detail", "an escalation must say what a person should look at")
     tier = policy.tier(policy.escalation_tier)
-    why = f"{task.id} halted ({reason.strip()}): {policy.escalation_rule}; {_approvers_sentence(tier)}"
-    return _requirement(task, tier, why, ESCALATION)
+    owner = policy.escalation_owner(reason)
+    why = (
+        f"{task.id} halted ({reason.value}: {detail.strip()}): {policy.escalation_rule}; "
+        f"{_approvers_sentence(tier, owner)}, the owner of {reason.value}"
+    )
+    return _requirement(task, tier, why, ESCALATION, approver_role=owner)
 
 
-def gates_for_checklist(policy: Policy, checklist: Checklist) -> tuple[GateRequirement, ...]:
-    """Approval gates the checklist needs before any amounts are known, in checklist order."""
-    gates = (derive_gate(policy, task) for task in checklist.tasks)
+def gates_for_workflow(policy: Policy, workflow: Workflow) -> tuple[GateRequirement, ...]:
+    """Approval gates the workflow needs before any amounts are known, in file order."""
+    gates = (derive_gate(policy, task) for task in workflow.tasks)
     return tuple(gate for gate in gates if gate is not None)
 
 
-def _requirement(task: ChecklistTask, tier: Tier, rule: str, kind: str) -> GateRequirement:
-    if tier.approver_role is None or tier.due_hours is None:
+def _requirement(
+    task: WorkflowTask, tier: Tier, rule: str, kind: str, approver_role: str | None = None
+) -> GateRequirement:
+    """A gate at `tier`; `approver_role` overrides the tier's role (an escalation goes to its reason's owner)."""
+    role = approver_role or tier.approver_role
+    if not tier.gate or role is None or tier.due_hours is None:
         raise GateInputError("tier", f"gated tier {tier.name!r} lacks approver_role or due_hours")
     return GateRequirement(
         task=task.id,
         tier=tier.name,
         quorum=tier.quorum,
-        approver_role=tier.approver_role,
+        approver_role=role,
         due_hours=tier.due_hours,
         rule=rule,
         kind=kind,
@@ -83,9 +120,15 @@ def _requirement(task: ChecklistTask, tier: Tier, rule: str, kind: str) -> GateR
     )
 
 
-def _approvers_sentence(tier: Tier) -> str:
+def _approvers_sentence(tier: Tier, role: str | None) -> str:
     approvers = "1 approver" if tier.quorum == 1 else f"{tier.quorum} distinct approvers"
-    return f"tier {tier.name} requires {approvers} (role {tier.approver_role}) within {tier.due_hours}h"
+    return f"tier {tier.name} requires {approvers} (role {role}) within {tier.due_hours}h"
+
+
+def _check_reason(reason: object) -> None:
+    if not isinstance(reason, EscalationReason):
+        known = ", ".join(member.value for member in EscalationReason)
+        raise GateInputError("reason", f"expected an EscalationReason ({known}), got {reason!r}")
 
 
 def _money(amount: Decimal) -> str:

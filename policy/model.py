@@ -1,9 +1,10 @@
-"""The close policy as frozen values: risk tiers, amount thresholds, escalation and per-domain settings."""
+"""The close policy as frozen values: risk tiers, amount thresholds, escalation (tier, rule, owners), settings."""
 
 from dataclasses import dataclass
 from decimal import Decimal
 
 from policy.errors import UnknownTierError
+from policy.escalation import EscalationReason
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Policy:
     amount_thresholds: tuple[AmountThreshold, ...]
     escalation_tier: str
     escalation_rule: str
+    escalation_owners: tuple[tuple[EscalationReason, str], ...]  # every reason once, with the role that owns it
     reconciliation: ReconciliationPolicy
     variance: VariancePolicy
     accruals: AccrualsPolicy
@@ -70,3 +72,10 @@ class Policy:
     @property
     def tier_names(self) -> tuple[str, ...]:
         return tuple(tier.name for tier in self.tiers)
+
+    def escalation_owner(self, reason: EscalationReason) -> str:
+        """The approver role that resolves an escalation for `reason` (risk.yaml `escalation.owners`)."""
+        for owned, role in self.escalation_owners:
+            if owned is reason:
+                return role
+        raise KeyError(f"no owner for escalation reason {reason!r}")

@@ -4,6 +4,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+from policy.escalation import EscalationReason
 from policy.fields import Fields
 from policy.model import (
     AccrualsPolicy,
@@ -51,7 +52,7 @@ def parse_policy(data: object, source: str) -> Policy:
         raise root.error("currency", f"expected an ISO 4217 code like GBP, got {currency!r}")
     tiers = _parse_tiers(root)
     tier_ranks = {tier.name: tier.rank for tier in tiers}
-    escalation_tier, escalation_rule = _parse_escalation(root, tiers)
+    escalation_tier, escalation_rule, escalation_owners = _parse_escalation(root, tiers)
     return Policy(
         version=version,
         currency=currency,
@@ -59,6 +60,7 @@ def parse_policy(data: object, source: str) -> Policy:
         amount_thresholds=_parse_thresholds(root, tier_ranks),
         escalation_tier=escalation_tier,
         escalation_rule=escalation_rule,
+        escalation_owners=escalation_owners,
         reconciliation=_parse_reconciliation(root),
         variance=_parse_variance(root),
         accruals=_parse_accruals(root),
@@ -134,12 +136,35 @@ def _parse_thresholds(root: Fields, tier_ranks: dict[str, int]) -> tuple[AmountT
     return tuple(thresholds)
 
 
-def _parse_escalation(root: Fields, tiers: tuple[Tier, ...]) -> tuple[str, str]:
-    fields = Fields(root.raw("escalation"), root.source, "escalation", ("tier", "rule"))
+def _parse_escalation(
+    root: Fields, tiers: tuple[Tier, ...]
+) -> tuple[str, str, tuple[tuple[EscalationReason, str], ...]]:
+    fields = Fields(root.raw("escalation"), root.source, "escalation", ("tier", "rule", "owners"))
     name = _tier_reference(fields, "tier", {tier.name: tier.rank for tier in tiers})
     if not next(tier for tier in tiers if tier.name == name).gate:
         raise fields.error("tier", f"escalation tier {name!r} has gate: false, so nobody would be asked")
-    return name, fields.text("rule")
+    rule = fields.text("rule")
+    return name, rule, _parse_escalation_owners(fields, tiers)
+
+
+def _parse_escalation_owners(escalation: Fields, tiers: tuple[Tier, ...]) -> tuple[tuple[EscalationReason, str], ...]:
+    """Every EscalationReason, each owned by a role some gated tier asks for; an unknown reason is refused."""
+    owners = Fields(
+        escalation.raw("owners"),
+        escalation.source,
+        escalation.field("owners"),
+        tuple(reason.value for reason in EscalationReason),
+    )
+    approver_roles = sorted({tier.approver_role for tier in tiers if tier.gate and tier.approver_role})
+    owned: list[tuple[EscalationReason, str]] = []
+    for reason in EscalationReason:
+        role = owners.text(reason.value)
+        if role not in approver_roles:
+            raise owners.error(
+                reason.value, f"unknown role {role!r} (approver roles of gated tiers: {', '.join(approver_roles)})"
+            )
+        owned.append((reason, role))
+    return tuple(owned)
 
 
 def _parse_reconciliation(root: Fields) -> ReconciliationPolicy:

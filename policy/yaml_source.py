@@ -1,4 +1,4 @@
-"""Strict YAML reading shared by the policy and checklist loaders."""
+"""Strict YAML reading shared by the policy and workflow loaders."""
 
 import hashlib
 import json

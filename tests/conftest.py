@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from countersign import migrate
 from countersign.database import Database, start_embedded, with_database_name
-from countersign.runtime import Runtime, load_rules
+from countersign.runtime import Runtime, load_rules_all
 from countersign.settings import PROJECT_ROOT, Settings
 
 TEMPLATE = f"countersign_template_{os.getpid()}"
@@ -84,8 +84,8 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def runtime(settings: Settings, database: Database) -> Runtime:
-    policy, checklist = load_rules(settings)
-    return Runtime(settings, database, policy, checklist)
+    policy, workflows = load_rules_all(settings)
+    return Runtime(settings, database, policy, workflows)
 
 
 @pytest.fixture(scope="session")

@@ -133,7 +133,7 @@ async def start_default_close(conn: AsyncConnection[Any], runtime: Runtime, book
         period=loaded.period,
         book_set_id=loaded.book_set_id,
         policy=runtime.policy,
-        checklist=runtime.checklist,
+        workflow=runtime.workflow,
         started_by="test-starter",
     )
 

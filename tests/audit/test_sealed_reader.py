@@ -21,6 +21,7 @@ from audit.canonical import NonCanonicalValue, canonical_bytes
 from audit.merkle import leaf_hash
 from audit.trace import (
     GENESIS_HASH,
+    StoredEventText,
     _record_from_row,
     _row_canonical,
     append_event,
@@ -58,8 +59,8 @@ def _row(
     prev: bytes,
     digest: bytes,
     writer: str | None = "countersign_engine",
-) -> tuple[Any, ...]:
-    return (seq, TS, CLOSE, actor, kind, json.dumps(payload), json.dumps(versions), prev, digest, writer)
+) -> StoredEventText:
+    return StoredEventText(seq, TS, CLOSE, actor, kind, json.dumps(payload), json.dumps(versions), prev, digest, writer)
 
 
 def _sealed_hash(

@@ -52,7 +52,7 @@ async def test_a_close_started_by_a_person_records_them_as_requester(
         period=loaded.period,
         book_set_id=loaded.book_set_id,
         policy=runtime.policy,
-        checklist=runtime.checklist,
+        workflow=runtime.workflow,
         started_by="alice.chen",
     )
     await advance(conn, close_id, engine_ctx)

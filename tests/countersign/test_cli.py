@@ -73,7 +73,7 @@ async def test_advance_from_two_fresh_processes_in_turn(database: Any, conn: Any
 def test_a_checklist_that_disagrees_with_policy_stops_the_cli(database: Any, tmp_path: Path) -> None:
     config = tmp_path / "config"
     shutil.copytree(PROJECT_ROOT / "config", config)
-    checklist = config / "checklist.yaml"
+    checklist = config / "workflows" / "close.yaml"
     text = checklist.read_text()
     marker = "  - id: intercompany"
     head, tail = text.split(marker, 1)

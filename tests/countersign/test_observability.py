@@ -267,7 +267,7 @@ def database_at_0005(pg_server_url: str) -> Iterator[Database]:
 
 
 async def test_readyz_is_503_while_the_schema_is_behind(runtime: Runtime, database_at_0005: Database) -> None:
-    behind = Runtime(runtime.settings, database_at_0005, runtime.policy, runtime.checklist)
+    behind = Runtime(runtime.settings, database_at_0005, runtime.policy, runtime.workflows)
     response = await _readyz(behind)
     assert response.status_code == 503
     body = response.json()

@@ -64,7 +64,7 @@ async def test_a_hanging_specialist_holds_no_engine_connection_and_no_lock(
 
     async with open_in_process() as client:
         specialist = HangingSpecialist(client)
-        ctx = EngineContext(runtime.policy, runtime.checklist, specialist)
+        ctx = EngineContext(runtime.policy, runtime.workflows, specialist)
         advancing = asyncio.create_task(advance(connect, close_id, ctx))
         await asyncio.wait_for(specialist.entered.wait(), timeout=30)
         await asyncio.sleep(0.3)  # the specialist is "working"
@@ -89,7 +89,7 @@ async def test_a_borrowed_connection_is_idle_and_unlocked_while_the_specialist_w
     ):
         specialist = HangingSpecialist(client)
         advancing = asyncio.create_task(
-            advance(engine, close_id, EngineContext(runtime.policy, runtime.checklist, specialist))
+            advance(engine, close_id, EngineContext(runtime.policy, runtime.workflows, specialist))
         )
         await asyncio.wait_for(specialist.entered.wait(), timeout=30)
         try:

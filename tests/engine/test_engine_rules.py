@@ -7,15 +7,16 @@ from typing import Any
 
 from engine.closes import close_status
 from engine.dispatch_client import open_in_process
-from engine.orchestrator import EngineContext, advance
+from engine.orchestrator import EngineContext, advance, workflows_by_name
 from engine.specialists import variance
-from policy import Checklist
+from policy import EscalationReason, Workflow
 from tests.support import count, start_default_close
 
 
-def _flip_requires_gate(checklist: Checklist) -> Checklist:
+def _flip_requires_gate(checklist: Workflow) -> Workflow:
     """A checklist that lies about every gate (the loader would refuse it; the engine must not care)."""
-    return Checklist(tuple(replace(t, requires_gate=not t.requires_gate) for t in checklist.tasks), "lying")
+    flipped = tuple(replace(t, requires_gate=not t.requires_gate) for t in checklist.tasks)
+    return replace(checklist, tasks=flipped, digest="lying")
 
 
 async def test_gates_come_from_policy_even_when_the_checklist_claims_otherwise(
@@ -23,7 +24,7 @@ async def test_gates_come_from_policy_even_when_the_checklist_claims_otherwise(
 ) -> None:
     close_id = await start_default_close(conn, runtime, default_books)
     async with open_in_process() as client:
-        ctx = EngineContext(runtime.policy, _flip_requires_gate(runtime.checklist), client.call)
+        ctx = EngineContext(runtime.policy, workflows_by_name(_flip_requires_gate(runtime.workflow)), client.call)
         await advance(conn, close_id, ctx)
     status = await close_status(conn, close_id)
     gated = {g["task"] for g in status["gates"] if g["kind"] == "approval"}
@@ -35,15 +36,15 @@ async def test_gates_come_from_policy_even_when_the_checklist_claims_otherwise(
     assert tasks["ap_reconciliation"] == "done" and tasks["ar_reconciliation"] == "done"
 
 
-def _variance_only(checklist: Checklist) -> Checklist:
+def _variance_only(checklist: Workflow) -> Workflow:
     task = replace(checklist.task("variance_analysis"), depends_on=())
-    return Checklist((task,), "variance-only")
+    return replace(checklist, tasks=(task,), digest="variance-only")
 
 
 async def _run_variance_with(conn: Any, runtime: Any, default_books: Any, handler: Any) -> tuple[str, dict[str, Any]]:
     close_id = await start_default_close(conn, runtime, default_books)
     async with open_in_process({"variance": handler}) as client:
-        ctx = EngineContext(runtime.policy, _variance_only(runtime.checklist), client.call)
+        ctx = EngineContext(runtime.policy, workflows_by_name(_variance_only(runtime.workflow)), client.call)
         await advance(conn, close_id, ctx)
     return close_id, await close_status(conn, close_id)
 
@@ -58,12 +59,21 @@ async def test_a_narrative_citing_an_unqueried_number_is_not_emitted(
 
     close_id, status = await _run_variance_with(conn, runtime, default_books, inventing_specialist)
     task = next(t for t in status["tasks"] if t["task"] == "variance_analysis")
-    assert task["status"] == "failed"
+    # The draft is not recorded or shown; the task escalates to a person, whose card names the unqueried figure.
+    assert task["status"] == "halted"
     assert "£12,345.67" in task["reason"]
-    assert status["gates"] == []
+    (gate,) = status["gates"]
+    assert gate["kind"] == "escalation"
+    assert gate["approver_role"] == runtime.policy.escalation_owner(EscalationReason.UNGROUNDED_NARRATIVE)
     assert await count(conn, "SELECT count(*) FROM close_task WHERE result IS NOT NULL") == 0
+    assert await count(conn, "SELECT count(*) FROM gate WHERE summary::text LIKE '%%Travel rose%%'") == 0
     assert (
-        await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'task_failed' AND close_id = %s", close_id)
+        await count(
+            conn,
+            "SELECT count(*) FROM trace_event WHERE kind = 'task_halted' AND close_id = %s"
+            " AND payload->>'escalation' = 'ungrounded_narrative'",
+            close_id,
+        )
         == 1
     )
 

@@ -12,11 +12,13 @@ import psycopg
 import pytest
 
 from engine.closes import close_status
-from engine.dispatch import NotDeadLettered, replay_dead_letter
+from engine.dispatch import NotReplayable, replay_dead_letter
 from engine.dispatch_client import SpecialistError, open_in_process
 from engine.orchestrator import EngineContext, advance
 from engine.postings import JournalLine, JournalRequest, post_journal
 from engine.specialists import reconciliation
+from policy import EscalationReason
+from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, start_default_close
 
 
@@ -47,7 +49,7 @@ async def test_a_failing_specialist_is_retried_with_backoff_then_succeeds(
     close_id = await start_default_close(conn, runtime, default_books)
     async with open_in_process() as client:
         flaky = FlakySpecialist(client, failures=2)
-        ctx = EngineContext(runtime.policy, runtime.checklist, flaky)
+        ctx = EngineContext(runtime.policy, runtime.workflows, flaky)
         first = await advance(conn, close_id, ctx)
         assert any("will retry" in s for s in first.steps)
         backing_off = await advance(conn, close_id, ctx)  # too soon: nothing is called
@@ -63,30 +65,42 @@ async def test_a_failing_specialist_is_retried_with_backoff_then_succeeds(
     assert await count(conn, "SELECT count(*) FROM dispatch WHERE task = 'ap_reconciliation'") == 1
 
 
-async def test_three_failures_dead_letter_the_dispatch_until_a_person_replays_it(
-    conn: Any, runtime: Any, default_books: Any
+async def test_three_failures_dead_letter_the_dispatch_and_escalate_the_task_to_a_person(
+    conn: Any, runtime: Any, api: Any, default_books: Any
 ) -> None:
     close_id = await start_default_close(conn, runtime, default_books)
     async with open_in_process() as client:
         flaky = FlakySpecialist(client, failures=3)
-        ctx = EngineContext(runtime.policy, runtime.checklist, flaky)
+        ctx = EngineContext(runtime.policy, runtime.workflows, flaky)
         await advance(conn, close_id, ctx)
         for _ in range(2):
             await _due_now(conn)
             await advance(conn, close_id, ctx)
         status = await close_status(conn, close_id)
-        assert status["status"] == "blocked"
+        assert status["status"] == "halted"
         (dead,) = status["dead_letters"]
         assert dead["task"] == "ap_reconciliation" and dead["failures"] == 3 and "HTTP 500" in dead["error"]
+        ap = next(t for t in status["tasks"] if t["task"] == "ap_reconciliation")
+        assert ap["status"] == "halted" and "dead-lettered" in ap["reason"]
+        (escalation,) = [g for g in status["gates"] if g["task"] == "ap_reconciliation"]
+        assert escalation["kind"] == "escalation"
+        assert escalation["approver_role"] == runtime.policy.escalation_owner(EscalationReason.SPECIALIST_DEAD_LETTERED)
         await advance(conn, close_id, ctx)
         assert flaky.ap_calls == 3  # a dead letter is not retried by itself
-        await replay_dead_letter(conn, dead["dispatch_id"], actor="alice.chen")
-        with pytest.raises(NotDeadLettered):
-            await replay_dead_letter(conn, dead["dispatch_id"], actor="alice.chen")
+        with pytest.raises(NotReplayable):  # no machine path around the person: only the escalation gate re-runs it
+            await replay_dead_letter(conn, dead["dispatch_id"], actor="countersign-cli")
+        assert (await close_status(conn, close_id))["dead_letters"] == [dead]
+
+        await approve_open_gates(api, conn, close_id, tasks={"ap_reconciliation"})
         await advance(conn, close_id, ctx)
-    assert flaky.ap_calls == 4
+        assert flaky.ap_calls == 4  # the re-run is a new attempt with a fresh dispatch
+        status = await close_status(conn, close_id)
+        assert status["dead_letters"] == []
+        ap = next(t for t in status["tasks"] if t["task"] == "ap_reconciliation")
+        assert ap["status"] == "awaiting_gate"  # low tier, but escalated work needs a person before it completes
+        await approve_open_gates(api, conn, close_id, tasks={"ap_reconciliation"})
+        await advance(conn, close_id, ctx)
     status = await close_status(conn, close_id)
-    assert status["dead_letters"] == []
     assert next(t for t in status["tasks"] if t["task"] == "ap_reconciliation")["status"] == "done"
 
 
@@ -102,7 +116,7 @@ async def test_a_specialist_that_times_out_counts_as_a_failure(conn: Any, runtim
         async def impatient(specialist: str, payload: dict[str, Any], key: str) -> dict[str, Any]:
             return await client.call(specialist, payload, key, timeout_s=0.3)
 
-        report = await advance(conn, close_id, EngineContext(runtime.policy, runtime.checklist, impatient))
+        report = await advance(conn, close_id, EngineContext(runtime.policy, runtime.workflows, impatient))
     assert any("ap_reconciliation: specialist failed (1 of 3)" in s for s in report.steps)
     row = await (
         await conn.execute("SELECT status, failures, error FROM dispatch WHERE task = 'ap_reconciliation'")

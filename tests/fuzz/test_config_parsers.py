@@ -1,4 +1,4 @@
-"""Profile, policy, checklist, principal and books files: every parser returns a valid value or raises its own error.
+"""Profile, policy, workflow, principal and books files: every parser returns a valid value or raises its own error.
 
 Each test feeds both garbage (random data, text and bytes) and near-valid documents: a shipped config file with one
 value replaced, one key dropped or one unknown key added, at the data level and at the text level.
@@ -35,18 +35,27 @@ from engine.books import (
     _date,
     read_rows,
 )
-from policy import Checklist, Policy, PolicyError, load_checklist, load_policy, parse_checklist, parse_policy
+from policy import (
+    EscalationReason,
+    Policy,
+    PolicyError,
+    Workflow,
+    load_policy,
+    load_workflow,
+    parse_policy,
+    parse_workflow,
+)
 from synthetic import Profile, ProfileError, load_profile, parse_profile
 from tests.fuzz.strategies import FUZZ, PLAIN_DATA, TEXT, mutated
 
 CONFIG = PROJECT_ROOT / "config"
 PROFILE_TEXT = (CONFIG / "profiles" / "default.yaml").read_text(encoding="utf-8")
 POLICY_TEXT = (CONFIG / "risk.yaml").read_text(encoding="utf-8")
-CHECKLIST_TEXT = (CONFIG / "checklist.yaml").read_text(encoding="utf-8")
+WORKFLOW_TEXT = (CONFIG / "workflows" / "close.yaml").read_text(encoding="utf-8")
 PRINCIPALS_TEXT = (CONFIG / "principals.yaml").read_text(encoding="utf-8")
 PROFILE_DATA = yaml.safe_load(PROFILE_TEXT)
 POLICY_DATA = yaml.safe_load(POLICY_TEXT)
-CHECKLIST_DATA = yaml.safe_load(CHECKLIST_TEXT)
+WORKFLOW_DATA = yaml.safe_load(WORKFLOW_TEXT)
 PRINCIPALS_DATA = {
     "principals": [
         *yaml.safe_load(PRINCIPALS_TEXT)["principals"],
@@ -67,9 +76,9 @@ PRINCIPALS_DATA = {
 POLICY = load_policy(CONFIG / "risk.yaml")
 LONE_SURROGATE = "\ud800"  # YAML's "\ud800" escape yields it; it cannot be encoded as UTF-8 for hashing
 POLICY_WITH_SURROGATE = {**POLICY_DATA, "escalation": {**POLICY_DATA["escalation"], "rule": LONE_SURROGATE}}
-CHECKLIST_WITH_SURROGATE = {
-    **CHECKLIST_DATA,
-    "tasks": [{**CHECKLIST_DATA["tasks"][0], "title": LONE_SURROGATE}, *CHECKLIST_DATA["tasks"][1:]],
+WORKFLOW_WITH_SURROGATE = {
+    **WORKFLOW_DATA,
+    "tasks": [{**WORKFLOW_DATA["tasks"][0], "title": LONE_SURROGATE}, *WORKFLOW_DATA["tasks"][1:]],
 }
 
 # Scalars that YAML resolves specially (timestamps, huge ints, tags, anchors) or that break a flow mapping.
@@ -190,21 +199,24 @@ def test_load_profile_returns_a_profile_or_raises_profile_error(raw: bytes) -> N
     _check_profile(profile)
 
 
-# --- policy and checklist ---------------------------------------------------------------------------------------
+# --- policy and workflow ----------------------------------------------------------------------------------------
 
 
 def _check_policy(policy: Policy) -> None:
     assert policy.tiers and len(set(policy.tier_names)) == len(policy.tiers)
     assert policy.tier(policy.escalation_tier).gate
+    approver_roles = {tier.approver_role for tier in policy.tiers if tier.gate}
+    assert all(policy.escalation_owner(reason) in approver_roles for reason in EscalationReason)
     for tier in policy.tiers:
         if tier.gate:
             assert tier.quorum >= 1 and tier.approver_role and tier.due_hours and tier.expire_hours
             assert tier.expire_hours > tier.due_hours
 
 
-def _check_checklist(checklist: Checklist) -> None:
-    assert checklist.tasks
-    assert sorted(checklist.topological_order()) == sorted(checklist.task_ids)
+def _check_workflow(workflow: Workflow) -> None:
+    assert workflow.tasks and workflow.name and workflow.title.strip()
+    assert sorted(workflow.topological_order()) == sorted(workflow.task_ids)
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+", task.handler) for task in workflow.tasks)
 
 
 @settings(FUZZ, max_examples=300)
@@ -220,15 +232,15 @@ def test_parse_policy_returns_a_policy_or_raises_policy_error(data: Any) -> None
 
 
 @settings(FUZZ, max_examples=300)
-@given(st.one_of(PLAIN_DATA, mutated(CHECKLIST_DATA)))
-@example(CHECKLIST_WITH_SURROGATE)  # found: UnicodeEncodeError from canonical_digest escapes
-def test_parse_checklist_returns_a_checklist_or_raises_policy_error(data: Any) -> None:
+@given(st.one_of(PLAIN_DATA, mutated(WORKFLOW_DATA)))
+@example(WORKFLOW_WITH_SURROGATE)  # found: UnicodeEncodeError from canonical_digest escapes
+def test_parse_workflow_returns_a_workflow_or_raises_policy_error(data: Any) -> None:
     try:
-        checklist = parse_checklist(data, "fuzz-checklist.yaml", POLICY)
+        workflow = parse_workflow(data, "fuzz-workflow.yaml", POLICY)
     except PolicyError as exc:
-        _assert_names(exc, "fuzz-checklist.yaml")
+        _assert_names(exc, "fuzz-workflow.yaml")
         return
-    _check_checklist(checklist)
+    _check_workflow(workflow)
 
 
 @settings(FUZZ, max_examples=150)
@@ -248,18 +260,20 @@ def test_load_policy_returns_a_policy_or_raises_policy_error(raw: bytes) -> None
 
 
 @settings(FUZZ, max_examples=150)
-@given(file_contents(CHECKLIST_TEXT, CHECKLIST_DATA))
+@given(file_contents(WORKFLOW_TEXT, WORKFLOW_DATA))
 @example(b"version: 2026-13-45\n")  # found: ValueError from YAML's timestamp constructor escapes
 @example(b"? [a]\n: b\n")  # found: TypeError (unhashable key) from the duplicate-key check in _StrictLoader
-def test_load_checklist_returns_a_checklist_or_raises_policy_error(raw: bytes) -> None:
+@example(WORKFLOW_TEXT.replace("workflow: close", "workflow: payment_certificate").encode())  # name != file stem
+def test_load_workflow_returns_a_workflow_or_raises_policy_error(raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as directory:
-        path = _write(directory, "checklist.yaml", raw)
+        path = _write(directory, "close.yaml", raw)
         try:
-            checklist = load_checklist(path, POLICY)
+            workflow = load_workflow(path, POLICY)
         except PolicyError as exc:
             _assert_names(exc)
             return
-    _check_checklist(checklist)
+    assert workflow.name == "close"
+    _check_workflow(workflow)
 
 
 # --- principals -------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from schemathesis.python import asgi
 
 from countersign.app import create_app
 from countersign.database import Database
-from countersign.runtime import Runtime, load_rules
+from countersign.runtime import Runtime, load_rules_all
 from countersign.settings import PROJECT_ROOT, Settings
 from tests.fuzz.strategies import FUZZ
 
@@ -33,8 +33,8 @@ def _schema_only_app() -> FastAPI:
         callback_secret="schema-only",
         openapi=True,  # the pages are off by default (COUNTERSIGN_OPENAPI)
     )
-    policy, checklist = load_rules(config)
-    return create_app(Runtime(config, Database("postgresql://unused@127.0.0.1:1/unused"), policy, checklist))
+    policy, workflows = load_rules_all(config)
+    return create_app(Runtime(config, Database("postgresql://unused@127.0.0.1:1/unused"), policy, workflows))
 
 
 # A body the schema forbids may also be refused for its size before it is parsed: 413 is a rejection too.

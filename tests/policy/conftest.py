@@ -10,7 +10,8 @@ from policy import Policy, load_policy
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 RISK_PATH = CONFIG_DIR / "risk.yaml"
-CHECKLIST_PATH = CONFIG_DIR / "checklist.yaml"
+WORKFLOWS_DIR = CONFIG_DIR / "workflows"
+CLOSE_WORKFLOW_PATH = WORKFLOWS_DIR / "close.yaml"
 
 
 @pytest.fixture
@@ -25,14 +26,14 @@ def policy_data() -> dict[str, Any]:
 
 
 @pytest.fixture
-def checklist_data() -> dict[str, Any]:
-    """A fresh, mutable copy of the shipped checklist.yaml as plain data."""
-    return copy.deepcopy(yaml.safe_load(CHECKLIST_PATH.read_text()))
+def workflow_data() -> dict[str, Any]:
+    """A fresh, mutable copy of the shipped workflows/close.yaml as plain data."""
+    return copy.deepcopy(yaml.safe_load(CLOSE_WORKFLOW_PATH.read_text()))
 
 
 @pytest.fixture
-def task_entry(checklist_data: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
+def task_entry(workflow_data: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
     def find(task_id: str) -> dict[str, Any]:
-        return next(task for task in checklist_data["tasks"] if task["id"] == task_id)
+        return next(task for task in workflow_data["tasks"] if task["id"] == task_id)
 
     return find

@@ -9,7 +9,16 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import Checklist, GateInputError, Policy, PolicyError, UnknownTierError, load_checklist, load_policy
+from policy import (
+    EscalationReason,
+    GateInputError,
+    Policy,
+    PolicyError,
+    UnknownTierError,
+    Workflow,
+    load_policy,
+    load_workflow,
+)
 from policy.gate_eval import (
     GateSpec,
     load_cases,
@@ -18,18 +27,18 @@ from policy.gate_eval import (
     run_gate_eval,
     without_one_gate,
 )
-from tests.policy.conftest import CHECKLIST_PATH, CONFIG_DIR, RISK_PATH
+from tests.policy.conftest import CLOSE_WORKFLOW_PATH, CONFIG_DIR, RISK_PATH
 
 CASES_PATH = CONFIG_DIR / "evals" / "gate_cases.yaml"
 SHIPPED_POLICY = load_policy(RISK_PATH)  # hypothesis tests cannot use function-scoped fixtures
-SHIPPED_CHECKLIST = load_checklist(CHECKLIST_PATH, SHIPPED_POLICY)
+SHIPPED_CHECKLIST = load_workflow(CLOSE_WORKFLOW_PATH, SHIPPED_POLICY)
 SHIPPED_CASES_DATA: dict[str, Any] = yaml.safe_load(CASES_PATH.read_text())
 GATED_TIERS = tuple(tier.name for tier in SHIPPED_POLICY.tiers if tier.gate)
 
 
 @pytest.fixture
-def checklist(policy: Policy) -> Checklist:
-    return load_checklist(CHECKLIST_PATH, policy)
+def checklist(policy: Policy) -> Workflow:
+    return load_workflow(CLOSE_WORKFLOW_PATH, policy)
 
 
 @pytest.fixture
@@ -47,14 +56,14 @@ def write_cases(tmp_path: Path, data: object) -> Path:
 # --- the shipped table against the shipped policy ---------------------------------------------------------------
 
 
-def test_shipped_cases_pass_against_the_shipped_policy(policy: Policy, checklist: Checklist) -> None:
+def test_shipped_cases_pass_against_the_shipped_policy(policy: Policy, checklist: Workflow) -> None:
     report = run_gate_eval(policy, checklist, load_cases(CASES_PATH))
     assert report.passed, "\n".join(failure.describe() for failure in report.failures)
     assert report.cases == len(SHIPPED_CASES_DATA["cases"]) >= 20
 
 
 def test_shipped_cases_cover_every_task_every_tier_both_thresholds_negatives_and_anomalies(
-    checklist: Checklist,
+    checklist: Workflow,
 ) -> None:
     cases = load_cases(CASES_PATH)
     assert {case.task for case in cases} == set(checklist.task_ids)
@@ -68,12 +77,16 @@ def test_shipped_cases_cover_every_task_every_tier_both_thresholds_negatives_and
     assert anomalies and all([gate.kind for gate in case.expect] == ["escalation"] for case in anomalies), (
         "an anomaly case expects the escalation gate only"
     )
+    assert {case.reason for case in anomalies} > {EscalationReason.ANOMALY_OVER_TOLERANCE}, "an owner other than R8's"
+    rerun_after_escalation = [case for case in cases if case.escalated is not None]
+    assert {case.tier for case in rerun_after_escalation} >= {"low", "critical"}
+    assert all(case.expect for case in rerun_after_escalation), "escalated work always needs a person"
 
 
 # --- the negative control ----------------------------------------------------------------------------------------
 
 
-def test_negative_control_fails_with_the_medium_gate_deleted(policy: Policy, checklist: Checklist) -> None:
+def test_negative_control_fails_with_the_medium_gate_deleted(policy: Policy, checklist: Workflow) -> None:
     report = negative_control(policy, checklist, load_cases(CASES_PATH))
     assert not report.passed
     assert {failure.task for failure in report.failures} >= {
@@ -84,7 +97,7 @@ def test_negative_control_fails_with_the_medium_gate_deleted(policy: Policy, che
 
 
 @pytest.mark.parametrize("tier", GATED_TIERS)
-def test_negative_control_fails_for_each_gated_tier_deleted(policy: Policy, checklist: Checklist, tier: str) -> None:
+def test_negative_control_fails_for_each_gated_tier_deleted(policy: Policy, checklist: Workflow, tier: str) -> None:
     report = negative_control(policy, checklist, load_cases(CASES_PATH), tier=tier)
     assert not report.passed
     assert all(any(gate.tier == tier for gate in failure.expected) for failure in report.failures)
@@ -153,7 +166,7 @@ def test_dropping_or_adding_an_expected_gate_fails_naming_that_case(index: int) 
 
 
 def test_changed_expectation_in_a_case_file_names_the_case(
-    tmp_path: Path, policy: Policy, checklist: Checklist, cases_data: dict[str, Any]
+    tmp_path: Path, policy: Policy, checklist: Workflow, cases_data: dict[str, Any]
 ) -> None:
     index = next(i for i, case in enumerate(cases_data["cases"]) if case["task"] == "close_signoff")
     cases_data["cases"][index]["expect"][0]["quorum"] = 1
@@ -165,7 +178,7 @@ def test_changed_expectation_in_a_case_file_names_the_case(
 
 
 def test_a_case_whose_tier_disagrees_with_the_checklist_fails(
-    policy: Policy, checklist: Checklist, cases_data: dict[str, Any]
+    policy: Policy, checklist: Workflow, cases_data: dict[str, Any]
 ) -> None:
     index = next(i for i, case in enumerate(cases_data["cases"]) if case["task"] == "accruals")
     cases_data["cases"][index]["tier"] = "medium"
@@ -176,7 +189,7 @@ def test_a_case_whose_tier_disagrees_with_the_checklist_fails(
 
 
 def test_a_case_for_a_task_not_in_the_checklist_fails(
-    policy: Policy, checklist: Checklist, cases_data: dict[str, Any]
+    policy: Policy, checklist: Workflow, cases_data: dict[str, Any]
 ) -> None:
     cases_data["cases"][0]["task"] = "payroll"
     report = run_gate_eval(policy, checklist, parse_cases(cases_data, "cases.yaml"))
@@ -184,7 +197,7 @@ def test_a_case_for_a_task_not_in_the_checklist_fails(
     assert "'payroll' is not in the checklist" in report.failures[0].describe()
 
 
-def test_running_no_cases_is_refused(policy: Policy, checklist: Checklist) -> None:
+def test_running_no_cases_is_refused(policy: Policy, checklist: Workflow) -> None:
     with pytest.raises(GateInputError) as caught:
         run_gate_eval(policy, checklist, ())
     assert caught.value.field == "cases"
@@ -193,7 +206,7 @@ def test_running_no_cases_is_refused(policy: Policy, checklist: Checklist) -> No
 # --- independence from the checklist's own flags -----------------------------------------------------------------
 
 
-def test_eval_still_passes_when_every_requires_gate_flag_is_flipped(policy: Policy, checklist: Checklist) -> None:
+def test_eval_still_passes_when_every_requires_gate_flag_is_flipped(policy: Policy, checklist: Workflow) -> None:
     flipped = dataclasses.replace(
         checklist,
         tasks=tuple(dataclasses.replace(task, requires_gate=not task.requires_gate) for task in checklist.tasks),
@@ -202,7 +215,7 @@ def test_eval_still_passes_when_every_requires_gate_flag_is_flipped(policy: Poli
     assert run_gate_eval(policy, flipped, load_cases(CASES_PATH)).passed
 
 
-def test_eval_fails_when_the_checklist_moves_a_task_to_another_tier(policy: Policy, checklist: Checklist) -> None:
+def test_eval_fails_when_the_checklist_moves_a_task_to_another_tier(policy: Policy, checklist: Workflow) -> None:
     moved = dataclasses.replace(
         checklist,
         tasks=tuple(
@@ -260,6 +273,10 @@ def _delete(path: tuple[Any, ...]) -> Any:
         (_set(("cases", 0, "expect", 0, "quorum"), 0), "cases[0].expect[0].quorum", "must be >= 1"),
         (_set(("cases", 0, "expect", 0, "quorum"), "1"), "cases[0].expect[0].quorum", "expected an integer"),
         (_delete(("cases", 0, "expect", 0, "approver_role")), "cases[0].expect[0].approver_role", "missing"),
+        (_set(("cases", 5, "reason"), "boredom"), "cases[5].reason", "unknown escalation reason"),
+        (_set(("cases", 5, "escalated"), "gate_expired"), "cases[5].escalated", "only for a case that did not halt"),
+        (_set(("cases", 0, "reason"), "gate_expired"), "cases[0].reason", "only for a case that halted"),
+        (_set(("cases", 0, "escalated"), "bored"), "cases[0].escalated", "unknown escalation reason"),
     ],
 )
 def test_malformed_case_file_names_the_file_and_field(

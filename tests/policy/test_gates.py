@@ -5,10 +5,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policy import (
-    ChecklistTask,
+    EscalationReason,
     GateInputError,
     Policy,
     UnknownTierError,
+    WorkflowTask,
     derive_escalation_gate,
     derive_gate,
     effective_tier,
@@ -19,10 +20,11 @@ from tests.policy.conftest import RISK_PATH
 SHIPPED_POLICY = load_policy(RISK_PATH)  # hypothesis tests cannot use function-scoped fixtures
 
 
-def make_task(risk_tier: str, requires_gate: bool = False, task_id: str = "t") -> ChecklistTask:
-    return ChecklistTask(
+def make_task(risk_tier: str, requires_gate: bool = False, task_id: str = "t") -> WorkflowTask:
+    return WorkflowTask(
         id=task_id,
         title="Task",
+        handler="test.task",
         specialist=None,
         depends_on=(),
         risk_tier=risk_tier,
@@ -30,7 +32,7 @@ def make_task(risk_tier: str, requires_gate: bool = False, task_id: str = "t") -
     )
 
 
-def test_derive_gate_ignores_the_checklists_false_claim(policy: Policy) -> None:
+def test_derive_gate_ignores_the_workflow_files_false_claim(policy: Policy) -> None:
     gate = derive_gate(policy, make_task("high", requires_gate=False))
     assert gate is not None
     assert (gate.tier, gate.quorum, gate.approver_role, gate.due_hours, gate.kind) == (
@@ -43,7 +45,7 @@ def test_derive_gate_ignores_the_checklists_false_claim(policy: Policy) -> None:
     assert gate.rule.startswith("tier high requires 1 approver (role controller)")
 
 
-def test_derive_gate_ignores_the_checklists_true_claim(policy: Policy) -> None:
+def test_derive_gate_ignores_the_workflow_files_true_claim(policy: Policy) -> None:
     assert derive_gate(policy, make_task("low", requires_gate=True)) is None
 
 
@@ -83,16 +85,29 @@ def test_unknown_task_tier_is_refused(policy: Policy) -> None:
         derive_gate(policy, make_task("extreme"))
 
 
-def test_escalation_gate_uses_escalation_tier_and_names_reason(policy: Policy) -> None:
-    gate = derive_escalation_gate(policy, make_task("low", task_id="bank_reconciliation"), "agent timed out")
+def test_escalation_gate_uses_escalation_tier_and_names_reason_and_detail(policy: Policy) -> None:
+    task = make_task("low", task_id="bank_reconciliation")
+    gate = derive_escalation_gate(policy, task, EscalationReason.BUDGET_EXHAUSTED, "agent timed out")
     assert (gate.kind, gate.tier, gate.quorum, gate.approver_role) == ("escalation", "high", 1, "controller")
     assert gate.task == "bank_reconciliation"
-    assert "agent timed out" in gate.rule and policy.escalation_rule in gate.rule
+    assert "budget_exhausted: agent timed out" in gate.rule and policy.escalation_rule in gate.rule
 
 
-def test_escalation_without_reason_is_refused(policy: Policy) -> None:
-    with pytest.raises(GateInputError):
-        derive_escalation_gate(policy, make_task("low"), "  ")
+@pytest.mark.parametrize("detail", ["", "  ", None])
+def test_escalation_without_detail_is_refused(policy: Policy, detail: object) -> None:
+    with pytest.raises(GateInputError) as caught:
+        derive_escalation_gate(policy, make_task("low"), EscalationReason.GATE_EXPIRED, detail)  # type: ignore[arg-type]
+    assert caught.value.field == "detail"
+
+
+@pytest.mark.parametrize("reason", ["anomaly_over_tolerance", "agent timed out", None, 3])
+def test_escalation_with_an_untyped_reason_is_refused(policy: Policy, reason: object) -> None:
+    with pytest.raises(GateInputError) as caught:
+        derive_escalation_gate(policy, make_task("low"), reason, "detail")  # type: ignore[arg-type]
+    assert caught.value.field == "reason"
+    if reason is not None:  # None means "not escalated" to derive_gate
+        with pytest.raises(GateInputError):
+            derive_gate(policy, make_task("low"), escalated=reason)  # type: ignore[arg-type]
 
 
 amounts = st.decimals(min_value=Decimal("-1e9"), max_value=Decimal("1e9"), places=2, allow_nan=False)

@@ -1,7 +1,7 @@
 import hashlib
 
-from policy import Policy, gates_for_checklist, load_checklist, load_policy, parse_checklist, parse_policy
-from tests.policy.conftest import CHECKLIST_PATH, RISK_PATH
+from policy import Policy, gates_for_workflow, load_policy, load_workflow, parse_policy, parse_workflow
+from tests.policy.conftest import CLOSE_WORKFLOW_PATH, RISK_PATH
 
 EXPECTED_TASKS = (
     "bank_reconciliation",
@@ -22,13 +22,15 @@ def test_shipped_policy_loads_with_tiers_ordered_low_to_critical() -> None:
     assert policy.currency == "GBP"
 
 
-def test_shipped_checklist_has_the_seven_close_tasks(policy: Policy) -> None:
-    checklist = load_checklist(CHECKLIST_PATH, policy)
-    assert checklist.task_ids == EXPECTED_TASKS
+def test_shipped_close_workflow_has_the_seven_close_tasks_each_with_its_handler(policy: Policy) -> None:
+    close = load_workflow(CLOSE_WORKFLOW_PATH, policy)
+    assert close.task_ids == EXPECTED_TASKS
+    assert (close.name, close.title) == ("close", "Month-end close")
+    assert [task.handler for task in close.tasks] == [f"close.{task_id}" for task_id in EXPECTED_TASKS]
 
 
 def test_default_close_needs_at_least_five_gates(policy: Policy) -> None:
-    gates = gates_for_checklist(policy, load_checklist(CHECKLIST_PATH, policy))
+    gates = gates_for_workflow(policy, load_workflow(CLOSE_WORKFLOW_PATH, policy))
     assert len(gates) >= 5
     assert {gate.task for gate in gates} == {
         "bank_reconciliation",
@@ -43,8 +45,8 @@ def test_default_close_needs_at_least_five_gates(policy: Policy) -> None:
 
 def test_loaded_digest_is_sha256_of_file_bytes(policy: Policy) -> None:
     assert policy.digest == hashlib.sha256(RISK_PATH.read_bytes()).hexdigest()
-    checklist = load_checklist(CHECKLIST_PATH, policy)
-    assert checklist.digest == hashlib.sha256(CHECKLIST_PATH.read_bytes()).hexdigest()
+    close = load_workflow(CLOSE_WORKFLOW_PATH, policy)
+    assert close.digest == hashlib.sha256(CLOSE_WORKFLOW_PATH.read_bytes()).hexdigest()
 
 
 def test_parsed_digest_is_stable_under_key_order_and_changes_with_content(
@@ -57,8 +59,8 @@ def test_parsed_digest_is_stable_under_key_order_and_changes_with_content(
 
 
 def test_parsing_data_yields_the_same_tasks_as_loading_the_file(
-    policy: Policy, checklist_data: dict[str, object]
+    policy: Policy, workflow_data: dict[str, object]
 ) -> None:
-    parsed = parse_checklist(checklist_data, "data", policy)
-    assert parsed.tasks == load_checklist(CHECKLIST_PATH, policy).tasks
+    parsed = parse_workflow(workflow_data, "data", policy)
+    assert parsed.tasks == load_workflow(CLOSE_WORKFLOW_PATH, policy).tasks
     assert len(parsed.digest) == 64

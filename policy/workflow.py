@@ -1,4 +1,4 @@
-"""The close checklist: a DAG of tasks with deterministic ordering."""
+"""A workflow: a named DAG of tasks, each run by a handler the engine registers by name; deterministic ordering."""
 
 import heapq
 from collections.abc import Sequence
@@ -10,32 +10,38 @@ SPECIALISTS = ("reconciliation", "accruals", "variance")
 
 
 @dataclass(frozen=True)
-class ChecklistTask:
+class WorkflowTask:
     id: str
     title: str
+    handler: str  # a handler registered by this name in engine/workflows/; the engine checks it exists
     specialist: str | None
     depends_on: tuple[str, ...]
     risk_tier: str
-    requires_gate: bool  # the checklist's own claim; gate derivation never reads it
+    requires_gate: bool  # the workflow file's own claim; gate derivation never reads it
 
 
 @dataclass(frozen=True)
-class Checklist:
-    tasks: tuple[ChecklistTask, ...]
+class Workflow:
+    name: str  # equals the file's stem: config/workflows/<name>.yaml
+    title: str
+    tasks: tuple[WorkflowTask, ...]
     digest: str
 
     def __post_init__(self) -> None:
-        check_graph(self.tasks, source="Checklist")
+        check_graph(self.tasks, source=f"Workflow {self.name!r}")
 
     @property
     def task_ids(self) -> tuple[str, ...]:
         return tuple(task.id for task in self.tasks)
 
-    def task(self, task_id: str) -> ChecklistTask:
+    def task(self, task_id: str) -> WorkflowTask:
         for task in self.tasks:
             if task.id == task_id:
                 return task
         raise UnknownTaskError(task_id)
+
+    def title_of(self, task_id: str) -> str:
+        return self.task(task_id).title
 
     def topological_order(self) -> tuple[str, ...]:
         """Kahn's algorithm; among ready tasks the one earliest in the file goes first."""
@@ -70,7 +76,7 @@ class Checklist:
         return tuple(task for task in self.topological_order() if task in reached)
 
 
-def check_graph(tasks: Sequence[ChecklistTask], source: str) -> None:
+def check_graph(tasks: Sequence[WorkflowTask], source: str) -> None:
     """Raise PolicyError for duplicate ids, unknown or repeated dependencies, or a dependency cycle."""
     known: set[str] = set()
     for index, task in enumerate(tasks):
@@ -88,7 +94,7 @@ def check_graph(tasks: Sequence[ChecklistTask], source: str) -> None:
         raise PolicyError(source, f"tasks[{cycle[0]}].depends_on", f"dependency cycle: {' -> '.join(cycle)}")
 
 
-def find_cycle(tasks: Sequence[ChecklistTask]) -> tuple[str, ...] | None:
+def find_cycle(tasks: Sequence[WorkflowTask]) -> tuple[str, ...] | None:
     """The first cycle found, as `a -> b -> a` read "a depends on b which depends on a"; file order."""
     depends_on = {task.id: task.depends_on for task in tasks}
     done: set[str] = set()

@@ -6,48 +6,70 @@ from a query here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row, scalar_row
 
 from policy import Policy
+
+Row = TypeVar("Row")
 
 
 def _money(value: Decimal | None) -> str:
     return str((value or Decimal("0")).quantize(Decimal("0.01")))
 
 
-async def _rows(conn: AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    async with conn.cursor() as cur:
+async def _rows(
+    conn: AsyncConnection[Any], row: type[Row], sql: str, params: Sequence[Any] | Mapping[str, Any]
+) -> list[Row]:
+    async with conn.cursor(row_factory=class_row(row)) as cur:
+        await cur.execute(sql, params)
+        return await cur.fetchall()
+
+
+async def _values(conn: AsyncConnection[Any], sql: str, params: Sequence[Any]) -> list[Any]:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(sql, params)
         return await cur.fetchall()
 
 
 async def _accounts_by_subtype(conn: AsyncConnection[Any], book_set_id: int, subtype: str) -> list[str]:
-    rows = await _rows(
+    return await _values(
         conn,
         "SELECT account FROM book_account WHERE book_set_id = %s AND subtype = %s ORDER BY account",
         (book_set_id, subtype),
     )
-    return [r[0] for r in rows]
 
 
 async def _gl_balance(conn: AsyncConnection[Any], book_set_id: int, account: str) -> Decimal:
-    rows = await _rows(
+    (balance,) = await _values(
         conn,
         "SELECT COALESCE(sum(amount), 0) FROM book_gl_line WHERE book_set_id = %s AND account = %s",
         (book_set_id, account),
     )
-    return Decimal(rows[0][0])
+    return Decimal(balance)
 
 
 async def latest_feed_version(conn: AsyncConnection[Any], book_set_id: int) -> int:
-    rows = await _rows(
+    (version,) = await _values(
         conn, "SELECT COALESCE(max(feed_version), 0) FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
     )
-    return int(rows[0][0])
+    return int(version)
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    """A bank line or a GL cash line, as reconciliation matches them."""
+
+    line_id: str
+    line_date: date
+    amount: Decimal
+    reference: str
 
 
 async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
@@ -56,12 +78,14 @@ async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int
     for account in await _accounts_by_subtype(conn, book_set_id, "cash"):
         bank = await _rows(
             conn,
-            "SELECT bank_line_id, line_date, amount, reference FROM book_bank_line"
+            LedgerLine,
+            "SELECT bank_line_id AS line_id, line_date, amount, reference FROM book_bank_line"
             " WHERE book_set_id = %s AND feed_version = %s AND account = %s ORDER BY bank_line_id",
             (book_set_id, feed, account),
         )
         gl = await _rows(
             conn,
+            LedgerLine,
             "SELECT line_id, line_date, amount, reference FROM book_gl_line"
             " WHERE book_set_id = %s AND account = %s ORDER BY line_id",
             (book_set_id, account),
@@ -82,10 +106,19 @@ async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int
     }
 
 
-def _line(row: tuple[Any, ...]) -> dict[str, str]:
-    line_id, line_date, amount, reference = row
-    assert isinstance(line_date, date)
-    return {"id": line_id, "date": line_date.isoformat(), "amount": _money(amount), "reference": reference}
+def _line(line: LedgerLine) -> dict[str, str]:
+    return {
+        "id": line.line_id,
+        "date": line.line_date.isoformat(),
+        "amount": _money(line.amount),
+        "reference": line.reference,
+    }
+
+
+@dataclass(frozen=True)
+class SubledgerTotal:
+    total: Decimal
+    items: int
 
 
 async def subledger_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy, ledger: str) -> dict[str, Any]:
@@ -97,24 +130,36 @@ async def subledger_input(conn: AsyncConnection[Any], book_set_id: int, policy: 
     if len(controls) != 1:
         raise ValueError(f"books must have exactly one {subtype} account, found {controls}")
     control = controls[0]
-    totals = await _rows(
-        conn, f"SELECT COALESCE(sum(amount), 0), count(*) FROM {table} WHERE book_set_id = %s", (book_set_id,)
+    (totals,) = await _rows(
+        conn,
+        SubledgerTotal,
+        f"SELECT COALESCE(sum(amount), 0) AS total, count(*) AS items FROM {table} WHERE book_set_id = %s",
+        (book_set_id,),
     )
     return {
         "kind": "subledger",
         "ledger": ledger,
         "control_account": control,
         "control_balance": _money(await _gl_balance(conn, book_set_id, control)),
-        "subledger_total": _money(totals[0][0]),
-        "items": int(totals[0][1]),
+        "subledger_total": _money(totals.total),
+        "items": totals.items,
         "tolerance_amount": str(policy.reconciliation.subledger_tolerance_amount),
     }
 
 
+@dataclass(frozen=True)
+class IntercompanyPair:
+    counterparty: str
+    account: str
+    our_balance: Decimal
+    their_balance: Decimal
+
+
 async def intercompany_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
-    rows = await _rows(
+    pairs = await _rows(
         conn,
-        "SELECT ic.counterparty, ic.account, COALESCE(gl.balance, 0), ic.their_balance"
+        IntercompanyPair,
+        "SELECT ic.counterparty, ic.account, COALESCE(gl.balance, 0) AS our_balance, ic.their_balance"
         " FROM book_intercompany ic"
         " LEFT JOIN (SELECT account, sum(amount) AS balance FROM book_gl_line WHERE book_set_id = %s"
         "            GROUP BY account) gl ON gl.account = ic.account"
@@ -126,12 +171,12 @@ async def intercompany_input(conn: AsyncConnection[Any], book_set_id: int, polic
         "tolerance_amount": str(policy.reconciliation.intercompany_tolerance_amount),
         "pairs": [
             {
-                "counterparty": r[0],
-                "account": r[1],
-                "our_balance": _money(r[2]),
-                "their_balance": _money(r[3]),
+                "counterparty": pair.counterparty,
+                "account": pair.account,
+                "our_balance": _money(pair.our_balance),
+                "their_balance": _money(pair.their_balance),
             }
-            for r in rows
+            for pair in pairs
         ],
     }
 
@@ -142,9 +187,23 @@ def period_end(period: str) -> date:
     return date.fromordinal(first_of_next.toordinal() - 1)
 
 
+@dataclass(frozen=True)
+class GrniReceipt:
+    """Goods received, not invoiced."""
+
+    receipt_id: str
+    vendor: str
+    po_number: str
+    received_date: date
+    amount: Decimal
+    expense_account: str
+    description: str
+
+
 async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: str, policy: Policy) -> dict[str, Any]:
-    rows = await _rows(
+    receipts = await _rows(
         conn,
+        GrniReceipt,
         "SELECT receipt_id, vendor, po_number, received_date, amount, expense_account, description"
         " FROM book_grni WHERE book_set_id = %s ORDER BY receipt_id",
         (book_set_id,),
@@ -155,15 +214,15 @@ async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: s
         "materiality_amount": str(policy.accruals.materiality_amount),
         "grni": [
             {
-                "receipt_id": r[0],
-                "vendor": r[1],
-                "po_number": r[2],
-                "received_date": r[3].isoformat(),
-                "amount": _money(r[4]),
-                "expense_account": r[5],
-                "description": r[6],
+                "receipt_id": receipt.receipt_id,
+                "vendor": receipt.vendor,
+                "po_number": receipt.po_number,
+                "received_date": receipt.received_date.isoformat(),
+                "amount": _money(receipt.amount),
+                "expense_account": receipt.expense_account,
+                "description": receipt.description,
             }
-            for r in rows
+            for receipt in receipts
         ],
     }
 
@@ -196,13 +255,23 @@ SELECT account, name, actual, prior, budget,
 """
 
 
+@dataclass(frozen=True)
+class VarianceLine:
+    account: str
+    name: str
+    actual: Decimal
+    prior: Decimal
+    budget: Decimal
+    variance_prior: Decimal
+    variance_budget: Decimal
+    variance_budget_pct: Decimal | None  # None when there is no budget to compare with
+
+
 async def variance_input(
     conn: AsyncConnection[Any], book_set_id: int, entity: str, period: str, policy: Policy
 ) -> dict[str, Any]:
-    rows = await _rows(
-        conn,
-        VARIANCE_QUERY,
-        {"book_set_id": book_set_id, "entity": entity, "period": period},  # type: ignore[arg-type]
+    lines = await _rows(
+        conn, VarianceLine, VARIANCE_QUERY, {"book_set_id": book_set_id, "entity": entity, "period": period}
     )
     return {
         "period": period,
@@ -211,16 +280,16 @@ async def variance_input(
         "grounding_tolerance": str(policy.variance.grounding_tolerance),
         "lines": [
             {
-                "account": r[0],
-                "name": r[1],
-                "actual": _money(r[2]),
-                "prior": _money(r[3]),
-                "budget": _money(r[4]),
-                "variance_prior": _money(r[5]),
-                "variance_budget": _money(r[6]),
-                "variance_budget_pct": None if r[7] is None else str(r[7]),
+                "account": line.account,
+                "name": line.name,
+                "actual": _money(line.actual),
+                "prior": _money(line.prior),
+                "budget": _money(line.budget),
+                "variance_prior": _money(line.variance_prior),
+                "variance_budget": _money(line.variance_budget),
+                "variance_budget_pct": None if line.variance_budget_pct is None else str(line.variance_budget_pct),
             }
-            for r in rows
+            for line in lines
         ],
     }
 

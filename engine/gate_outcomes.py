@@ -1,0 +1,236 @@
+"""Act on what people decided: apply approved and rejected gates, re-run expired ones, remind on overdue ones.
+
+A decision without person-level proof never counts; waiting never approves anything.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from audit.killpoints import kill_point
+from audit.trace import append_event
+from policy import ESCALATION, EscalationReason, Workflow
+
+from .closes import CloseRecord, lock_task
+from .context import AdvanceReport, EngineContext
+from .gates import (
+    GateView,
+    UnprovenDecision,
+    gate_deadline,
+    gates_for_close,
+    mark_gate_applied,
+    mark_gate_escalated,
+    mark_gate_expired,
+    unproven_decisions,
+)
+from .lifecycle import TaskState
+from .outbox import enqueue_notices
+from .supervisor import move_task
+from .task_runner import complete_task
+from .workflows import TaskContext
+
+_WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
+
+
+async def apply_gate_outcomes(
+    conn: AsyncConnection[Any], close: CloseRecord, workflow: Workflow, ctx: EngineContext, report: AdvanceReport
+) -> bool:
+    progressed = False
+    for gate in await gates_for_close(conn, close.close_id):
+        if gate.lifecycle != "open":
+            continue
+        if gate.status == "expired":
+            async with conn.transaction():
+                if await mark_gate_expired(conn, gate.gate_id):
+                    await _run_again_after_expiry(conn, close, ctx, gate, report)
+            progressed = True
+            continue
+        if gate.status == "open" and gate.overdue and not gate.escalated:
+            async with conn.transaction():
+                if await mark_gate_escalated(conn, gate.gate_id):
+                    await _remind_overdue(conn, close, ctx, gate, report)
+            continue
+        if gate.status not in ("approved", "rejected"):
+            continue
+        unproven = await unproven_decisions(conn, gate.gate_id)
+        if unproven:  # a decision without person-level proof never counts: the gate is not applied
+            await _block_on_unproven(conn, close, ctx, gate, unproven, report)
+            continue
+        kill_point("gates.before_apply")
+        async with conn.transaction():
+            if not await mark_gate_applied(conn, gate.gate_id):
+                continue
+            await _apply_one(conn, close, workflow, ctx, gate, report)
+        progressed = True
+    return progressed
+
+
+async def _block_on_unproven(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    ctx: EngineContext,
+    gate: GateView,
+    unproven: list[UnprovenDecision],
+    report: AdvanceReport,
+) -> None:
+    """Stop the gate's task (so the close is blocked, reason naming gate and principals) and trace it once."""
+    who = ", ".join(f"{u.principal_id} ({u.channel}: {u.problem})" for u in unproven)
+    reason = f"gate {gate.gate_id}: decision without valid person-level proof by {who}"[:500]
+    async with conn.transaction():
+        if not await move_task(conn, close.close_id, gate.task, TaskState.FAILED, expect=_WAITING, reason=reason):
+            return
+        await append_event(
+            conn,
+            actor=ctx.actor,
+            close_id=close.close_id,
+            kind="decision_proof_invalid",
+            payload={
+                "gate_id": gate.gate_id,
+                "task": gate.task,
+                "gate_status": gate.status,
+                "decisions": [
+                    {"principal": u.principal_id, "channel": u.channel, "problem": u.problem} for u in unproven
+                ],
+            },
+        )
+    report.steps.append(f"{gate.task}: BLOCKED: {reason}")
+
+
+async def _remind_overdue(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
+) -> None:
+    """An overdue gate gets a reminder in the close's channels and a trace event. It is never approved by waiting."""
+    deadline = await gate_deadline(conn, gate.gate_id)
+    reminder = overdue_reminder(
+        task=gate.task,
+        entity=close.entity,
+        period=close.period,
+        role=deadline.approver_role,
+        missing=gate.quorum - gate.approvals,
+        due_at=deadline.due_at,
+        expires_at=deadline.expires_at,
+    )
+    await append_event(
+        conn,
+        actor=ctx.actor,
+        close_id=close.close_id,
+        kind="gate_overdue",
+        payload={
+            "gate_id": gate.gate_id,
+            "task": gate.task,
+            "due_at": deadline.due_at.isoformat(),
+            "approvals": gate.approvals,
+            "quorum": gate.quorum,
+            "reminder": reminder,
+            "to": f"role:{deadline.approver_role}",
+            "channels": [f"{t.platform}:{t.channel}" for t in ctx.channels],
+        },
+    )
+    await enqueue_notices(
+        conn,
+        key=f"gate_overdue:{gate.gate_id}",
+        template="gate_overdue",
+        close_id=close.close_id,
+        channels=ctx.channels,
+        gate_id=gate.gate_id,
+    )
+    where = f"{len(ctx.channels)} channel(s)" if ctx.channels else "the trace only (no chat channel configured)"
+    report.steps.append(
+        f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder for role {deadline.approver_role} in {where}"
+    )
+
+
+def overdue_reminder(
+    *, task: str, entity: str, period: str, role: str, missing: int, due_at: Any, expires_at: Any
+) -> str:
+    expiry = f" If nobody decides by {_utc(expires_at)}, it expires and the task runs again." if expires_at else ""
+    return (
+        f"Reminder for role {role}: the {task} gate of {entity} {period} was due {_utc(due_at)} and still needs"
+        f" {missing} approval(s). Waiting never approves it.{expiry}"
+    )
+
+
+def _utc(moment: Any) -> str:
+    return str(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+async def _run_again_after_expiry(
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
+) -> None:
+    """An undecided gate expires into an escalated re-run: fresh work, and a human gate over it whatever its tier."""
+    task = await lock_task(conn, close.close_id, gate.task)
+    await move_task(
+        conn,
+        close.close_id,
+        gate.task,
+        TaskState.PENDING,
+        expect=_WAITING,
+        attempt=task.attempt + 1,
+        reason=f"gate expired: gate {gate.gate_id}",
+        escalation=EscalationReason.GATE_EXPIRED.value,
+    )
+    await append_event(
+        conn,
+        actor=ctx.actor,
+        close_id=close.close_id,
+        kind="gate_expired",
+        payload={
+            "gate_id": gate.gate_id,
+            "task": gate.task,
+            "next_attempt": task.attempt + 1,
+            "escalation": EscalationReason.GATE_EXPIRED.value,
+        },
+    )
+    report.steps.append(
+        f"{gate.task}: gate {gate.gate_id[:8]} expired undecided; re-running as attempt {task.attempt + 1}"
+    )
+
+
+async def _apply_one(
+    conn: AsyncConnection[Any],
+    close: CloseRecord,
+    workflow: Workflow,
+    ctx: EngineContext,
+    gate: GateView,
+    report: AdvanceReport,
+) -> None:
+    task = await lock_task(conn, close.close_id, gate.task)
+    event = {"gate_id": gate.gate_id, "task": gate.task, "gate_kind": gate.kind, "outcome": gate.status}
+    if gate.status == "rejected":
+        await move_task(
+            conn,
+            close.close_id,
+            gate.task,
+            TaskState.REJECTED,
+            expect=_WAITING,
+            reason=f"gate {gate.gate_id} rejected",
+        )
+        await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_rejected_applied", payload=event)
+        report.steps.append(f"{gate.task}: gate rejected, task stopped")
+        return
+    if gate.kind == ESCALATION:
+        await move_task(
+            conn,
+            close.close_id,
+            gate.task,
+            TaskState.PENDING,
+            expect=(TaskState.HALTED,),
+            attempt=task.attempt + 1,
+            reason=f"re-run approved after halt (gate {gate.gate_id})",
+        )
+        await append_event(
+            conn,
+            actor=ctx.actor,
+            close_id=close.close_id,
+            kind="task_requeued",
+            payload={**event, "next_attempt": task.attempt + 1},
+        )
+        report.steps.append(f"{gate.task}: escalation approved, re-running as attempt {task.attempt + 1}")
+        return
+    definition = workflow.task(gate.task)
+    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor)
+    await complete_task(conn, ctx, tc, ctx.handler(definition), task.result or {}, report)
+    await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_passed", payload=event)

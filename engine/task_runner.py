@@ -1,0 +1,291 @@
+"""Run every task whose dependencies are done: call its specialist (or compute it), then record the result.
+
+A result either completes the task (policy asks no gate), opens a gate, or escalates: a halted specialist, a
+check the handler refuses, a dead-lettered specialist. An escalation halts the task behind a gate whose
+approver is the reason's owner in policy; work that was ever escalated needs a human gate before it completes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from audit.killpoints import kill_point
+from audit.trace import append_event
+from policy import EscalationReason, Workflow, derive_escalation_gate, derive_gate
+
+from .close_session import CloseSession
+from .closes import CloseRecord, lock_task, task_rows
+from .context import AdvanceReport, EngineContext
+from .dispatch import (
+    AGENT_PRINCIPALS,
+    MAX_DISPATCH_FAILURES,
+    DispatchBackingOff,
+    DispatchDeadLettered,
+    DispatchFailed,
+    DispatchInFlight,
+    dispatch_in_flight,
+    dispatch_once,
+)
+from .gates import open_gate
+from .lifecycle import TaskState
+from .outbox import enqueue_gate_cards
+from .postings import PostingRefused
+from .supervisor import move_task
+from .workflows import Escalate, TaskContext, TaskHandler
+
+
+async def run_ready_tasks(
+    session: CloseSession,
+    close: CloseRecord,
+    workflow: Workflow,
+    ctx: EngineContext,
+    report: AdvanceReport,
+    skipped: set[str],
+) -> bool:
+    progressed = False
+    for task_id in workflow.topological_order():
+        conn = session.conn
+        rows = await task_rows(conn, close.close_id)
+        row = rows[task_id]
+        task = workflow.task(task_id)
+        if row.status not in (TaskState.PENDING, TaskState.RUNNING) or task_id in skipped:
+            continue
+        if any(rows[dependency].status != TaskState.DONE for dependency in task.depends_on):
+            continue
+        if row.status == TaskState.RUNNING and await dispatch_in_flight(conn, close.close_id, task_id, row.attempt):
+            skipped.add(task_id)
+            report.steps.append(f"{task_id}: another worker is calling the specialist")
+            continue
+        async with conn.transaction():
+            if not await move_task(conn, close.close_id, task_id, TaskState.RUNNING, expect=(row.status,)):
+                continue
+            await append_event(
+                conn,
+                actor=ctx.actor,
+                close_id=close.close_id,
+                kind="task_started",
+                payload={"task": task_id, "attempt": row.attempt, "resumed": row.status != TaskState.PENDING},
+            )
+        tc = TaskContext(close, task, row.attempt, ctx.policy, ctx.actor)
+        handler = ctx.handler(task)
+        try:
+            result = await _perform(session, ctx, tc, handler)
+        except DispatchInFlight as busy:
+            skipped.add(task_id)
+            report.steps.append(str(busy))
+            continue
+        except DispatchBackingOff as waiting:
+            await _back_to_pending(session.conn, tc, str(waiting))
+            skipped.add(task_id)
+            report.steps.append(f"{task_id}: waiting to retry the specialist ({waiting.retry_in_s:.1f}s)")
+            continue
+        except DispatchFailed as failure:
+            why = f"retrying after failure {failure.failures} of {MAX_DISPATCH_FAILURES}: {failure.reason}"
+            await _back_to_pending(session.conn, tc, why[:500])
+            skipped.add(task_id)
+            report.steps.append(
+                f"{task_id}: specialist failed ({failure.failures} of {MAX_DISPATCH_FAILURES}), will retry"
+            )
+            continue
+        except DispatchDeadLettered as dead:
+            await escalate(
+                session.conn, ctx, tc, handler, Escalate(EscalationReason.SPECIALIST_DEAD_LETTERED, str(dead)), report
+            )
+            skipped.add(task_id)
+            progressed = True
+            continue
+        except Escalate as escalation:
+            await escalate(session.conn, ctx, tc, handler, escalation, report)
+            skipped.add(task_id)
+            progressed = True
+            continue
+        except (PostingRefused, ValueError) as exc:
+            await _fail(session.conn, ctx, tc, str(exc))
+            skipped.add(task_id)
+            report.steps.append(f"{task_id}: failed: {exc}")
+            continue
+        kill_point("task.after_result")
+        progressed |= await _record_result(session.conn, ctx, tc, handler, result, report)
+    return progressed
+
+
+async def _perform(session: CloseSession, ctx: EngineContext, tc: TaskContext, handler: TaskHandler) -> dict[str, Any]:
+    if tc.task.specialist is None:
+        return await handler.compute(session.conn, tc)
+    payload = await handler.specialist_input(session.conn, tc)
+    async with session.let_go():  # no connection and no lock while the specialist works
+        outcome = await dispatch_once(
+            session.connect,
+            ctx.call,
+            close_id=tc.close.close_id,
+            task=tc.task.id,
+            attempt=tc.attempt,
+            specialist=tc.task.specialist,
+            payload=payload,
+            actor=ctx.actor,
+            wait=False,
+        )
+    handler.check_result(tc, payload, outcome.result)
+    return outcome.result
+
+
+async def _back_to_pending(conn: AsyncConnection[Any], tc: TaskContext, reason: str) -> None:
+    async with conn.transaction():
+        await move_task(
+            conn, tc.close.close_id, tc.task.id, TaskState.PENDING, expect=(TaskState.RUNNING,), reason=reason
+        )
+
+
+async def _fail(conn: AsyncConnection[Any], ctx: EngineContext, tc: TaskContext, reason: str) -> None:
+    async with conn.transaction():
+        await move_task(
+            conn, tc.close.close_id, tc.task.id, TaskState.FAILED, expect=(TaskState.RUNNING,), reason=reason[:500]
+        )
+        await append_event(
+            conn,
+            actor=ctx.actor,
+            close_id=tc.close.close_id,
+            kind="task_failed",
+            payload={"task": tc.task.id, "attempt": tc.attempt, "reason": reason[:500]},
+        )
+
+
+def _prepared_by(ctx: EngineContext, tc: TaskContext) -> str:
+    return AGENT_PRINCIPALS.get(tc.task.specialist or "", ctx.actor)
+
+
+async def escalate(
+    conn: AsyncConnection[Any],
+    ctx: EngineContext,
+    tc: TaskContext,
+    handler: TaskHandler,
+    escalation: Escalate,
+    report: AdvanceReport,
+    result: dict[str, Any] | None = None,
+) -> None:
+    """Halt the task behind an escalation gate for the reason's owner; only a person's decision moves it on."""
+    prepared_by = _prepared_by(ctx, tc)
+    detail = escalation.detail[:500]
+    requesters = await handler.requesters(conn, tc)
+    async with conn.transaction():
+        if not await move_task(
+            conn,
+            tc.close.close_id,
+            tc.task.id,
+            TaskState.HALTED,
+            expect=(TaskState.RUNNING,),
+            result=result,
+            reason=detail,
+            escalation=escalation.reason.value,
+        ):
+            report.steps.append(f"{tc.task.id}: result already recorded by another worker")
+            return
+        await append_event(
+            conn,
+            actor=prepared_by,
+            close_id=tc.close.close_id,
+            kind="task_halted",
+            payload={
+                "task": tc.task.id,
+                "attempt": tc.attempt,
+                "reason": detail,
+                "escalation": escalation.reason.value,
+                "to": ctx.actor,
+            },
+        )
+        requirement = derive_escalation_gate(ctx.policy, tc.task, escalation.reason, detail)
+        gate_id = await open_gate(
+            conn,
+            close_id=tc.close.close_id,
+            task=tc.task.id,
+            attempt=tc.attempt,
+            requirement=requirement,
+            summary={
+                "reason": detail,
+                "escalation": escalation.reason.value,
+                "result": handler.gate_summary(result or {}),
+            },
+            prepared_by=prepared_by,
+            requested_by=requesters,
+            actor=ctx.actor,
+        )
+        await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
+    report.steps.append(f"{tc.task.id}: HALTED: {detail} (escalation {escalation.reason.value}, gate {gate_id})")
+
+
+async def _record_result(
+    conn: AsyncConnection[Any],
+    ctx: EngineContext,
+    tc: TaskContext,
+    handler: TaskHandler,
+    result: dict[str, Any],
+    report: AdvanceReport,
+) -> bool:
+    """Record the task's result once; False when another worker recorded it while our specialist call ran."""
+    async with conn.transaction():
+        current = await lock_task(conn, tc.close.close_id, tc.task.id)
+        if current.status != TaskState.RUNNING or current.attempt != tc.attempt:
+            report.steps.append(f"{tc.task.id}: result already recorded by another worker")
+            return False
+        if result.get("halted"):
+            reason = str(result.get("halt_reason") or "specialist halted the task")
+            try:
+                kind = handler.halt_reason(result)
+            except ValueError as unknown:
+                await _fail(conn, ctx, tc, str(unknown))
+                report.steps.append(f"{tc.task.id}: failed: {unknown}")
+                return True
+            await escalate(conn, ctx, tc, handler, Escalate(kind, reason), report, result=result)
+            return True
+        escalated = EscalationReason(current.escalation) if current.escalation else None
+        requirement = derive_gate(ctx.policy, tc.task, handler.gate_amount(result), escalated=escalated)
+        if requirement is None:
+            await move_task(
+                conn, tc.close.close_id, tc.task.id, TaskState.RUNNING, expect=(TaskState.RUNNING,), result=result
+            )
+            await complete_task(conn, ctx, tc, handler, result, report)
+            report.steps.append(f"{tc.task.id}: done (no gate required by policy)")
+            return True
+        await move_task(
+            conn,
+            tc.close.close_id,
+            tc.task.id,
+            TaskState.AWAITING_GATE,
+            expect=(TaskState.RUNNING,),
+            result=result,
+            reason=requirement.rule,
+        )
+        gate_id = await open_gate(
+            conn,
+            close_id=tc.close.close_id,
+            task=tc.task.id,
+            attempt=tc.attempt,
+            requirement=requirement,
+            summary=handler.gate_summary(result),
+            prepared_by=_prepared_by(ctx, tc),
+            requested_by=await handler.requesters(conn, tc),
+            actor=ctx.actor,
+        )
+        await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
+    report.steps.append(f"{tc.task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
+    return True
+
+
+async def complete_task(
+    conn: AsyncConnection[Any],
+    ctx: EngineContext,
+    tc: TaskContext,
+    handler: TaskHandler,
+    result: dict[str, Any],
+    report: AdvanceReport,
+) -> None:
+    """Apply the task's effects and mark it done, in the caller's transaction."""
+    report.steps.extend(await handler.complete(conn, tc, result))
+    await move_task(
+        conn, tc.close.close_id, tc.task.id, TaskState.DONE, expect=(TaskState.AWAITING_GATE, TaskState.RUNNING)
+    )
+    await append_event(
+        conn, actor=ctx.actor, close_id=tc.close.close_id, kind="task_done", payload={"task": tc.task.id}
+    )

@@ -1,0 +1,122 @@
+"""What a workflow task does, as the engine sees it: a handler, registered by name, that the workflow file names.
+
+The orchestrator runs any workflow; everything particular to one task (which rows feed its specialist, which
+figure sets its gate tier, which effects approval has) lives in its handler. A handler never changes task or
+gate state: it returns data, raises `Escalate`, or applies its effects inside the engine's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from policy import EscalationReason, Policy, WorkflowTask
+
+from ..closes import CloseRecord
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """One attempt of one task of one close, with the policy it runs under."""
+
+    close: CloseRecord
+    task: WorkflowTask
+    attempt: int
+    policy: Policy
+    actor: str
+
+
+class Escalate(Exception):
+    """The work cannot go on without a person: a typed reason and the detail a person needs."""
+
+    def __init__(self, reason: EscalationReason, detail: str) -> None:
+        if not isinstance(reason, EscalationReason):
+            raise TypeError(f"an escalation needs an EscalationReason, got {reason!r}")
+        if not detail.strip():
+            raise ValueError("an escalation must say what a person should look at")
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class UnknownHandler(LookupError):
+    def __init__(self, workflow: str, task: str, handler: str) -> None:
+        super().__init__(f"workflow {workflow!r} task {task!r} names handler {handler!r}, which is not registered")
+        self.workflow = workflow
+        self.task = task
+        self.handler = handler
+
+
+class TaskHandler:
+    """Defaults for a task: no effects, no amount, the close's starter as the only requester."""
+
+    #: the escalation a specialist's bare `halted: true` means for this task
+    halt_escalation: EscalationReason = EscalationReason.ANOMALY_OVER_TOLERANCE
+
+    async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
+        """The message for the task's specialist, built from the database (specialist tasks only)."""
+        raise NotImplementedError(f"{type(self).__name__} builds no specialist input")
+
+    async def compute(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
+        """The result of a task without a specialist, computed by the engine itself."""
+        raise NotImplementedError(f"{type(self).__name__} computes nothing itself")
+
+    def check_result(self, tc: TaskContext, payload: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+        """Check a specialist's result against what it was given; raise `Escalate` when it does not hold."""
+
+    def halt_reason(self, result: Mapping[str, Any]) -> EscalationReason:
+        """The typed reason of a halted result: the specialist's own `escalation` if valid, else the default."""
+        named = result.get("escalation")
+        if named is None:
+            return self.halt_escalation
+        try:
+            return EscalationReason(str(named))
+        except ValueError:
+            known = ", ".join(reason.value for reason in EscalationReason)
+            raise ValueError(f"specialist named unknown escalation reason {named!r} (known: {known})") from None
+
+    def gate_amount(self, result: Mapping[str, Any]) -> Decimal | None:
+        """The amount that may raise the gate's tier, if the task has one."""
+        return None
+
+    async def requesters(self, conn: AsyncConnection[Any], tc: TaskContext) -> list[str]:
+        """Who asked for this work; separation of duties refuses their approval of it."""
+        return [tc.close.started_by]
+
+    async def complete(self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]) -> list[str]:
+        """Apply the task's effects in the engine's transaction; return one line per effect for the report."""
+        return []
+
+    def gate_summary(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """What the approver needs to see on the card, trimmed to card size."""
+        return card_summary(result)
+
+
+Handlers = Mapping[str, TaskHandler]
+
+
+def card_summary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures and evidence of a result that a gate card shows (cards/evidence.py reads these keys)."""
+    summary: dict[str, Any] = {"kind": result.get("kind")}
+    if "accounts" in result:
+        summary["accounts"] = [
+            {k: a.get(k) for k in ("account", "bank_lines", "gl_lines", "matched", "unmatched_share", "halt")}
+            for a in result["accounts"]
+        ]
+    for key in ("control_account", "control_balance", "subledger_total", "difference", "total", "narrative"):
+        if key in result:
+            summary[key] = result[key]
+    if result.get("journal"):
+        summary["journal_lines"] = result["journal"]["lines"][:20]
+    if "flagged" in result:
+        summary["flagged"] = result["flagged"][:10]
+    if "pairs" in result:
+        summary["pairs"] = result["pairs"][:10]
+    if "tasks" in result:
+        summary["tasks"] = result["tasks"]
+        summary["journals"] = result.get("journals", [])
+    return summary

@@ -1,0 +1,172 @@
+"""The doors only parse and render: Slack, Teams and the signed callback decide through one function, export through
+one function, and import nothing that runs SQL (issue 11, "a service layer the doors share")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import bot.slack
+import bot.teams
+import callbacks.decide
+import callbacks.exports
+import callbacks.http
+import countersign.cli
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS = {"bot.slack": "bot/slack.py", "bot.teams": "bot/teams.py", "callbacks.http": "callbacks/http.py"}
+CHAT_ADAPTERS = ("bot.slack", "bot.teams")
+
+# Database drivers, and every module of ours that runs SQL an adapter could be tempted to call.
+DATABASE_CODE = (
+    "psycopg",
+    "psycopg_pool",
+    "asyncpg",
+    "sqlalchemy",
+    "sqlmodel",
+    "audit.trace",
+    "audit.log",
+    "bot.queries",
+    "callbacks.access",
+    "callbacks.decisions",
+    "callbacks.principals",
+    "engine.books",
+    "engine.closes",
+    "engine.dispatch",
+    "engine.gates",
+    "engine.gauges",
+    "engine.integrity",
+    "engine.outbox",
+    "engine.postings",
+    "engine.supervisor",
+    "engine.workflows.close.inputs",
+    "engine.workflows.close.queries",
+)
+
+
+def _imported_modules(module: str, path: str) -> set[str]:
+    """Every module an adapter imports, relative imports resolved, at any depth of the file (TYPE_CHECKING too)."""
+    package = module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from bot import queries`
+    return found
+
+
+def _names_imported_from(path: str, module: str, package: str) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            relative = node.level == 1 and f"{package}.{node.module}" == module
+            if node.module == module or relative:
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+def _is_denied(imported: str) -> bool:
+    return any(imported == denied or imported.startswith(denied + ".") for denied in DATABASE_CODE)
+
+
+def _source_of(module: str) -> Path | None:
+    """The file of a module of ours (`bot.services`), or None for a name that is not one (`bot.services.X`)."""
+    base = ROOT / module.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _runs_sql(module: str) -> bool:
+    """Does this module of ours call `.execute(` / `.executemany(` / `.copy(` itself?"""
+    source = _source_of(module)
+    if source is None:
+        return False
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "copy")
+        ):
+            return True
+    return False
+
+
+def test_the_deny_list_names_modules_that_really_run_sql() -> None:
+    """A deny list that drifts from the code protects nothing: each of our listed modules must exist and run SQL."""
+    ours = [m for m in DATABASE_CODE if m.split(".")[0] in ("audit", "bot", "callbacks", "engine")]
+    quiet = [m for m in ours if _source_of(m) is None or not _runs_sql(m)]
+    assert quiet == [], f"listed as database code but run no SQL (or are gone): {quiet}"
+
+
+@pytest.mark.parametrize("module", sorted(ADAPTERS))
+def test_the_adapter_imports_no_database_code(module: str) -> None:
+    imported = _imported_modules(module, ADAPTERS[module])
+    denied = sorted(name for name in imported if _is_denied(name))
+    assert denied == [], f"{ADAPTERS[module]} imports database code: {denied}"
+
+
+@pytest.mark.parametrize("module", sorted(ADAPTERS))
+def test_nothing_the_adapter_imports_of_ours_runs_sql_itself(module: str) -> None:
+    """Beyond the list: no module of ours that the adapter imports directly runs a statement."""
+    ours = {
+        name
+        for name in _imported_modules(module, ADAPTERS[module])
+        if name.split(".")[0] in ("audit", "bot", "callbacks", "cards", "engine", "policy")
+    }
+    running = sorted(name for name in ours if _runs_sql(name))
+    assert running == [], f"{ADAPTERS[module]} imports modules that run SQL: {running}"
+
+
+@pytest.mark.parametrize("module", sorted(ADAPTERS))
+def test_every_door_imports_the_one_decision_function(module: str) -> None:
+    package = module.rpartition(".")[0]
+    assert "decide_gate" in _names_imported_from(ADAPTERS[module], "callbacks.decide", package)
+
+
+def test_the_three_doors_reach_the_same_decision_function() -> None:
+    assert bot.slack.decide_gate is callbacks.decide.decide_gate
+    assert bot.teams.decide_gate is callbacks.decide.decide_gate
+    assert callbacks.http.decide_gate is callbacks.decide.decide_gate
+
+
+def test_slack_teams_and_the_cli_export_through_the_same_function() -> None:
+    for module in CHAT_ADAPTERS:
+        package = module.rpartition(".")[0]
+        assert "export_trace" in _names_imported_from(ADAPTERS[module], "callbacks.exports", package)
+    assert bot.slack.export_trace is callbacks.exports.export_trace
+    assert bot.teams.export_trace is callbacks.exports.export_trace
+    assert countersign.cli.export_trace is callbacks.exports.export_trace
+
+
+def _called_names(path: str) -> set[str]:
+    """The names of the functions a file calls (`f(...)` and `x.f(...)`)."""
+    called: set[str] = set()
+    for node in ast.walk(ast.parse((ROOT / path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                called.add(node.func.id)
+            elif isinstance(node.func, ast.Attribute):
+                called.add(node.func.attr)
+    return called
+
+
+def test_every_door_starts_a_close_through_the_one_composition() -> None:
+    """The CLI and the server (for Slack's `/close start`) call `start_close_with_books`; no door opens a close or
+    picks its books by itself, and the chat adapter only asks its services."""
+    for door in ("countersign/cli.py", "countersign/app.py"):
+        called = _called_names(door)
+        assert "start_close_with_books" in called, door
+        assert not called & {"start_close", "books_for_close", "load_books"}, door
+    for module in CHAT_ADAPTERS:
+        assert not _called_names(ADAPTERS[module]) & {"start_close_with_books", "books_for_close", "load_books"}
+    assert "start_close" in _called_names(ADAPTERS["bot.slack"])  # `services.start_close(...)`
