@@ -709,7 +709,14 @@ def specialists_serve(
         fail("COUNTERSIGN_SPECIALIST_TOKEN is not set: refusing to serve the specialists without a bearer token")
         return
     json_logs = _observe(settings.log_format, telemetry.SPECIALISTS)
-    application = telemetry.instrument_asgi(build_specialists_app(public_url or f"http://{host}:{port}", token=token))
+    import httpx
+
+    from .runtime import build_narrator
+
+    # The model API's client lives as long as the process; replay needs none.
+    narrator = build_narrator(settings, None if settings.model_provider == "replay" else httpx.AsyncClient())
+    specialists = build_specialists_app(public_url or f"http://{host}:{port}", token=token, narrator=narrator)
+    application = telemetry.instrument_asgi(specialists)
     try:
         uvicorn.run(
             application,

@@ -24,7 +24,7 @@ from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from callbacks.signature import sign
 from engine.books import load_bank_feed, load_books
-from engine.closes import close_status, count_closes_with_entity_prefix, load_close, start_close
+from engine.closes import TaskRow, close_status, count_closes_with_entity_prefix, load_close, start_close, task_rows
 from engine.orchestrator import advance
 from synthetic import generate_books, load_profile
 
@@ -150,6 +150,22 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
     return closed and verified.ok
 
 
+MODEL_PROSE = (("explanation", "explanation_source"), ("narrative", "narrative_source"))
+
+
+def _print_model_prose(tasks: dict[str, TaskRow], shown: set[tuple[str, int, str]], console: Console) -> None:
+    """Each new model-written explanation or narrative, once, with where it came from (model or fallback)."""
+    for row in tasks.values():
+        for text_key, source_key in MODEL_PROSE:
+            result = row.result or {}
+            if source_key not in result or (row.task, row.attempt, text_key) in shown:
+                continue
+            shown.add((row.task, row.attempt, text_key))
+            flags = ", ".join(result.get(f"{text_key}_flags") or []) or "no flags"
+            console.print(f"   [cyan]{row.task} {text_key} ({result[source_key]}; {flags}):[/]", highlight=False)
+            console.print(f"      {escape(str(result[text_key]))}", highlight=False)
+
+
 async def _drive(
     rt: Runtime,
     close_id: str,
@@ -159,14 +175,17 @@ async def _drive(
     console: Console,
 ) -> bool:
     machine_refusal_shown = False
+    prose_shown: set[tuple[str, int, str]] = set()
     async with engine_context(rt) as ctx:
         for round_no in range(1, MAX_ROUNDS + 1):
             async with connection(rt) as conn:
                 report = await advance(conn, close_id, ctx)
                 status = await close_status(conn, close_id)
+                tasks = await task_rows(conn, close_id)
             console.print(f"[bold]advance #{round_no}[/] → {report.status}")
             for line in report.steps:
                 console.print(f"   {escape(line)}", highlight=False)
+            _print_model_prose(tasks, prose_shown, console)
             if report.status == "closed":
                 return True
             if report.status == "blocked":

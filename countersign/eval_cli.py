@@ -1,7 +1,8 @@
-"""`countersign eval`: evals that grade the close's rules. Needs no database."""
+"""`countersign eval`: evals that grade the close's rules and the model guards. Needs no database, no network."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +10,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from engine.narrative_eval import (
+    NarrativeEvalReport,
+    load_scenarios,
+    run_narrative_eval,
+    write_hand_cassettes,
+)
+from engine.narrative_eval import negative_control as narrative_negative_control
 from policy import PolicyError, UnknownTierError
 from policy.errors import GateInputError
 from policy.gate_eval import EvalReport, load_cases, negative_control, run_gate_eval
@@ -85,5 +93,92 @@ def print_control(control: EvalReport, tier: str) -> None:
     for failure in control.failures[:SHOWN_CONTROL_FAILURES]:
         console.print(f"  {escape(failure.describe())}")
     hidden = len(control.failures) - SHOWN_CONTROL_FAILURES
+    if hidden > 0:
+        console.print(f"  ... and {hidden} more")
+
+
+@eval_app.command("narratives")
+def narratives(
+    scenarios: Annotated[
+        Path | None,
+        typer.Option("--scenarios", help="Scenario table (default: config/evals/narratives/scenarios.yaml)."),
+    ] = None,
+    write_cassettes: Annotated[
+        bool,
+        typer.Option(
+            "--write-cassettes",
+            help="First rewrite every scenario's cassettes from its hand-written responses (after a prompt change).",
+        ),
+    ] = False,
+) -> None:
+    """Replay misbehaving model answers against the guards; the same run with the guards off must fail."""
+    settings = load_settings()
+    table_path = scenarios or settings.config_dir / "evals" / "narratives" / "scenarios.yaml"
+    prompts_dir = settings.config_dir / "prompts"
+    try:
+        table = load_scenarios(table_path)
+        if write_cassettes:
+            written = asyncio.run(write_hand_cassettes(table, prompts_dir))
+            console.print(
+                f"wrote {sum(written.values())} hand-written cassettes for {len(written)} scenarios "
+                f"under {escape(str(table.cassettes_root))}"
+            )
+        report = asyncio.run(run_narrative_eval(table, prompts_dir))
+        control = asyncio.run(narrative_negative_control(table, prompts_dir))
+    except (PolicyError, OSError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+    print_narrative_eval(report, table_path)
+    print_narrative_control(control)
+    if not report.passed:
+        err.print(
+            "[bold red]the eval is wrong:[/] a planted violation was not caught, something moved, "
+            "or a run ended otherwise than the scenario table says"
+        )
+        raise typer.Exit(1)
+    if control.passed:
+        err.print(
+            "[bold red]the negative control is wrong:[/] the scenarios still pass with the guards off, "
+            "so they cannot detect a missing guard"
+        )
+        raise typer.Exit(1)
+
+
+def print_narrative_eval(report: NarrativeEvalReport, table_path: Path) -> None:
+    where = escape(str(table_path))
+    total = len(report.results)
+    passed = total - len(report.failures)
+    verdict = "[bold green]GREEN[/]" if report.passed else "[bold red]RED[/]"
+    console.print(f"narrative eval: {verdict} {passed}/{total} scenarios passed ({where})")
+    print_guard_table(report)
+    print_scenario_failures(report, limit=None)
+
+
+def print_narrative_control(control: NarrativeEvalReport) -> None:
+    label = "negative control (guards off)"
+    total = len(control.results)
+    if control.passed:
+        console.print(f"{label}: [bold red]GREEN[/] all {total} scenarios passed; it should have failed")
+        return
+    console.print(
+        f"{label}: [bold green]RED[/] as it should be, with {len(control.failures)} failures of {total} scenarios"
+    )
+    print_guard_table(control)
+    print_scenario_failures(control, limit=SHOWN_CONTROL_FAILURES)
+
+
+def print_guard_table(report: NarrativeEvalReport) -> None:
+    console.print(f"  {'guard':<18} {'scenarios':>9} {'planted':>7} {'caught':>7} {'moved':>6}")
+    for row in report.tallies():
+        console.print(f"  {row.guard:<18} {row.scenarios:>9} {row.planted:>7} {row.caught:>7} {row.moved:>6}")
+
+
+def print_scenario_failures(report: NarrativeEvalReport, limit: int | None) -> None:
+    failures = report.failures
+    for result in failures[:limit]:
+        scenario = result.scenario
+        console.print(f"  scenarios[{scenario.index}] {escape(scenario.name)}: {escape('; '.join(result.problems()))}")
+    hidden = len(failures) - len(failures[:limit])
     if hidden > 0:
         console.print(f"  ... and {hidden} more")

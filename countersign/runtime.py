@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,8 +17,10 @@ from psycopg import AsyncConnection
 from engine.closes import start_close
 from engine.dispatch_client import SpecialistClient, open_in_process
 from engine.orchestrator import EngineContext
+from engine.specialists.narration import Narrator
 from engine.starting import NoBooksLoaded as NoBooksLoaded  # re-exported: the CLI and the app catch it
 from engine.starting import books_for_close
+from models import OpenAICompatibleProvider, Provider, RecordingProvider, ReplayProvider, cassette_set_hash
 from policy import Policy, PolicyError, Workflow, load_policy, load_workflows
 from synthetic import generate_books, load_profile, seed_from_name
 
@@ -55,7 +58,23 @@ class Runtime:
         return self.workflows[CLOSE_WORKFLOW]
 
     def versions(self) -> dict[str, Any]:
-        return {"app_version": app_version()}
+        """What every trace event of a close started now carries: the code, and the model path it may take."""
+        settings = self.settings
+        return {
+            "app_version": app_version(),
+            "model_provider": settings.model_provider,
+            "model_id": settings.model_id,
+            "prompt_templates_sha256": files_sha256(settings.prompts_dir, "*.md"),
+            "cassettes_sha256": cassette_set_hash(settings.cassettes_dir),
+        }
+
+
+def files_sha256(folder: Path, pattern: str) -> str:
+    """SHA-256 over the sorted (name, SHA-256 of bytes) of the folder's files matching `pattern`."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob(pattern)) if folder.is_dir() else []:
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).hexdigest().encode() + b"\n")
+    return digest.hexdigest()
 
 
 CLOSE_WORKFLOW = "close"
@@ -147,6 +166,29 @@ class MissingSpecialistToken(RuntimeError):
     pass
 
 
+def build_narrator(settings: Settings, http: httpx.AsyncClient | None = None) -> Narrator:
+    """The model seat the specialists narrate with: recorded responses by default (no network, no credentials);
+    an OpenAI-compatible API (`openai`), or that API with every answer written as a cassette (`record`)."""
+    provider: Provider = ReplayProvider(settings.cassettes_dir)
+    if settings.model_provider != "replay":
+        if settings.model_base_url is None or http is None:
+            raise ValueError(f"COUNTERSIGN_MODEL_PROVIDER={settings.model_provider} needs COUNTERSIGN_MODEL_BASE_URL")
+        provider = OpenAICompatibleProvider(settings.model_base_url, api_key=settings.model_api_key, http=http)
+        if settings.model_provider == "record":
+            provider = RecordingProvider(provider, settings.cassettes_dir)
+    return Narrator(provider=provider, model=settings.model_id, prompts_dir=settings.prompts_dir)
+
+
+@asynccontextmanager
+async def model_narrator(settings: Settings) -> AsyncIterator[Narrator]:
+    """`build_narrator` with an HTTP client that lives as long as the context (none for replay)."""
+    if settings.model_provider == "replay":
+        yield build_narrator(settings)
+        return
+    async with httpx.AsyncClient() as http:
+        yield build_narrator(settings, http)
+
+
 @asynccontextmanager
 async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
     """Specialists in-process over ASGI by default; over HTTP when COUNTERSIGN_SPECIALISTS_URL is set.
@@ -160,7 +202,10 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
     signer = load_trace_signer(runtime.settings)
     origin = runtime.settings.trace_origin
     if url is None:
-        async with open_in_process(token=token) as client:
+        async with (
+            model_narrator(runtime.settings) as narrator,
+            open_in_process(token=token, narrator=narrator) as client,
+        ):
             yield EngineContext(
                 runtime.policy, runtime.workflows, call=client.call, channels=channels, signer=signer, origin=origin
             )

@@ -42,6 +42,9 @@ def default_state_dir() -> Path:
     return PROJECT_ROOT / ".countersign" if running_from_checkout() else Path.home() / ".countersign"
 
 
+ModelProviderName = Literal["replay", "openai", "record"]
+DEFAULT_MODEL_ID = "countersign-narrator-v1"
+
 TeamsAppType = Literal["MultiTenant", "SingleTenant", "UserAssignedMSI"]
 TEAMS_APP_TYPES: tuple[str, ...] = ("MultiTenant", "SingleTenant", "UserAssignedMSI")
 
@@ -103,6 +106,15 @@ class Settings(BaseSettings):
     teams_tenant_ids: Annotated[tuple[str, ...], NoDecode] = env(
         "COUNTERSIGN_TEAMS_TENANT_IDS", (), doc="the only Teams tenants served, comma-separated"
     )
+    model_provider: ModelProviderName = env(
+        "COUNTERSIGN_MODEL_PROVIDER", "replay", doc="replay (recorded responses, no network) | openai | record"
+    )
+    model_base_url: str | None = env("COUNTERSIGN_MODEL_BASE_URL", doc="OpenAI-compatible API, e.g. http://host/v1")
+    model_api_key: str | None = env("COUNTERSIGN_MODEL_API_KEY", secret=True, doc="bearer key for the model API")
+    model_id: str = env("COUNTERSIGN_MODEL_ID", DEFAULT_MODEL_ID, doc="the model the specialists ask")
+    cassette_dir: Path | None = env(
+        "COUNTERSIGN_CASSETTE_DIR", doc="recorded model responses; unset: the shipped config/cassettes"
+    )
     openapi: bool = env("COUNTERSIGN_OPENAPI", False, doc="1 serves /docs, /redoc and /openapi.json")
     log_format: Literal["text", "json"] = env("COUNTERSIGN_LOG_FORMAT", "text", doc="json: one JSON object a line")
     # Read by the OpenTelemetry SDK itself (countersign/telemetry.py); declared here to be checked and shown.
@@ -137,6 +149,7 @@ class Settings(BaseSettings):
 
     @field_validator(
         "specialists_url",
+        "model_base_url",
         "slack_api_url",
         "teams_openid_metadata_url",
         "teams_service_url",
@@ -171,6 +184,16 @@ class Settings(BaseSettings):
     @property
     def principals_path(self) -> Path:
         return self.config_dir / "principals.yaml"
+
+    @property
+    def prompts_dir(self) -> Path:
+        """The model prompt templates (`<name>.md`); moves with COUNTERSIGN_CONFIG_DIR."""
+        return self.config_dir / "prompts"
+
+    @property
+    def cassettes_dir(self) -> Path:
+        """Recorded model responses: COUNTERSIGN_CASSETTE_DIR, else the config's cassettes/."""
+        return self.cassette_dir if self.cassette_dir is not None else self.config_dir / "cassettes"
 
     def profile_path(self, name: str) -> Path:
         return self.config_dir / "profiles" / f"{name}.yaml"
@@ -235,6 +258,11 @@ def companion_problems(settings: Settings) -> list[str]:
                 f"{variable(f'{role}_db_password_file')}: set together with {variable(f'{role}_db_password')}; "
                 "give one of them"
             )
+    if settings.model_provider in ("openai", "record") and not settings.model_base_url:
+        problems.append(
+            f"COUNTERSIGN_MODEL_BASE_URL: missing (COUNTERSIGN_MODEL_PROVIDER={settings.model_provider} "
+            "calls a model API)"
+        )
     if settings.slack_bot_token and not settings.slack_signing_secret:
         problems.append("SLACK_SIGNING_SECRET: missing (SLACK_BOT_TOKEN is set; Slack requests could not be verified)")
     if settings.slack_signing_secret and not settings.slack_bot_token:

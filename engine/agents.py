@@ -8,8 +8,9 @@ before any task exists.
 
 import contextvars
 import hmac
-from collections.abc import Callable, Mapping
-from typing import Any
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message
@@ -44,6 +45,9 @@ from starlette.routing import BaseRoute, Route
 from engine.a2a_data import IDEMPOTENCY_KEY_FIELD, restore_integers
 from engine.http_limits import MIB, ASGIApp, BodyLimitMiddleware, Receive, Scope, Send
 
+if TYPE_CHECKING:
+    from engine.specialists.narration import Narrator
+
 SPECIALIST_MAX_BODY_BYTES = 16 * MIB
 """The default profile's largest call (bank reconciliation, 2,000 GL lines) sends about 61 KB; 16 MiB is ~270x that
 and keeps the body a refused chunked request can make the server hold (the SDK buffers up to the limit) far under
@@ -53,7 +57,11 @@ BEARER_SCHEME_NAME = "bearer"
 
 SPECIALIST_NAMES = ("reconciliation", "accruals", "variance")
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+SyncHandler = Callable[[dict[str, Any]], dict[str, Any]]
+AsyncHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+Handler = SyncHandler | AsyncHandler
+"""A sync handler runs in a worker thread; an async one (a model-backed specialist) runs on the event loop, where
+its provider's HTTP client lives, and moves its own heavy deterministic work off the loop."""
 
 RESULT_ARTIFACT_NAME = "result"
 
@@ -68,8 +76,8 @@ _SKILL_DESCRIPTIONS = {
         "per receipt above materiality and one credit line to the accrual account."
     ),
     "variance": (
-        "Flags budget variances above the amount and percentage thresholds and writes a template narrative "
-        "whose every figure is grounded in the input lines."
+        "Flags budget variances above the amount and percentage thresholds and writes a narrative (model-written "
+        "behind guards, or from a template) whose every figure is grounded in the input lines."
     ),
 }
 
@@ -98,14 +106,26 @@ def current_idempotency_key() -> str | None:
     return _current_idempotency_key.get()
 
 
-def default_handlers() -> dict[str, Handler]:
+def default_handlers(narrator: "Narrator | None" = None) -> dict[str, Handler]:
+    """The three specialists; with a `narrator`, the variance narrative and the bank halt's explanation come from
+    its model (behind the narration guards), else from the templates."""
     from engine.specialists import accruals, reconciliation, variance
 
-    return {
-        "reconciliation": reconciliation.handle,
-        "accruals": accruals.handle,
-        "variance": variance.handle,
-    }
+    if narrator is None:
+        return {
+            "reconciliation": reconciliation.handle,
+            "accruals": accruals.handle,
+            "variance": variance.handle,
+        }
+    seat = narrator
+
+    async def reconcile(payload: dict[str, Any]) -> dict[str, Any]:
+        return await reconciliation.handle_with_model(payload, seat)
+
+    async def explain_variances(payload: dict[str, Any]) -> dict[str, Any]:
+        return await variance.handle_with_model(payload, seat)
+
+    return {"reconciliation": reconcile, "accruals": accruals.handle, "variance": explain_variances}
 
 
 def agent_card(name: str, base_url: str) -> AgentCard:
@@ -197,10 +217,23 @@ class SpecialistRequestHandler(DefaultRequestHandler):
         return result
 
 
-def _run_with_key(handler: Handler, payload: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+def _run_with_key(handler: SyncHandler, payload: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
     token = _current_idempotency_key.set(idempotency_key)
     try:
         return handler(payload)
+    finally:
+        _current_idempotency_key.reset(token)
+
+
+async def _run_handler(handler: Handler, payload: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+    """An async handler on the loop, a sync one in a worker thread; either sees the call's idempotency key."""
+    if not inspect.iscoroutinefunction(handler):
+        sync_handler: SyncHandler = handler  # type: ignore[assignment]
+        return await anyio.to_thread.run_sync(_run_with_key, sync_handler, payload, idempotency_key)
+    token = _current_idempotency_key.set(idempotency_key)
+    try:
+        result: dict[str, Any] = await handler(payload)
+        return result
     finally:
         _current_idempotency_key.reset(token)
 
@@ -226,7 +259,7 @@ class HandlerExecutor(AgentExecutor):
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         try:
-            result = await anyio.to_thread.run_sync(_run_with_key, self._handler, payload, idempotency_key)
+            result = await _run_handler(self._handler, payload, idempotency_key)
             if not isinstance(result, dict):
                 raise TypeError(f"{self.name} handler returned {type(result).__name__}, expected dict")
             result_part = new_data_part(result)
@@ -308,15 +341,17 @@ def build_specialists_app(
     *,
     token: str,
     max_body_bytes: int = SPECIALIST_MAX_BODY_BYTES,
+    narrator: "Narrator | None" = None,
 ) -> Starlette:
     """Serve each specialist at `/{name}` (JSON-RPC) with its card at `/{name}/.well-known/agent-card.json`.
 
     `base_url` is where clients reach this app; it goes into every card as the specialist's interface URL.
     `token` is the bearer token every JSON-RPC call must present; bodies over `max_bytes` get 413 while read.
+    Without `handlers`, the default ones, model-backed when a `narrator` is given.
     """
     if not token:
         raise ValueError("the specialists need a bearer token: set COUNTERSIGN_SPECIALIST_TOKEN")
-    chosen = default_handlers() if handlers is None else dict(handlers)
+    chosen = default_handlers(narrator) if handlers is None else dict(handlers)
     for name in chosen:
         if name not in SPECIALIST_NAMES:
             raise UnknownSpecialistError(name)

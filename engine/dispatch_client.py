@@ -4,7 +4,7 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientCallContext, ClientConfig, ClientFactory
@@ -16,6 +16,9 @@ from opentelemetry import trace
 
 from engine.a2a_data import IDEMPOTENCY_KEY_FIELD, restore_integers
 from engine.agents import RESULT_ARTIFACT_NAME, Handler, build_specialists_app
+
+if TYPE_CHECKING:
+    from engine.specialists.narration import Narrator
 
 DEFAULT_TIMEOUT_S = 120.0
 IN_PROCESS_BASE_URL = "http://specialists.countersign.internal"
@@ -137,14 +140,19 @@ def _task_result(specialist: str, task: Task, idempotency_key: str) -> dict[str,
 
 @asynccontextmanager
 async def open_in_process(
-    handlers: Mapping[str, Handler] | None = None, base_url: str = IN_PROCESS_BASE_URL, token: str | None = None
+    handlers: Mapping[str, Handler] | None = None,
+    base_url: str = IN_PROCESS_BASE_URL,
+    token: str | None = None,
+    narrator: "Narrator | None" = None,
 ) -> AsyncIterator[SpecialistClient]:
     """A SpecialistClient talking to an in-process specialists app over `httpx.ASGITransport`.
+
+    Without `handlers`, the default specialists, model-backed when a `narrator` is given.
 
     Without a `token`, app and client share a fresh random one: the in-process door is authenticated too.
     """
     token = token or secrets.token_urlsafe(32)
-    app = build_specialists_app(base_url, handlers, token=token)
+    app = build_specialists_app(base_url, handlers, token=token, narrator=narrator)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url) as http:
         client = SpecialistClient(http, base_url, token=token)
         try:

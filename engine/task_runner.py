@@ -7,6 +7,7 @@ approver is the reason's owner in policy; work that was ever escalated needs a h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -229,6 +230,7 @@ async def _record_result(
         if current.status != TaskState.RUNNING or current.attempt != tc.attempt:
             report.steps.append(f"{tc.task.id}: result already recorded by another worker")
             return False
+        await _trace_model_steps(conn, ctx, tc, result)
         if result.get("halted"):
             reason = str(result.get("halt_reason") or "specialist halted the task")
             try:
@@ -289,3 +291,45 @@ async def complete_task(
     await append_event(
         conn, actor=ctx.actor, close_id=tc.close.close_id, kind="task_done", payload={"task": tc.task.id}
     )
+
+
+MODEL_EVENT_KINDS = ("model_step", "tool_call")
+MODEL_EVENT_FIELDS = (
+    "step",
+    "model",
+    "template_hash",
+    "request_key",
+    "tokens_in",
+    "tokens_out",
+    "latency_ms",
+    "tool_calls",
+    "finish_reason",
+    "tool",
+    "arguments_sha256",
+    "result_chars",
+    "purpose",
+)
+
+
+async def _trace_model_steps(
+    conn: AsyncConnection[Any], ctx: EngineContext, tc: TaskContext, result: Mapping[str, Any]
+) -> None:
+    """One trace event per model step and tool call the specialist reports, written with the result it produced.
+
+    The specialist has no database; it returns its agent loop's events under `model_steps` and the engine records
+    them, as the agent, in the transaction that records the result (so a retried call records them once).
+    """
+    steps = result.get("model_steps")
+    if not isinstance(steps, list):
+        return
+    for step in steps:
+        if not isinstance(step, Mapping) or step.get("kind") not in MODEL_EVENT_KINDS:
+            continue
+        payload = {key: step[key] for key in MODEL_EVENT_FIELDS if key in step}
+        await append_event(
+            conn,
+            actor=_prepared_by(ctx, tc),
+            close_id=tc.close.close_id,
+            kind=str(step["kind"]),
+            payload={"task": tc.task.id, "attempt": tc.attempt, **payload},
+        )

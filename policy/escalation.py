@@ -14,3 +14,4 @@ class EscalationReason(StrEnum):
     SPECIALIST_DEAD_LETTERED = "specialist_dead_lettered"
     UNGROUNDED_NARRATIVE = "ungrounded_narrative"
     GATE_EXPIRED = "gate_expired"
+    NO_RECORDED_RESPONSE = "no_recorded_response"  # a model call in replay mode found no recorded response

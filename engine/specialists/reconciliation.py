@@ -1,21 +1,37 @@
-"""Reconciliation specialist: bank matching, subledger-to-control and intercompany agreement (pure)."""
+"""Reconciliation specialist: bank matching, subledger-to-control and intercompany agreement.
+
+The matching and the halt are deterministic (`handle`). `handle_with_model` adds, to a halted bank
+reconciliation, an explanation of why the lines did not match, written by a model behind the narration guards
+(bank references and memos reach it only as quoted data), with a deterministic explanation as its fallback.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+import anyio.to_thread
+
+from engine.grounding import extract_figures
 from engine.specialists.errors import SpecialistInputError
+from engine.specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, narrate
 
 _MONEY_PATTERN = re.compile(r"-?[0-9]+(?:\.[0-9]{1,2})?")
 _SHARE_PATTERN = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DATE_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _CENT = Decimal("0.01")
 _SHARE_PLACES = Decimal("0.0001")
+EXPLANATION_TEMPLATE = "bank_halt_explanation"
+# Figures in the explanation are quoted values (amounts, counts, date parts), so they must match exactly.
+EXPLANATION_TOLERANCE = Decimal(0)
+EXPLANATION_MAX_TOKENS = 1024
+# Seventeen unmatched lines make a prompt of about 1,500 tokens; the retry resends it with the first answer.
+EXPLANATION_TOKEN_CEILING = 8000
+_QUOTED_TEXT_FIELDS = ("reference", "memo", "description")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +106,161 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(kind, str) or kind not in handlers:
         raise SpecialistInputError("kind", f"expected one of bank, subledger, intercompany, got {kind!r}")
     return handlers[kind](payload)
+
+
+async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict[str, Any]:
+    """`handle`, plus a model-written explanation of a bank halt; the halt itself stays deterministic.
+
+    A narration escalation (a bound, no recorded response, a provider failure) keeps the halt and its reason, ships
+    the deterministic explanation and names the escalation as the result's `escalation`.
+    """
+    result = await anyio.to_thread.run_sync(handle, payload)
+    if result.get("kind") != "bank" or not result.get("halted"):
+        return result
+    unmatched = _unmatched_bank_lines(payload, result)
+    facts, quoted, allowed = explanation_inputs(payload, result, unmatched)
+    fallback = draft_explanation(result, unmatched)
+    limits = replace(narrator.limits, max_tokens=max(narrator.limits.max_tokens, EXPLANATION_TOKEN_CEILING))
+    try:
+        narration = await narrate(
+            narrator.provider,
+            template=narrator.template(EXPLANATION_TEMPLATE),
+            model=narrator.model,
+            facts=facts,
+            quoted=quoted,
+            allowed_values=allowed,
+            tolerance=EXPLANATION_TOLERANCE,
+            fallback=fallback,
+            limits=limits,
+            guards=narrator.guards,
+            max_tokens=EXPLANATION_MAX_TOKENS,
+        )
+    except NarrationEscalation as escalation:
+        return {
+            **result,
+            "escalation": escalation.reason,
+            "explanation": fallback,
+            "explanation_source": SOURCE_FALLBACK,
+            "explanation_flags": [f"{escalation.reason}_escalation"],
+            "explanation_escalation": escalation.detail,
+            "model_steps": [dict(step) for step in escalation.steps],
+        }
+    return {
+        **result,
+        "explanation": narration.text,
+        "explanation_source": narration.source,
+        "explanation_flags": list(narration.flags),
+        "explanation_model": narration.model,
+        "explanation_template_hash": narration.template_hash,
+        "model_steps": [dict(step) for step in narration.steps],
+        # Guards off (the eval's negative control only): whatever else the model said reaches the result.
+        **narration.extra,
+    }
+
+
+@dataclass(frozen=True)
+class UnmatchedBankLine:
+    account: str
+    line: CashLine
+    quoted: Mapping[str, str]  # the line's book text (reference, memo), as given
+    gl_has_equal_amount: bool
+
+
+def _unmatched_bank_lines(payload: Mapping[str, Any], result: Mapping[str, Any]) -> list[UnmatchedBankLine]:
+    """The unmatched bank lines of every halted account, in the matcher's (date, id) order."""
+    halted = {entry["account"]: entry for entry in result["accounts"] if entry["halt"]}
+    lines: list[UnmatchedBankLine] = []
+    for position, raw in enumerate(_list(payload, "accounts", "accounts")):
+        entry = _object(raw, f"accounts[{position}]")
+        account = _text(entry, "account", f"accounts[{position}].account")
+        if account not in halted:
+            continue
+        field = f"accounts[{position}]"
+        bank = {line.id: line for line in _cash_lines(entry, "bank_lines", f"{field}.bank_lines")}
+        gl_amounts = {line.amount for line in _cash_lines(entry, "gl_lines", f"{field}.gl_lines")}
+        raw_bank = {str(item.get("id")): item for item in _list(entry, "bank_lines", f"{field}.bank_lines")}
+        for line_id in halted[account]["unmatched_bank"]:
+            item = raw_bank[line_id]
+            quoted = {key: item[key] for key in _QUOTED_TEXT_FIELDS if isinstance(item.get(key), str) and item[key]}
+            line = bank[line_id]
+            lines.append(UnmatchedBankLine(account, line, quoted, line.amount in gl_amounts))
+    return lines
+
+
+def explanation_inputs(
+    payload: Mapping[str, Any], result: Mapping[str, Any], unmatched: Sequence[UnmatchedBankLine]
+) -> tuple[dict[str, Any], list[str], list[Decimal]]:
+    """Facts (numbers and ids), quoted book text, and the values the explanation may cite."""
+    quoted: list[str] = []
+    allowed: list[Decimal] = []
+    accounts: list[dict[str, Any]] = []
+    tolerance = Decimal(str(payload["unmatched_tolerance"]))
+    for entry in result["accounts"]:
+        if not entry["halt"]:
+            continue
+        lines = []
+        for item in (line for line in unmatched if line.account == entry["account"]):
+            pointers: dict[str, str] = {}
+            for key, text in item.quoted.items():
+                pointers[key] = f"data[{len(quoted)}]"
+                quoted.append(text)
+                allowed.extend(figure.value for figure in extract_figures(text))
+            date = item.line.date
+            allowed.extend([item.line.amount, Decimal(date.year), Decimal(date.month), Decimal(date.day)])
+            lines.append(
+                {
+                    "id": item.line.id,
+                    "date": date.isoformat(),
+                    "amount": str(item.line.amount),
+                    "ledger_has_equal_amount": item.gl_has_equal_amount,
+                    **pointers,
+                }
+            )
+        unmatched_count = len(entry["unmatched_bank"])
+        allowed.extend(
+            [Decimal(entry[key]) for key in ("bank_lines", "gl_lines", "matched")] + [Decimal(unmatched_count)]
+        )
+        allowed.extend(figure.value for figure in extract_figures(entry["account"]))
+        allowed.append(Decimal(entry["unmatched_bank_amount"]))
+        accounts.append(
+            {
+                "account": entry["account"],
+                "bank_lines": entry["bank_lines"],
+                "ledger_lines": entry["gl_lines"],
+                "unmatched_bank_lines": unmatched_count,
+                "matched": entry["matched"],
+                "unmatched_bank_amount": entry["unmatched_bank_amount"],
+                "unmatched_lines": lines,
+            }
+        )
+    allowed.extend([tolerance * 100, Decimal(_non_negative_int(payload, "date_window_days", "date_window_days"))])
+    facts = {
+        "date_window_days": payload["date_window_days"],
+        "unmatched_tolerance_percent": _format_percent(tolerance),
+        "halted_accounts": accounts,
+    }
+    return facts, quoted, allowed
+
+
+def draft_explanation(result: Mapping[str, Any], unmatched: Sequence[UnmatchedBankLine]) -> str:
+    """The deterministic explanation: per halted account, the count and each unmatched line."""
+    paragraphs = []
+    for entry in result["accounts"]:
+        if not entry["halt"]:
+            continue
+        described = [
+            f"{item.line.id} on {item.line.date.isoformat()} for {_format_money(item.line.amount)}"
+            + (f" (reference {item.quoted['reference']})" if "reference" in item.quoted else "")
+            for item in unmatched
+            if item.account == entry["account"]
+        ]
+        paragraphs.append(
+            f"Account {entry['account']}: {len(entry['unmatched_bank'])} of {entry['bank_lines']} bank lines found "
+            "no ledger line with the same amount and reference within the date window. Unmatched: "
+            + "; ".join(described)
+            + "."
+        )
+    return "\n".join(paragraphs)
 
 
 # --- bank -------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Variance specialist: flag budget variances and explain them in prose that cites only queried figures.
 
-The narrative is drafted from a template and then grounded against the input line values before it is
-returned; a figure that was not queried raises UngroundedFigureError and nothing is returned.
+Which lines are flagged, and every figure, come from deterministic code. The narrative is drafted from a template
+(`handle`) or written by a model behind the narration guards, with the template as its fallback
+(`handle_with_model`); either way it is grounded against the input line values before it is returned.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 
 from engine.grounding import extract_figures, ground_figures
 from engine.specialists.errors import SpecialistInputError
+from engine.specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, narrate
 
+NARRATIVE_TEMPLATE = "variance_narrative"
 OPENING_TEXT = "The following accounts exceeded the variance thresholds this period."
 NOTHING_FLAGGED_TEXT = "No account exceeded the variance thresholds this period."
 LINE_TEMPLATE = (
@@ -48,7 +51,107 @@ class VarianceLine:
         return values
 
 
+@dataclass(frozen=True)
+class VarianceAnalysis:
+    """The deterministic part: which lines are flagged and which values a narrative may cite."""
+
+    period: str
+    raw_lines: list[Any]
+    lines: list[VarianceLine]
+    flagged_indexes: list[int]
+    allowed: list[Decimal]
+    grounding_tolerance: Decimal
+
+    @property
+    def flagged_lines(self) -> list[VarianceLine]:
+        return [self.lines[index] for index in self.flagged_indexes]
+
+    def result(self, narrative: str) -> dict[str, Any]:
+        """Today's result keys; raises UngroundedFigureError if the narrative cites an unqueried figure."""
+        figures = ground_figures(narrative, self.allowed, self.grounding_tolerance)
+        return {
+            "flagged": [self.raw_lines[index] for index in self.flagged_indexes],
+            "narrative": narrative,
+            "figures": [{"raw": figure.raw, "value": str(figure.value)} for figure in figures],
+        }
+
+
 def handle(payload: dict[str, Any]) -> dict[str, Any]:
+    """The template path: the deterministic narrative, grounded."""
+    analysis = analyse(payload)
+    return analysis.result(draft_narrative(analysis.flagged_lines))
+
+
+async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict[str, Any]:
+    """The model path: the same flags and figures; the narrative from the model behind the narration guards.
+
+    A narration escalation (a bound, no recorded response, a provider failure) halts the task with that reason.
+    """
+    analysis = analyse(payload)
+    fallback = draft_narrative(analysis.flagged_lines)
+    names = sorted({line.name for line in analysis.flagged_lines})
+    try:
+        narration = await narrate(
+            narrator.provider,
+            template=narrator.template(NARRATIVE_TEMPLATE),
+            model=narrator.model,
+            facts=narrative_facts(analysis, names),
+            quoted=names,
+            allowed_values=analysis.allowed,
+            tolerance=analysis.grounding_tolerance,
+            fallback=fallback,
+            limits=narrator.limits,
+            guards=narrator.guards,
+        )
+    except NarrationEscalation as escalation:
+        return {
+            **analysis.result(fallback),
+            "halted": True,
+            "escalation": escalation.reason,
+            "halt_reason": f"variance narrative: {escalation.detail}",
+            "narrative_source": SOURCE_FALLBACK,
+            "narrative_flags": [f"{escalation.reason}_escalation"],
+            "model_steps": [dict(step) for step in escalation.steps],
+        }
+    text = narration.text
+    result = analysis.result(text) if narrator.guards else _unchecked_result(analysis, text)
+    result.update(
+        {
+            "narrative_source": narration.source,
+            "narrative_flags": list(narration.flags),
+            "narrative_model": narration.model,
+            "narrative_template_hash": narration.template_hash,
+            "model_steps": [dict(step) for step in narration.steps],
+        }
+    )
+    # Guards off (the eval's negative control only): whatever else the model said reaches the result.
+    result.update(narration.extra)
+    return result
+
+
+def narrative_facts(analysis: VarianceAnalysis, names: Sequence[str]) -> dict[str, Any]:
+    """What the model may cite: the flagged lines' figures; each name is a pointer into the quoted data."""
+    return {
+        "period": analysis.period,
+        "currency": "GBP",
+        "flagged": [
+            {
+                "account": line.account,
+                "name": f"data[{names.index(line.name)}]",
+                "direction": "above" if line.variance_budget > 0 else "below",
+                "actual": str(line.actual),
+                "budget": str(line.budget),
+                "variance_budget": str(line.variance_budget),
+                "variance_budget_pct": None if line.variance_budget_pct is None else str(line.variance_budget_pct),
+                "prior": str(line.prior),
+                "variance_prior": str(line.variance_prior),
+            }
+            for line in analysis.flagged_lines
+        ],
+    }
+
+
+def analyse(payload: dict[str, Any]) -> VarianceAnalysis:
     if not isinstance(payload, Mapping):
         raise SpecialistInputError("payload", f"expected an object, got {type(payload).__name__}")
     period = payload.get("period")
@@ -61,20 +164,19 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(raw_lines, list):
         raise SpecialistInputError("lines", "expected a list of variance lines")
     lines = [_parse_line(raw, f"lines[{index}]") for index, raw in enumerate(raw_lines)]
-
     flagged_indexes = [index for index, line in enumerate(lines) if is_flagged(line, threshold_amount, threshold_pct)]
-    flagged_lines = [lines[index] for index in flagged_indexes]
-    narrative = draft_narrative(flagged_lines)
-
     allowed = [value for line in lines for value in line.cited_values()]
     # Account names are input too; a digit in a name ("Unit 4 rent") must not read as an invented figure.
     allowed += [figure.value for line in lines for figure in extract_figures(line.name)]
-    figures = ground_figures(narrative, allowed, grounding_tolerance)
+    return VarianceAnalysis(period, raw_lines, lines, flagged_indexes, allowed, grounding_tolerance)
 
+
+def _unchecked_result(analysis: VarianceAnalysis, narrative: str) -> dict[str, Any]:
+    """Guards off: the narrative ships without the grounding check (the eval's negative control only)."""
     return {
-        "flagged": [raw_lines[index] for index in flagged_indexes],
+        "flagged": [analysis.raw_lines[index] for index in analysis.flagged_indexes],
         "narrative": narrative,
-        "figures": [{"raw": figure.raw, "value": str(figure.value)} for figure in figures],
+        "figures": [{"raw": figure.raw, "value": str(figure.value)} for figure in extract_figures(narrative)],
     }
 
 

@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 
 from audit.merkle import verify_consistency, verify_inclusion
+from countersign.settings import PROJECT_ROOT
+from models import cassette_set_hash
 from tests.countersign.test_cli import cli
 
 
@@ -103,7 +105,17 @@ def test_every_event_of_a_close_carries_its_version_set(database: Any, tmp_path:
         rows = conn.execute("SELECT version_set FROM trace_event WHERE close_id = %s", (close_id,)).fetchall()
     assert len(rows) > 10
     for (version_set,) in rows:
-        assert {"app_version", "risk_yaml_sha256", "checklist_sha256", "synthetic_profile", "synthetic_seed"} <= set(
-            version_set
-        )
+        assert {
+            "app_version",
+            "risk_yaml_sha256",
+            "checklist_sha256",
+            "synthetic_profile",
+            "synthetic_seed",
+            "model_provider",
+            "model_id",
+            "prompt_templates_sha256",
+            "cassettes_sha256",
+        } <= set(version_set)
         assert version_set["synthetic_profile"] == "default"
+        assert version_set["model_provider"] == "replay" and version_set["model_id"] == "countersign-narrator-v1"
+        assert version_set["cassettes_sha256"] == cassette_set_hash(PROJECT_ROOT / "config" / "cassettes")

@@ -72,7 +72,25 @@ def tieout_specialist(payload: dict[str, Any]) -> dict[str, Any]:
     """The reconciliation specialist's stand-in for this workflow: it ties the statement to the ledger."""
     assert payload["kind"] == "vendor_tieout"
     difference = float(payload["statement_total"]) - float(payload["ledger_total"])
-    return {"kind": "vendor_tieout", "difference": f"{difference:.2f}"}
+    return {"kind": "vendor_tieout", "difference": f"{difference:.2f}", "model_steps": MODEL_STEPS}
+
+
+# What a model-backed specialist reports of its agent loop; the engine traces the known kinds only.
+MODEL_STEPS = [
+    {
+        "kind": "model_step",
+        "step": 1,
+        "model": "countersign-narrator-v1",
+        "template_hash": "ab" * 32,
+        "request_key": "cd" * 32,
+        "tokens_in": 120,
+        "tokens_out": 40,
+        "latency_ms": 7,
+        "tool_calls": [],
+        "finish_reason": "stop",
+    },
+    {"kind": "gate_decided", "step": 2, "decision": "approve"},  # not a model event kind: never traced
+]
 
 
 async def test_a_workflow_defined_in_a_test_runs_through_gates_callback_and_trace(
@@ -109,6 +127,21 @@ async def test_a_workflow_defined_in_a_test_runs_through_gates_callback_and_trac
     for kind in ("close_started", "task_started", "gate_opened", "gate_decided", "gate_passed", "payment_released"):
         assert kind in kinds, kind
     assert (await verify_chain(conn)).ok
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT actor, kind, payload FROM trace_event"
+            " WHERE close_id = %s AND kind IN ('model_step', 'gate_decided') ORDER BY seq",
+            (close_id,),
+        )
+        model_events = [row for row in await cur.fetchall() if row[1] == "model_step" or row[0] != "alice.chen"]
+    assert [(actor, kind) for actor, kind, _ in model_events] == [("reconciliation-agent", "model_step")]
+    step = model_events[0][2]
+    assert (step["task"], step["model"], step["tokens_in"], step["tokens_out"]) == (
+        "statement_tieout",
+        "countersign-narrator-v1",
+        120,
+        40,
+    )
 
 
 async def _event_kinds(conn: AsyncConnection[Any], close_id: str) -> set[str]:

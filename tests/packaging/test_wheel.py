@@ -20,7 +20,18 @@ from uv import find_uv_bin
 
 from countersign.settings import PROJECT_ROOT
 
-PACKAGE_ROOTS = ("policy", "synthetic", "audit", "engine", "callbacks", "cards", "bot", "countersign", "migrations")
+PACKAGE_ROOTS = (
+    "policy",
+    "synthetic",
+    "audit",
+    "engine",
+    "callbacks",
+    "cards",
+    "bot",
+    "countersign",
+    "migrations",
+    "models",
+)
 # What a build needs; everything else (tests, docs, caches, .venv, earlier build/ output) stays out of the copy.
 SOURCES = (*PACKAGE_ROOTS, "config", "pyproject.toml", "README.md")
 BUILD_TIMEOUT_S = 300

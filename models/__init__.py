@@ -1,0 +1,32 @@
+"""The model gateway: every model call goes through a `Provider`, and every model-backed agent through `run_loop`.
+
+Imports nothing of ours; events leave through the sink the caller passes.
+"""
+
+from models.cassettes import RecordingProvider, ReplayProvider, cassette_set_hash, write_cassette
+from models.loop import Limits, LoopResult, LoopStopped, Sink, Tool, run_loop
+from models.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from models.openai_compatible import OpenAICompatibleProvider
+from models.provider import NoRecordedResponse, Provider, ProviderError
+
+__all__ = [
+    "Limits",
+    "LoopResult",
+    "LoopStopped",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "NoRecordedResponse",
+    "OpenAICompatibleProvider",
+    "Provider",
+    "ProviderError",
+    "RecordingProvider",
+    "ReplayProvider",
+    "Sink",
+    "Tool",
+    "ToolCall",
+    "ToolSpec",
+    "cassette_set_hash",
+    "run_loop",
+    "write_cassette",
+]

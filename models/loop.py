@@ -1,0 +1,230 @@
+"""The bounded agent loop: every bound is checked before the call that would spend, never after.
+
+Before step n calls the provider it checks, in order:
+  steps       n <= max_steps
+  wall_clock  elapsed < deadline_s (elapsed from the loop's start, by `clock`)
+  tokens      tokens used so far (in + out of every earlier step) + this request's estimated prompt tokens
+              + request.max_tokens <= max_tokens
+
+The prompt estimate is len(canonical request bytes) // 4: about four bytes a token for English JSON, no tokenizer
+dependency, and the same number every run. It is an estimate, so the ceiling can be passed only by what the
+estimate under-counts this step; the next step counts the provider's reported usage exactly. The call itself runs
+under `asyncio.timeout(deadline_s - elapsed)`. Any bound that fails raises `LoopStopped("budget_exhausted", bound,
+step)` without calling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from models.messages import Message, ModelRequest, ModelResponse, ToolCall, canonical_json
+from models.provider import NoRecordedResponse, Provider, ProviderError
+
+Tool = Callable[[Mapping[str, Any]], str]  # a query the agent may call; returns text (JSON) for the model
+Sink = Callable[[Mapping[str, Any]], None]  # receives one event dict per model step and per tool call
+
+BYTES_PER_TOKEN_ESTIMATE = 4
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = 6
+    deadline_s: float = 20.0
+    max_tokens: int = 4000
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1 or self.deadline_s <= 0 or self.max_tokens < 1:
+            raise ValueError(f"limits must be positive: {self}")
+
+
+class LoopStopped(Exception):
+    """The loop ended without an answer. `reason` is the escalation reason; `bound` names the budget that ran out."""
+
+    def __init__(
+        self,
+        reason: str,
+        bound: str | None,
+        step: int,
+        detail: str = "",
+        *,
+        events: tuple[Mapping[str, Any], ...] = (),
+        tokens_in: int = 0,
+        tokens_out: int = 0,
+    ) -> None:
+        self.reason = reason  # "budget_exhausted" | "no_recorded_response" | "provider_error"
+        self.bound = bound  # "steps" | "wall_clock" | "tokens" for budget_exhausted, else None
+        self.step = step  # the step that would have run (1-based)
+        self.detail = detail or f"{reason} at step {step}"
+        self.events = events  # the events of the steps that did run
+        self.tokens_in = tokens_in
+        self.tokens_out = tokens_out
+        super().__init__(self.detail)
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    text: str
+    steps: int
+    tokens_in: int
+    tokens_out: int
+    events: tuple[Mapping[str, Any], ...]
+
+
+def estimate_prompt_tokens(request: ModelRequest) -> int:
+    return len(request.canonical()) // BYTES_PER_TOKEN_ESTIMATE
+
+
+def _no_tool_message(name: str, known: Mapping[str, Tool]) -> str:
+    return canonical_json({"error": f"unknown tool {name!r}", "tools": sorted(known)}).decode()
+
+
+class _Run:
+    """The state of one loop: messages so far, tokens spent, events emitted."""
+
+    def __init__(self, request: ModelRequest, limits: Limits, sink: Sink | None, clock: Callable[[], float]) -> None:
+        self.request = request
+        self.limits = limits
+        self.sink = sink
+        self.clock = clock
+        self.started = clock()
+        self.messages: list[Message] = list(request.messages)
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.events: list[Mapping[str, Any]] = []
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        if self.sink is not None:
+            self.sink(event)
+
+    def stop(self, reason: str, bound: str | None, step: int, detail: str) -> LoopStopped:
+        return LoopStopped(
+            reason,
+            bound,
+            step,
+            detail,
+            events=tuple(self.events),
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+        )
+
+    def check_budget(self, step: int, step_request: ModelRequest) -> float:
+        """Raise before a call that would exceed a bound; return the seconds left before the deadline."""
+        limits = self.limits
+        if step > limits.max_steps:
+            raise self.stop(
+                "budget_exhausted", "steps", step, f"step bound: step {step} would exceed max_steps={limits.max_steps}"
+            )
+        elapsed_s = self.clock() - self.started
+        if elapsed_s >= limits.deadline_s:
+            raise self.stop(
+                "budget_exhausted",
+                "wall_clock",
+                step,
+                f"wall-clock bound: before step {step}, {elapsed_s:.3f}s elapsed of deadline_s={limits.deadline_s}",
+            )
+        used = self.tokens_in + self.tokens_out
+        prompt_estimate = estimate_prompt_tokens(step_request)
+        if used + prompt_estimate + step_request.max_tokens > limits.max_tokens:
+            raise self.stop(
+                "budget_exhausted",
+                "tokens",
+                step,
+                f"token bound: step {step} could spend {used} used + {prompt_estimate} prompt (estimated)"
+                f" + {step_request.max_tokens} max_tokens = {used + prompt_estimate + step_request.max_tokens}"
+                f" > max_tokens={limits.max_tokens}",
+            )
+        return limits.deadline_s - elapsed_s
+
+    async def call(
+        self, provider: Provider, step: int, step_request: ModelRequest, remaining_s: float
+    ) -> ModelResponse:
+        try:
+            async with asyncio.timeout(remaining_s):
+                return await provider.complete(step_request)
+        except TimeoutError:
+            raise self.stop(
+                "budget_exhausted",
+                "wall_clock",
+                step,
+                f"wall-clock bound: step {step} was still waiting when deadline_s={self.limits.deadline_s} passed",
+            ) from None
+        except NoRecordedResponse as error:
+            raise self.stop("no_recorded_response", None, step, f"step {step}: {error}") from error
+        except ProviderError as error:
+            raise self.stop("provider_error", None, step, f"step {step}: {error}") from error
+
+    def run_tool(self, step: int, call: ToolCall, tools: Mapping[str, Tool]) -> str:
+        tool = tools.get(call.name)
+        result = _no_tool_message(call.name, tools) if tool is None else tool(call.arguments)
+        self.emit(
+            {
+                "kind": "tool_call",
+                "step": step,
+                "tool": call.name,
+                "arguments_sha256": hashlib.sha256(canonical_json(dict(call.arguments))).hexdigest(),
+                "result_chars": len(result),
+            }
+        )
+        return result
+
+
+async def run_loop(
+    provider: Provider,
+    request: ModelRequest,
+    *,
+    tools: Mapping[str, Tool] | None = None,
+    limits: Limits = Limits(),
+    sink: Sink | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> LoopResult:
+    """Ask, run the tools the model asks for, ask again, until it answers in text or a bound stops it.
+
+    A tool receives the arguments the model wrote, unchecked: it validates them and answers an error as text. An
+    exception a tool raises is ours and propagates; an unknown tool name is the model's and gets a tool message.
+    """
+    known_tools: Mapping[str, Tool] = tools or {}
+    run = _Run(request, limits, sink, clock)
+    step = 0
+    while True:
+        step += 1
+        step_request = replace(request, messages=tuple(run.messages))
+        remaining_s = run.check_budget(step, step_request)
+        call_started = clock()
+        response = await run.call(provider, step, step_request, remaining_s)
+        latency_ms = round((clock() - call_started) * 1000)
+        run.tokens_in += response.tokens_in
+        run.tokens_out += response.tokens_out
+        run.emit(
+            {
+                "kind": "model_step",
+                "step": step,
+                "model": request.model,
+                "template_hash": request.template_hash,
+                "request_key": step_request.key(),
+                "tokens_in": response.tokens_in,
+                "tokens_out": response.tokens_out,
+                "latency_ms": latency_ms,
+                "tool_calls": [call.name for call in response.tool_calls],
+                "finish_reason": response.finish_reason,
+            }
+        )
+        if not response.tool_calls:
+            if response.content is None:
+                raise run.stop("provider_error", None, step, f"step {step}: the answer had neither text nor tool calls")
+            return LoopResult(
+                text=response.content,
+                steps=step,
+                tokens_in=run.tokens_in,
+                tokens_out=run.tokens_out,
+                events=tuple(run.events),
+            )
+        run.messages.append(Message(role="assistant", content=response.content or "", tool_calls=response.tool_calls))
+        for call in response.tool_calls:
+            result = run.run_tool(step, call, known_tools)
+            run.messages.append(Message(role="tool", content=result, tool_call_id=call.id))

@@ -1,0 +1,92 @@
+"""A local fake of an OpenAI-compatible server: POST /v1/chat/completions on a real loopback socket.
+
+It records each request body it received and answers with the next queued reply: a JSON document, an HTTP error,
+or bytes that are not JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    json: Any = None
+    raw: bytes | None = None  # sent as-is instead of `json`
+
+
+@dataclass
+class FakeOpenAI:
+    base_url: str = ""
+    received: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat_completions(request: Request) -> Response:
+            self.received.append(await request.json())
+            self.headers.append(dict(request.headers))
+            reply = self.replies.pop(0)
+            if reply.raw is not None:
+                return Response(reply.raw, status_code=reply.status, media_type="application/json")
+            return JSONResponse(reply.json, status_code=reply.status)
+
+        return app
+
+
+def completion(
+    content: str | None,
+    *,
+    tool_calls: list[dict[str, Any]] | None = None,
+    prompt_tokens: int = 11,
+    completion_tokens: int = 7,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+@asynccontextmanager
+async def serve_fake_openai() -> AsyncIterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    fake.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server = uvicorn.Server(uvicorn.Config(fake.app(), log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            await asyncio.sleep(0.02)
+        assert server.started, "the fake OpenAI server did not start"
+        yield fake
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
