@@ -34,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy --strict policy synthetic audit cards models engine/grounding.py engine/specialists
+	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates engine/grounding.py engine/specialists
 	$(BIN)/mypy engine callbacks bot countersign
 	$(BIN)/pytest -q
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cards.certificates import slack_certificate_section
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import (
     STATUS_HEADLINES,
@@ -72,6 +73,7 @@ def gate_message(card: GateCard) -> Message:
         _gate_context(card),
         _section(f"*Why policy requires it*\n{_esc(card.rule)}"),
         _gate_fields(card),
+        *slack_certificate_section(card.summary),
         *_evidence_blocks(evidence_for(card.summary)),
         *_decision_blocks(card.decisions),
     ]
@@ -88,6 +90,7 @@ def halt_message(card: GateCard) -> Message:
         _section(f"*What halted*\n{_esc(reason)}"),
         _section(f"*Why a person must look*\n{_esc(card.rule)}"),
         _gate_fields(card),
+        *slack_certificate_section(card.summary),
         *_evidence_blocks(evidence_for(card.summary)),
         *_decision_blocks(card.decisions),
     ]
@@ -110,6 +113,7 @@ def decided_message(card: GateCard) -> Message:
         *([_section(f"*What halted*\n{_esc(reason)}")] if reason else []),
         _section(f"*Why policy required it*\n{_esc(card.rule)}"),
         _fields_section(None, fields),
+        *slack_certificate_section(card.summary),
         *_evidence_blocks(evidence_for(card.summary)),
         *(_decision_blocks(card.decisions) or [_section("_No decisions were recorded._")]),
     ]

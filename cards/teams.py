@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cards.certificates import teams_certificate_section
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
 from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
@@ -49,6 +50,7 @@ def gate_message(card: GateCard) -> Card:
         _titled("Why policy requires it", [_verbatim(card.rule, TEXT_MAX)]),
         _gate_facts(card),
         *_overdue_banner(card),
+        *teams_certificate_section(card.summary),
         *_evidence(evidence_for(card.summary)),
         *_decisions(card.decisions),
     ]
@@ -64,6 +66,7 @@ def halt_message(card: GateCard) -> Card:
         _titled("Why a person must look", [_verbatim(card.rule, TEXT_MAX)]),
         _gate_facts(card),
         *_overdue_banner(card),
+        *teams_certificate_section(card.summary),
         *_evidence(evidence_for(card.summary)),
         *_decisions(card.decisions),
     ]
@@ -84,6 +87,7 @@ def decided_message(card: GateCard) -> Card:
         *([_titled("What halted", [_verbatim(reason, TEXT_MAX)])] if reason else []),
         _titled("Why policy required it", [_verbatim(card.rule, TEXT_MAX)]),
         _fact_set(facts),
+        *teams_certificate_section(card.summary),
         *_evidence(evidence_for(card.summary)),
         *(_decisions(card.decisions) or [_text("No decisions were recorded.", isSubtle=True)]),
     ]

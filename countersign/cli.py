@@ -49,7 +49,16 @@ from engine.closes import (
 )
 from engine.orchestrator import advance
 from policy import PolicyError
-from synthetic import ProfileError, generate_books, load_profile
+from synthetic import (
+    ProfileError,
+    generate_books,
+    generate_construction,
+    load_clause_profile,
+    load_construction_profile,
+    load_profile,
+    profile_kind,
+    write_clause_corpus,
+)
 
 from . import migrate
 from .chat import ChatConfigError, build_senders, check_chat_settings
@@ -206,10 +215,25 @@ def synth(
     entity: Annotated[str | None, typer.Option(help="Entity code (overrides the profile).")] = None,
     period: Annotated[str | None, typer.Option(help="Period YYYY-MM (overrides the profile).")] = None,
 ) -> None:
-    """Write deterministic synthetic books for one entity and period."""
+    """Write deterministic synthetic data from a profile: books for one entity and period (the default), the clause
+    corpus (`--profile clauses`) or construction contracts and certificates (`--profile construction`)."""
     settings = settings_or_exit()
+    path = settings.profile_path(profile)
     try:
-        loaded = load_profile(settings.profile_path(profile))
+        kind = profile_kind(path)
+        if kind == "clauses":
+            written = write_clause_corpus(load_clause_profile(path), seed, out)
+            console.print(f"wrote the clause corpus ({profile}, seed {seed}) to {written}")
+            return
+        if kind == "construction":
+            corpus = json.loads((settings.clauses_dir / "corpus.json").read_bytes())
+            made = generate_construction(load_construction_profile(path), seed, out, clause_corpus=corpus)
+            console.print(
+                f"wrote {made.contracts} contracts, {made.certificates:,} certificates ({made.faults} seeded faults, "
+                f"{made.duplicates} duplicate re-submissions) to {out}"
+            )
+            return
+        loaded = load_profile(path)
     except ProfileError as exc:
         fail(str(exc))
         return

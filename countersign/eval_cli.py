@@ -20,7 +20,19 @@ from engine.narrative_eval import negative_control as narrative_negative_control
 from policy import PolicyError, UnknownTierError
 from policy.errors import GateInputError
 from policy.gate_eval import EvalReport, load_cases, negative_control, run_gate_eval
+from retrieval import CorpusError, Retriever, load_corpus
+from retrieval.evaluation import (
+    FUSED_RECALL_AT_5_FLOOR,
+    KINDS,
+    QueryFileError,
+    RetrievalReport,
+    check,
+    evaluate,
+    load_queries,
+    shuffled_labels,
+)
 
+from .certificate_eval import certificates_command
 from .runtime import load_rules
 from .settings import load_settings
 
@@ -30,6 +42,7 @@ eval_app = typer.Typer(help=EVAL_HELP, no_args_is_help=True)
 console = Console(highlight=False, soft_wrap=True)  # one line per case, whatever the terminal width
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 SHOWN_CONTROL_FAILURES = 3
+eval_app.command("certificates")(certificates_command)
 
 
 @eval_app.callback()
@@ -182,3 +195,67 @@ def print_scenario_failures(report: NarrativeEvalReport, limit: int | None) -> N
     hidden = len(failures) - len(failures[:limit])
     if hidden > 0:
         console.print(f"  ... and {hidden} more")
+
+
+@eval_app.command("retrieval")
+def retrieval_eval(
+    queries: Annotated[
+        Path | None,
+        typer.Option("--queries", help="Labelled queries (default: config/evals/retrieval_queries.yaml)."),
+    ] = None,
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Clause corpus (default: corpus.json in the clauses folder).")
+    ] = None,
+    control_seed: Annotated[int, typer.Option("--control-seed", help="Seed of the control's label shuffle.")] = 7,
+) -> None:
+    """Recall@5 and MRR@10 of BM25, dense and fused clause retrieval; the same run with shuffled labels must fail."""
+    settings = load_settings()
+    corpus_path = corpus or settings.clauses_dir / "corpus.json"
+    queries_path = queries or settings.config_dir / "evals" / "retrieval_queries.yaml"
+    try:
+        clause_corpus = load_corpus(corpus_path)
+        table = load_queries(queries_path, clause_corpus)
+        retriever = Retriever.build(clause_corpus)
+    except (CorpusError, QueryFileError, OSError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    report = evaluate(retriever, table)
+    control = evaluate(retriever, shuffled_labels(table, control_seed))
+    failures, control_failures = check(report), check(control)
+
+    verdict = "[bold red]RED[/]" if failures else "[bold green]GREEN[/]"
+    console.print(
+        f"retrieval eval: {verdict} {len(table)} queries, corpus {report.corpus_version[:12]} "
+        f"({escape(str(corpus_path))}, {escape(str(queries_path))})"
+    )
+    print_retrieval_table(report)
+    for failure in failures:
+        console.print(f"  {escape(failure)}")
+    label = f"negative control (labels shuffled within each form, seed {control_seed})"
+    if control_failures:
+        console.print(f"{label}: [bold green]RED[/] as it should be: {escape('; '.join(control_failures))}")
+    else:
+        console.print(f"{label}: [bold red]GREEN[/] it passed every threshold; it should have failed")
+    print_retrieval_table(control)
+    if failures:
+        err.print(
+            f"[bold red]the eval is wrong:[/] fused recall@5 must beat each arm and reach {FUSED_RECALL_AT_5_FLOOR:.2f}"
+        )
+        raise typer.Exit(1)
+    if not control_failures:
+        err.print(
+            "[bold red]the negative control is wrong:[/] shuffled labels still pass, "
+            "so the thresholds cannot tell relevant clauses from any others"
+        )
+        raise typer.Exit(1)
+
+
+def print_retrieval_table(report: RetrievalReport) -> None:
+    kinds = "".join(f" {kind + ' r@5':>16} {'MRR@10':>7}" for kind in KINDS)
+    console.print(f"  {'arm':<7} {'recall@5':>8} {'MRR@10':>7}{kinds}")
+    rows = [(arm.arm, arm.overall, [arm.by_kind[kind] for kind in KINDS]) for arm in report.arms]
+    for name, overall, by_kind in [*rows, ("chance", report.chance, [])]:
+        split = "".join(f" {scores.recall_at_5:>16.3f} {scores.mrr_at_10:>7.3f}" for scores in by_kind)
+        console.print(f"  {name:<7} {overall.recall_at_5:>8.3f} {overall.mrr_at_10:>7.3f}{split}")
+    counts = ", ".join(f"{report.arm('fused').by_kind[kind].queries} {kind}" for kind in KINDS)
+    console.print(f"  ({counts} queries; chance: a random ranking within each query's form)")

@@ -191,6 +191,11 @@ class Settings(BaseSettings):
         return self.config_dir / "prompts"
 
     @property
+    def clauses_dir(self) -> Path:
+        """The clause corpus (`corpus.json`); moves with COUNTERSIGN_CONFIG_DIR."""
+        return self.config_dir / "clauses"
+
+    @property
     def cassettes_dir(self) -> Path:
         """Recorded model responses: COUNTERSIGN_CASSETTE_DIR, else the config's cassettes/."""
         return self.cassette_dir if self.cassette_dir is not None else self.config_dir / "cassettes"

@@ -231,6 +231,7 @@ async def _apply_one(
         report.steps.append(f"{gate.task}: escalation approved, re-running as attempt {task.attempt + 1}")
         return
     definition = workflow.task(gate.task)
-    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor)
+    escalation = EscalationReason(task.escalation) if task.escalation else None
+    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor, escalation)
     await complete_task(conn, ctx, tc, ctx.handler(definition), task.result or {}, report)
     await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_passed", payload=event)

@@ -69,7 +69,7 @@ async def run_ready_tasks(
                 kind="task_started",
                 payload={"task": task_id, "attempt": row.attempt, "resumed": row.status != TaskState.PENDING},
             )
-        tc = TaskContext(close, task, row.attempt, ctx.policy, ctx.actor)
+        tc = TaskContext(close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation))
         handler = ctx.handler(task)
         try:
             result = await _perform(session, ctx, tc, handler)
@@ -241,8 +241,14 @@ async def _record_result(
                 return True
             await escalate(conn, ctx, tc, handler, Escalate(kind, reason), report, result=result)
             return True
-        escalated = EscalationReason(current.escalation) if current.escalation else None
-        requirement = derive_gate(ctx.policy, tc.task, handler.gate_amount(result), escalated=escalated)
+        escalated = _escalation(current.escalation)
+        requirement = derive_gate(
+            ctx.policy,
+            tc.task,
+            handler.gate_amount(result),
+            escalated=escalated,
+            findings=handler.gate_findings(result),
+        )
         if requirement is None:
             await move_task(
                 conn, tc.close.close_id, tc.task.id, TaskState.RUNNING, expect=(TaskState.RUNNING,), result=result
@@ -333,3 +339,7 @@ async def _trace_model_steps(
             kind=str(step["kind"]),
             payload={"task": tc.task.id, "attempt": tc.attempt, **payload},
         )
+
+
+def _escalation(recorded: str | None) -> EscalationReason | None:
+    return EscalationReason(recorded) if recorded else None

@@ -48,12 +48,16 @@ def derive_gate(
     amount: Decimal | None = None,
     *,
     escalated: EscalationReason | None = None,
+    findings: int = 0,
 ) -> GateRequirement | None:
     """The approval gate `task`'s result needs, or None.
 
     Work that was `escalated` earlier (the reason it halted) is never completed without a person: the gate is at
-    least the escalation tier, whatever the task's own tier and amount say.
+    least the escalation tier, whatever the task's own tier and amount say. A result with `findings` (violated
+    invariants, duplicate holds) is decided at least at the policy's findings tier.
     """
+    if isinstance(findings, bool) or not isinstance(findings, int) or findings < 0:
+        raise GateInputError("findings", f"expected a count of at least 0, got {findings!r}")
     base = policy.tier(task.risk_tier)
     tier = effective_tier(policy, task, amount)
     reasons: list[str] = []
@@ -63,6 +67,11 @@ def derive_gate(
         reasons.append(
             f"amount {_money(amount)} >= {_money(threshold.min_amount)} raises tier {base.name} to {tier.name}"
         )
+    if findings and policy.findings_tier is not None:
+        findings_tier = policy.tier(policy.findings_tier)
+        if findings_tier.rank > tier.rank:
+            tier = findings_tier
+        reasons.append(f"{findings} finding{'s' if findings != 1 else ''} raise the gate to at least tier {tier.name}")
     if escalated is not None:
         _check_reason(escalated)
         escalation_tier = policy.tier(policy.escalation_tier)

@@ -62,6 +62,9 @@ class Policy:
     variance: VariancePolicy
     accruals: AccrualsPolicy
     digest: str
+    findings_tier: str | None = None
+    """A result with findings (a payment certificate's violated invariants and duplicate holds) is decided at least
+    at this gated tier; None (risk.yaml without `findings`) means findings do not raise the tier."""
 
     def tier(self, name: str) -> Tier:
         for tier in self.tiers:

@@ -43,6 +43,7 @@ def parse_policy(data: object, source: str) -> Policy:
             "variance",
             "accruals",
         ),
+        optional=("findings",),
     )
     version = root.integer("version", minimum=1)
     if version not in SUPPORTED_POLICY_VERSIONS:
@@ -65,6 +66,7 @@ def parse_policy(data: object, source: str) -> Policy:
         variance=_parse_variance(root),
         accruals=_parse_accruals(root),
         digest=canonical_digest(data, source),
+        findings_tier=_parse_findings(root, tiers),
     )
 
 
@@ -207,3 +209,14 @@ def _parse_accruals(root: Fields) -> AccrualsPolicy:
         accrual_account=fields.text("accrual_account"),
         materiality_amount=fields.decimal("materiality_amount"),
     )
+
+
+def _parse_findings(root: Fields, tiers: tuple[Tier, ...]) -> str | None:
+    """`findings.tier`: a gated tier (findings must reach a person), or None when the section is absent."""
+    if not root.has("findings"):
+        return None
+    fields = Fields(root.raw("findings"), root.source, "findings", ("tier",))
+    name = _tier_reference(fields, "tier", {tier.name: tier.rank for tier in tiers})
+    if not next(tier for tier in tiers if tier.name == name).gate:
+        raise fields.error("tier", f"findings tier {name!r} has gate: false, so findings would reach nobody")
+    return name

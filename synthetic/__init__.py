@@ -1,5 +1,16 @@
 """Deterministic synthetic books for a month-end close (pure: imports nothing of ours)."""
 
+from .clauses import (
+    ClauseProfile,
+    ClauseProfileError,
+    canonical_corpus_bytes,
+    clause_ids_by_topic,
+    generate_clause_corpus,
+    load_clause_profile,
+    write_clause_corpus,
+)
+from .construction import ConstructionManifest, generate_construction
+from .construction_profile import ConstructionProfile, load_construction_profile
 from .generator import BooksManifest, generate_books
 from .ground_truth import read_ground_truth
 from .money import format_minor
@@ -13,20 +24,34 @@ from .profile import (
     load_profile,
     parse_profile,
 )
+from .profile_kind import PROFILE_KINDS, profile_kind
 from .seed import seed_from_name
 
 __all__ = [
+    "PROFILE_KINDS",
     "Anomaly",
     "BankFeedMismatch",
     "BooksManifest",
+    "ClauseProfile",
+    "ClauseProfileError",
+    "ConstructionManifest",
+    "ConstructionProfile",
     "IntercompanyMismatch",
     "IntercompanyPair",
     "Profile",
     "ProfileError",
+    "canonical_corpus_bytes",
+    "clause_ids_by_topic",
     "format_minor",
     "generate_books",
+    "generate_clause_corpus",
+    "generate_construction",
+    "load_clause_profile",
+    "load_construction_profile",
     "load_profile",
     "parse_profile",
+    "profile_kind",
     "read_ground_truth",
     "seed_from_name",
+    "write_clause_corpus",
 ]

@@ -24,6 +24,8 @@ from policy.person_proof import decision_message, public_key_raw
 from policy.person_proof import sign as person_sign
 
 SECRET = "test-callback-secret"
+# Who holds each role in config/principals.yaml (the shipped test principals).
+APPROVERS = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
 
 
 def signed_headers(body: bytes, secret: str = SECRET, timestamp: int | None = None) -> dict[str, str]:

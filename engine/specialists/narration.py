@@ -156,7 +156,7 @@ async def narrate(
     steps: list[Mapping[str, Any]] = []
     flags: list[str] = []
     started = time.monotonic()
-    first = await _ask(provider, request, limits, steps, template.name)
+    first = await ask_model(provider, request, limits, steps, template.name)
     if not guards:
         text, extra = _unguarded(first.text)
         return _narration(text, SOURCE_MODEL, flags, model, template, steps, extra)
@@ -172,8 +172,8 @@ async def narrate(
                 Message(role="user", content=verdict.correction),
             ),
         )
-        left = _remaining(limits, first, time.monotonic() - started, steps)
-        second = await _ask(provider, retry, left, steps, template.name)
+        left = remaining_limits(limits, first, time.monotonic() - started, steps)
+        second = await ask_model(provider, retry, left, steps, template.name)
         verdict = _judge(second.text, allowed_values, tolerance)
         flags.extend(f"dropped_key:{key}" for key in verdict.dropped if f"dropped_key:{key}" not in flags)
     if verdict.failure is not None or verdict.narrative is None:
@@ -187,9 +187,10 @@ def verdict_claims(text: str) -> list[str]:
     return [match.group(0) for match in _VERDICT_LANGUAGE.finditer(text)]
 
 
-async def _ask(
+async def ask_model(
     provider: Provider, request: ModelRequest, limits: Limits, steps: list[Mapping[str, Any]], purpose: str
 ) -> LoopResult:
+    """One bounded ask; its events join `steps`, and a stopped loop raises `NarrationEscalation`."""
     offset = sum(1 for step in steps if step.get("kind") == "model_step")
     try:
         result = await run_loop(provider, request, limits=limits)
@@ -206,7 +207,7 @@ def _numbered(events: Sequence[Mapping[str, Any]], offset: int, purpose: str) ->
     return [{**event, "step": int(event.get("step", 0)) + offset, "purpose": purpose} for event in events]
 
 
-def _remaining(limits: Limits, spent: LoopResult, elapsed_s: float, steps: Sequence[Mapping[str, Any]]) -> Limits:
+def remaining_limits(limits: Limits, spent: LoopResult, elapsed_s: float, steps: Sequence[Mapping[str, Any]]) -> Limits:
     """The retry shares the first ask's budget: the steps, tokens and time already spent count against it.
 
     A bound already used up stops the narration here, before the retry's call, as the loop itself would.

@@ -28,6 +28,9 @@ class TaskContext:
     attempt: int
     policy: Policy
     actor: str
+    escalation: EscalationReason | None = None
+    """The reason this task was escalated earlier, if it was: a person has looked at it, and its gate stays at least
+    the escalation tier. A handler that escalates for a reason does not escalate again for the same one."""
 
 
 class Escalate(Exception):
@@ -82,6 +85,10 @@ class TaskHandler:
     def gate_amount(self, result: Mapping[str, Any]) -> Decimal | None:
         """The amount that may raise the gate's tier, if the task has one."""
         return None
+
+    def gate_findings(self, result: Mapping[str, Any]) -> int:
+        """How many findings (violated rules, holds) the result carries; any raises the gate to the findings tier."""
+        return 0
 
     async def requesters(self, conn: AsyncConnection[Any], tc: TaskContext) -> list[str]:
         """Who asked for this work; separation of duties refuses their approval of it."""

@@ -22,6 +22,7 @@ from engine.books import load_bank_feed
 from engine.closes import close_status
 from engine.orchestrator import advance
 from tests.support import (
+    APPROVERS,
     count,
     decision_body,
     person_key,
@@ -31,7 +32,6 @@ from tests.support import (
     start_default_close,
 )
 
-APPROVERS = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
 CFOS = ("bob.osei", "carol.main")
 ATTACKER = Ed25519PrivateKey.from_private_bytes(b"\x07" * 32)  # the secret holder's own key, registered nowhere
 

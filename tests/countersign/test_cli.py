@@ -118,6 +118,41 @@ def test_synth_is_byte_identical_for_a_seed_and_differs_across_seeds(
     assert (outs[0] == outs[1]) == (seeds[0] == seeds[1])
 
 
+def test_synth_clauses_writes_the_committed_corpus_byte_for_byte(database: Any, tmp_path: Path) -> None:
+    done = cli(database, tmp_path, "synth", "--profile", "clauses", "--seed", "7", "--out", str(tmp_path / "c"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "c" / "corpus.json").read_bytes() == (PROJECT_ROOT / "config/clauses/corpus.json").read_bytes()
+    other = cli(database, tmp_path, "synth", "--profile", "clauses", "--seed", "8", "--out", str(tmp_path / "d"))
+    assert other.returncode == 0, other.stderr
+    assert (tmp_path / "d" / "corpus.json").read_bytes() != (tmp_path / "c" / "corpus.json").read_bytes()
+
+
+def test_synth_construction_is_byte_identical_and_cites_the_committed_corpus(database: Any, tmp_path: Path) -> None:
+    outs = []
+    for name in ("a", "b"):
+        args = ("synth", "--profile", "construction", "--seed", "11", "--out", str(tmp_path / name))
+        done = cli(database, tmp_path, *args)
+        assert done.returncode == 0, done.stderr
+        outs.append({p.name: p.read_bytes() for p in sorted((tmp_path / name).iterdir())})
+    assert outs[0] == outs[1]
+    assert set(outs[0]) == {"contracts.json", "certificates.jsonl", "ground_truth.json"}
+    corpus = json.loads((PROJECT_ROOT / "config/clauses/corpus.json").read_bytes())
+    ids = {clause["id"] for clause in corpus["clauses"]}
+    contract = json.loads(outs[0]["contracts.json"])["contracts"][0]
+    assert contract["clause_refs"] and set(contract["clause_refs"].values()) <= ids
+    assert {clause_id.split("-")[0] for clause_id in contract["clause_refs"].values()} == {contract["form"]}
+
+
+def test_synth_refuses_a_profile_of_unknown_kind_naming_the_key(database: Any, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    shutil.copytree(PROJECT_ROOT / "config", config)
+    (config / "profiles" / "odd.yaml").write_text("kind: payroll\n", encoding="utf-8")
+    done = cli(database, tmp_path, "synth", "--profile", "odd", "--out", str(tmp_path / "o"), config_dir=config)
+    assert done.returncode == 2
+    assert "kind" in done.stderr and "payroll" in done.stderr
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(("entity", "period"), [("../escape", "2026-10"), ("/abs", "2026-10"), ("OK", "2026-13")])
 def test_close_start_refuses_entities_and_periods_that_could_escape_or_lie(
     database: Any, tmp_path: Path, entity: str, period: str

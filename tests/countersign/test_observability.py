@@ -24,9 +24,8 @@ from countersign.database import Database, with_database_name, with_user
 from countersign.runtime import Runtime
 from engine.closes import close_status
 from engine.orchestrator import advance
-from tests.support import count, post_decision, start_default_close
+from tests.support import APPROVERS, count, post_decision, start_default_close
 
-APPROVERS = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
 # Every label value /metrics may carry: fixed vocabularies, never data from a close.
 ALLOWED_LABEL_VALUES = {
     "door": {"signed_callback", "slack", "teams"},

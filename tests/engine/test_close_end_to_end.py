@@ -8,23 +8,8 @@ from typing import Any
 from engine.books import load_bank_feed
 from engine.closes import close_status
 from engine.orchestrator import advance
+from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, post_decision, start_default_close
-
-APPROVERS = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
-
-
-async def _decide_open_gates(api: Any, status: dict[str, Any]) -> int:
-    decided = 0
-    for gate in status["gates"]:
-        if gate["status"] != "open":
-            continue
-        excluded = {gate["prepared_by"], *gate["requested_by"]}
-        eligible = [p for p in APPROVERS[gate["approver_role"]] if p not in excluded]
-        for principal in eligible[: gate["quorum"] - gate["approvals"]]:
-            response = await post_decision(api, gate["gate_id"], principal)
-            assert response.status_code == 200, response.text
-            decided += 1
-    return decided
 
 
 async def test_default_close_halts_on_account_1000_then_completes_after_people_decide(
@@ -53,7 +38,7 @@ async def test_default_close_halts_on_account_1000_then_completes_after_people_d
         status = await close_status(conn, close_id)
         if status["status"] == "closed":
             break
-        await _decide_open_gates(api, status)
+        await approve_open_gates(api, conn, close_id)
         await advance(conn, close_id, engine_ctx)
     status = await close_status(conn, close_id)
 

@@ -13,10 +13,11 @@ from engine.orchestrator import advance
 from engine.specialists import reconciliation, variance
 from engine.specialists.narration import Narrator
 from models import ModelResponse, ReplayProvider, write_cassette
-from tests.engine.test_close_end_to_end import _book_set, _decide_open_gates
+from tests.engine.test_close_end_to_end import _book_set
 from tests.engine.test_narration import ScriptedProvider, said
 from tests.engine.test_reconciliation_matcher import bank_payload, line
 from tests.engine.test_variance_specialist import MISC_NO_BUDGET, RENT_OVER, TRAVEL_SMALL_AMOUNT, _payload
+from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, start_default_close
 
 PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts"
@@ -194,7 +195,7 @@ async def test_default_close_narrates_from_the_shipped_cassettes(
         status = await close_status(conn, close_id)
         if status["status"] == "closed":
             break
-        await _decide_open_gates(api, status)
+        await approve_open_gates(api, conn, close_id)
         await advance(conn, close_id, engine_ctx)
     assert (await close_status(conn, close_id))["status"] == "closed"
     narrative = await _task_result(conn, close_id, "variance_analysis")

@@ -10,10 +10,7 @@ from psycopg import AsyncConnection
 from engine.books import load_books
 from engine.closes import close_status, start_close
 from policy import Policy, Workflow, load_workflow
-from tests.support import import_default_principals, post_decision
-
-# Who holds each role in config/principals.yaml (the shipped test principals).
-APPROVERS = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.main"]}
+from tests.support import APPROVERS, import_default_principals, post_decision
 
 
 def write_workflow(folder: Path, name: str, text: str, policy: Policy) -> Workflow:

@@ -31,6 +31,8 @@ PACKAGE_ROOTS = (
     "countersign",
     "migrations",
     "models",
+    "retrieval",
+    "certificates",
 )
 # What a build needs; everything else (tests, docs, caches, .venv, earlier build/ output) stays out of the copy.
 SOURCES = (*PACKAGE_ROOTS, "config", "pyproject.toml", "README.md")

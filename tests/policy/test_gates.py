@@ -129,3 +129,31 @@ def test_effective_tier_is_never_below_task_tier(tier: str, amount: Decimal) -> 
     assert effective_tier(policy, task, amount).rank >= policy.tier(tier).rank
     gate = derive_gate(policy, task, amount)
     assert (gate is not None) == effective_tier(policy, task, amount).gate
+
+
+def test_findings_raise_the_gate_to_the_findings_tier_and_say_why(policy: Policy) -> None:
+    gate = derive_gate(policy, make_task("medium"), Decimal("1000.00"), findings=2)
+    assert gate is not None
+    assert gate.tier == "high"
+    assert "2 findings raise the gate to at least tier high" in gate.rule
+
+
+def test_no_findings_leave_the_tier_alone(policy: Policy) -> None:
+    gate = derive_gate(policy, make_task("medium"), Decimal("1000.00"), findings=0)
+    assert gate is not None and gate.tier == "medium"
+
+
+def test_findings_never_lower_a_tier_an_amount_raised(policy: Policy) -> None:
+    gate = derive_gate(policy, make_task("medium"), Decimal("1000000.00"), findings=1)
+    assert gate is not None and gate.tier == "critical"
+
+
+def test_findings_gate_a_task_whose_own_tier_has_no_gate(policy: Policy) -> None:
+    gate = derive_gate(policy, make_task("low"), findings=1)
+    assert gate is not None and gate.tier == "high"
+
+
+@pytest.mark.parametrize("findings", [-1, True, 1.5, "2"])
+def test_a_findings_count_that_is_not_a_count_is_refused(policy: Policy, findings: object) -> None:
+    with pytest.raises(GateInputError, match="findings"):
+        derive_gate(policy, make_task("medium"), findings=findings)  # type: ignore[arg-type]

@@ -151,3 +151,17 @@ def test_any_non_negative_decimal_string_parses_exactly(amount: Decimal) -> None
     data["variance"]["threshold_amount"] = str(amount)
     parsed = parse_policy(data, SOURCE).variance.threshold_amount
     assert parsed == amount and str(parsed) == str(amount)
+
+
+def test_findings_section_is_optional_and_then_findings_raise_nothing(policy_data: dict[str, Any]) -> None:
+    del policy_data["findings"]
+    assert parse_policy(policy_data, SOURCE).findings_tier is None
+
+
+def test_findings_tier_must_be_a_known_gated_tier(policy_data: dict[str, Any]) -> None:
+    policy_data["findings"] = {"tier": "low"}
+    assert refuse(policy_data).field == "findings.tier"
+    policy_data["findings"] = {"tier": "urgent"}
+    assert refuse(policy_data).field == "findings.tier"
+    policy_data["findings"] = {"tier": "high", "extra": 1}
+    assert refuse(policy_data).field == "findings.extra"

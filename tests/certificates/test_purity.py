@@ -1,0 +1,114 @@
+"""The certificates domain holds no I/O and no path to a model: asserted on its source, and by the import contract."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from countersign.settings import PROJECT_ROOT
+
+PACKAGE = PROJECT_ROOT / "certificates"
+CONTRACT_NAME = "certificates domain is pure"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+# Standard-library modules that read or write the outside world; the domain takes parsed mappings instead.
+IO_MODULES = {
+    "asyncio", "http", "io", "json", "os", "pathlib", "shutil", "socket", "sqlite3", "ssl", "subprocess",
+    "tempfile", "urllib",
+}  # fmt: skip
+MODEL_REACH = {"models", "engine", "retrieval", "httpx", "aiohttp", "openai", "countersign", "psycopg"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def names_used(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+MODULES = sorted(PACKAGE.glob("*.py"))
+
+
+def test_the_package_has_its_modules() -> None:
+    names = {path.stem for path in MODULES}
+    assert {"model", "reconstruction", "invariants", "duplicates", "evaluation"} <= names
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_no_module_imports_io_or_calls_open(path: Path) -> None:
+    assert imported_modules(path) & IO_MODULES == set()
+    assert "open" not in names_used(path)
+
+
+def test_the_duplicate_detector_holds_no_reference_to_a_model_or_gateway() -> None:
+    path = PACKAGE / "duplicates.py"
+    assert imported_modules(path) & MODEL_REACH == set()
+    text = path.read_text(encoding="utf-8")
+    for word in ("gateway", "models.", "complete(", "prompt"):
+        assert word not in text.lower()
+    # and nothing it imports from its own package reaches one either
+    tree = ast.parse(text)
+    siblings = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+    for sibling in siblings:
+        assert imported_modules(PACKAGE / f"{sibling}.py") & MODEL_REACH == set()
+
+
+def test_the_scan_would_catch_a_model_import(tmp_path: Path) -> None:
+    smuggled = tmp_path / "duplicates.py"
+    smuggled.write_text("from models.gateway import Gateway\nimport json\n", encoding="utf-8")
+    assert imported_modules(smuggled) & MODEL_REACH == {"models"}
+    assert imported_modules(smuggled) & IO_MODULES == {"json"}
+
+
+def _contract() -> dict[str, object]:
+    config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return next(c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith(CONTRACT_NAME))
+
+
+def test_the_import_contract_forbids_models_engine_and_the_network() -> None:
+    contract = _contract()
+    assert contract["source_modules"] == ["certificates"]
+    forbidden = set(contract["forbidden_modules"])  # type: ignore[call-overload]
+    assert {"engine", "callbacks", "bot", "countersign", "models", "retrieval", "policy", "audit", "cards"} <= forbidden
+    assert {"psycopg", "httpx"} <= forbidden
+
+
+def _lint_copy(tmp_path: Path, smuggled: str) -> subprocess.CompletedProcess[str]:
+    config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    root = tmp_path / "repo"
+    root.mkdir()
+    for package in config["tool"]["importlinter"]["root_packages"]:
+        shutil.copytree(PROJECT_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
+    (root / "certificates" / "shortcut.py").write_text(smuggled, encoding="utf-8")
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("smuggled", ["import models\n", "from httpx import Client  # noqa: F401\n"])
+def test_negative_control_the_contract_catches_a_forbidden_import(tmp_path: Path, smuggled: str) -> None:
+    done = _lint_copy(tmp_path, smuggled)
+    assert done.returncode != 0
+    broken = [line for line in done.stdout.splitlines() if "BROKEN" in line]
+    assert any(CONTRACT_NAME in line for line in broken), done.stdout
