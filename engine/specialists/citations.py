@@ -24,9 +24,8 @@ clause's SHA-256.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.specialists.narration import (
@@ -35,7 +34,7 @@ from engine.specialists.narration import (
     SOURCE_MODEL,
     PromptTemplate,
     ask_model,
-    remaining_limits,
+    judged_answer,
     verdict_claims,
 )
 from models import Limits, Message, ModelRequest, Provider
@@ -168,28 +167,25 @@ async def explain_with_citations(
             refused_citations=tuple(sorted(refused)),
         )
 
-    started = time.monotonic()
-    first = await ask_model(provider, request, limits, steps, template.name)
     if not guards:
+        first = await ask_model(provider, request, limits, steps, template.name)
         return shipped(*_unguarded(first.text), SOURCE_MODEL)
-    judgement = _judge(first.text, retrieved)
-    flags.extend(f"dropped_key:{key}" for key in judgement.dropped)
-    refused.update(judgement.outside)
-    if judgement.failure in ("malformed", "citation"):
-        flags.append(f"{judgement.failure}_retry")
-        retry = replace(
-            request,
-            messages=(
-                *request.messages,
-                Message(role="assistant", content=first.text),
-                Message(role="user", content=judgement.correction),
-            ),
-        )
-        left = remaining_limits(limits, first, time.monotonic() - started, steps)
-        second = await ask_model(provider, retry, left, steps, template.name)
-        judgement = _judge(second.text, retrieved)
-        flags.extend(f"dropped_key:{key}" for key in judgement.dropped if f"dropped_key:{key}" not in flags)
+
+    def judge(answer: str) -> _Judgement:
+        judgement = _judge(answer, retrieved)
         refused.update(judgement.outside)
+        return judgement
+
+    judgement = await judged_answer(
+        provider,
+        request,
+        limits=limits,
+        steps=steps,
+        flags=flags,
+        purpose=template.name,
+        judge=judge,
+        retry_on=("malformed", "citation"),
+    )
     if judgement.failure is not None or judgement.explanation is None:
         flags.append(f"{judgement.failure}_fallback")
         return shipped(fallback, fallback_citations, SOURCE_FALLBACK)

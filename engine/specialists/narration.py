@@ -21,11 +21,11 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from engine.grounding import UngroundedFigureError, ground_figures
 from models import Limits, LoopResult, LoopStopped, Message, ModelRequest, Provider, run_loop
@@ -155,27 +155,20 @@ async def narrate(
     request = build_request(template, model, facts, quoted, max_tokens)
     steps: list[Mapping[str, Any]] = []
     flags: list[str] = []
-    started = time.monotonic()
-    first = await ask_model(provider, request, limits, steps, template.name)
     if not guards:
+        first = await ask_model(provider, request, limits, steps, template.name)
         text, extra = _unguarded(first.text)
         return _narration(text, SOURCE_MODEL, flags, model, template, steps, extra)
-    verdict = _judge(first.text, allowed_values, tolerance)
-    flags.extend(f"dropped_key:{key}" for key in verdict.dropped)
-    if verdict.failure in ("malformed", "ungrounded"):
-        flags.append(f"{verdict.failure}_retry")
-        retry = replace(
-            request,
-            messages=(
-                *request.messages,
-                Message(role="assistant", content=first.text),
-                Message(role="user", content=verdict.correction),
-            ),
-        )
-        left = remaining_limits(limits, first, time.monotonic() - started, steps)
-        second = await ask_model(provider, retry, left, steps, template.name)
-        verdict = _judge(second.text, allowed_values, tolerance)
-        flags.extend(f"dropped_key:{key}" for key in verdict.dropped if f"dropped_key:{key}" not in flags)
+    verdict = await judged_answer(
+        provider,
+        request,
+        limits=limits,
+        steps=steps,
+        flags=flags,
+        purpose=template.name,
+        judge=lambda answer: _judge(answer, allowed_values, tolerance),
+        retry_on=("malformed", "ungrounded"),
+    )
     if verdict.failure is not None or verdict.narrative is None:
         flags.append(f"{verdict.failure}_fallback")
         return _narration(fallback, SOURCE_FALLBACK, flags, model, template, steps, {})
@@ -185,6 +178,58 @@ async def narrate(
 def verdict_claims(text: str) -> list[str]:
     """The verdict words in a narrative (empty when it only explains)."""
     return [match.group(0) for match in _VERDICT_LANGUAGE.finditer(text)]
+
+
+class Judgement(Protocol):
+    """What a guard made of one answer: `failure` names why it cannot ship (None when it can), `correction` is what
+    to tell the model on the retry, `dropped` the keys removed from it."""
+
+    @property
+    def failure(self) -> str | None: ...
+
+    @property
+    def correction(self) -> str: ...
+
+    @property
+    def dropped(self) -> tuple[str, ...]: ...
+
+
+JudgementT = TypeVar("JudgementT", bound=Judgement)
+
+
+async def judged_answer(
+    provider: Provider,
+    request: ModelRequest,
+    *,
+    limits: Limits,
+    steps: list[Mapping[str, Any]],
+    flags: list[str],
+    purpose: str,
+    judge: Callable[[str], JudgementT],
+    retry_on: Collection[str],
+) -> JudgementT:
+    """Ask, judge the answer, and for a failure in `retry_on` ask once more with the correction, sharing the first
+    ask's budget. Flags `<failure>_retry` and `dropped_key:<name>`; returns the last judgement (the caller ships it
+    or its fallback)."""
+    started = time.monotonic()
+    first = await ask_model(provider, request, limits, steps, purpose)
+    judgement = judge(first.text)
+    flags.extend(f"dropped_key:{key}" for key in judgement.dropped)
+    if judgement.failure in retry_on:
+        flags.append(f"{judgement.failure}_retry")
+        retry = replace(
+            request,
+            messages=(
+                *request.messages,
+                Message(role="assistant", content=first.text),
+                Message(role="user", content=judgement.correction),
+            ),
+        )
+        left = remaining_limits(limits, first, time.monotonic() - started, steps)
+        second = await ask_model(provider, retry, left, steps, purpose)
+        judgement = judge(second.text)
+        flags.extend(f"dropped_key:{key}" for key in judgement.dropped if f"dropped_key:{key}" not in flags)
+    return judgement
 
 
 async def ask_model(

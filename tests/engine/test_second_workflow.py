@@ -189,3 +189,24 @@ def test_the_policy_check_applies_to_a_test_workflow_file_too(runtime: Any, tmp_
     assert lying != VENDOR_REVIEW
     with pytest.raises(PolicyError, match="payment_release"):
         write_workflow(tmp_path / "workflows", "vendor_review", lying, runtime.policy)
+
+
+class PaymentReleaseWithFindings(PaymentRelease):
+    """The same release, reporting two findings (say, two violated rules) about the payment run."""
+
+    def gate_findings(self, result: Mapping[str, Any]) -> int:
+        return 2
+
+
+async def test_a_result_with_findings_is_gated_at_the_policys_findings_tier(
+    conn: Any, runtime: Any, default_books: Path, tmp_path: Path
+) -> None:
+    workflow = write_workflow(tmp_path / "workflows", "vendor_review", VENDOR_REVIEW, runtime.policy)
+    close_id = await start_workflow_close(conn, runtime.policy, workflow, default_books)
+    handlers = {**HANDLERS, "vendor_review.release": PaymentReleaseWithFindings()}
+    async with open_in_process({"reconciliation": tieout_specialist}) as client:
+        ctx = EngineContext(runtime.policy, {workflow.name: workflow}, client.call, handlers=handlers)
+        assert (await advance(conn, close_id, ctx)).status == "awaiting_approval"
+    (gate,) = (await close_status(conn, close_id))["gates"]
+    assert (gate["task"], gate["tier"]) == ("payment_release", runtime.policy.findings_tier)
+    assert "2 findings raise the gate to at least tier high" in gate["rule"]
