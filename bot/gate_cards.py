@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cards import slack as slack_cards
 from cards import teams as teams_cards
 from cards.model import GateCard, StatusCard
+
+PERIOD = re.compile(r"\d{4}-(0[1-9]|1[0-2])")  # a month as `close payments` takes it
 
 
 def card_state(card: GateCard) -> str:

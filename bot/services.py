@@ -17,6 +17,7 @@ from cards.model import GateCard
 from engine.closes import CloseNotFound, close_status, latest_close_id
 from engine.outbox import ChannelTarget
 from engine.starting import NoBooksLoaded
+from engine.workflows.certificates.runs import payment_run_status
 from policy.model import Policy
 
 from .queries import UnknownGate, first_slack_event, load_gate_card
@@ -54,6 +55,11 @@ class ChatServices:
         """The documented `close status --json` shape; CloseNotFound for an unknown id."""
         async with self.connect_engine() as conn:
             return await close_status(conn, close_id)
+
+    async def payment_runs(self, period: str | None) -> list[dict[str, Any]]:
+        """The `payments status --json` rows: every payment run, or those of one month (YYYY-MM)."""
+        async with self.connect_engine() as conn:
+            return await payment_run_status(conn, period=period)
 
     async def gate_card(self, gate_id: str) -> GateCard:
         """What the gate's card shows now; UnknownGate when there is no such gate."""

@@ -29,18 +29,19 @@ from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, Pl
 from callbacks.exports import export_trace
 from callbacks.http import storable_text
 from cards import slack as slack_cards
-from cards.model import TraceExportCard
-from policy.access import HELP, START, STATUS, TRACE_EXPORT
+from cards.model import CardDataError, TraceExportCard
+from cards.payments import payments_card, slack_payments_message
+from policy.access import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
 
 from .access import allowed_tenant, authorize_command
-from .gate_cards import status_card
+from .gate_cards import PERIOD, status_card
 from .services import ChatServices, CloseNotFound, NoBooksLoaded
 
 log = logging.getLogger("countersign.slack")
 
 ACTIONS = {"gate_approve": "approve", "gate_reject": "reject"}
 USAGE = (
-    "Usage: `/close status [ENTITY]` · `/close start ENTITY YYYY-MM [synthetic]` ·"
+    "Usage: `/close status [ENTITY]` · `/close payments [YYYY-MM]` · `/close start ENTITY YYYY-MM [synthetic]` ·"
     " `/close trace export json|csv [CLOSE_ID]` · `/close help`"
 )
 SYNTHETIC = "synthetic"  # `/close start E P synthetic`: no books loaded, start on synthetic ones (as the CLI's flag)
@@ -200,6 +201,8 @@ def _command_name(words: list[str]) -> str:
     verb = words[0].lower() if words else HELP
     if verb == "status" and len(words) <= 2:
         return STATUS
+    if verb == "payments" and (len(words) == 1 or (len(words) == 2 and PERIOD.fullmatch(words[1]))):
+        return PAYMENTS
     if verb == "start" and (len(words) == 3 or (len(words) == 4 and words[3].lower() == SYNTHETIC)):
         return START
     if verb == "trace" and len(words) in (3, 4) and words[1].lower() == "export" and words[2].lower() in FORMATS:
@@ -245,6 +248,8 @@ async def _command(
     principal = granted.caller
     if name == STATUS:
         await _respond_status(respond, services, words[1] if len(words) == 2 else None)
+    elif name == PAYMENTS:
+        await _respond_payments(respond, services, words[1] if len(words) == 2 else None)
     elif name == START:
         synthetic = len(words) == 4
         await _start(respond, services, principal.principal_id, principal.display_name, words[1], words[2], synthetic)
@@ -282,6 +287,16 @@ async def _respond_status(respond: AsyncRespond | None, services: ChatServices, 
     message = await _status_message(services, entity)
     if isinstance(message, str):
         await _tell(respond, message)
+        return
+    await _answer(respond, response_type="in_channel", **message)
+
+
+async def _respond_payments(respond: AsyncRespond | None, services: ChatServices, period: str | None) -> None:
+    """`/close payments [YYYY-MM]`: one line per payment run, shared with the channel like a close's status."""
+    try:
+        message = slack_payments_message(payments_card(await services.payment_runs(period), period))
+    except CardDataError as exc:
+        await _tell(respond, f"Cannot show the payment runs: {exc}")
         return
     await _answer(respond, response_type="in_channel", **message)
 

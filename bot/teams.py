@@ -34,10 +34,12 @@ from audit.export import FORMATS
 from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from callbacks.exports import export_trace
 from cards import teams as teams_cards
-from policy.access import HELP, STATUS, TRACE_EXPORT
+from cards.model import CardDataError
+from cards.payments import payments_card, teams_payments_card
+from policy.access import HELP, PAYMENTS, STATUS, TRACE_EXPORT
 
 from .access import allowed_tenant, authorize_command
-from .gate_cards import status_card, teams_gate_card
+from .gate_cards import PERIOD, status_card, teams_gate_card
 from .services import ChatServices, CloseNotFound, UnknownGate
 
 log = logging.getLogger("countersign.teams")
@@ -278,6 +280,8 @@ class TeamsAdapter:
         conversation = activity.conversation.id if activity.conversation else ""
         if words[:1] == ["status"]:
             command = STATUS
+        elif words[:1] == ["payments"] and (len(words) == 1 or PERIOD.fullmatch(words[1])):
+            command = PAYMENTS
         elif words[:2] == ["trace", "export"] and len(words) >= 3 and words[2] in FORMATS:
             command = TRACE_EXPORT
         else:
@@ -293,12 +297,17 @@ class TeamsAdapter:
             reply = {"type": "message", "text": granted.refusal_text(command).replace("`", "")}
         elif command == STATUS:
             reply = await self._status_reply()
+        elif command == PAYMENTS:
+            reply = await self._payments_reply(words[1] if len(words) > 1 else None)
         elif command == TRACE_EXPORT:
             reply = await self._export_reply(
                 granted.caller.principal_id, words[2], words[3] if len(words) > 3 else None
             )
         else:
-            reply = {"type": "message", "text": "Try `close status` or `close trace export csv|json [CLOSE_ID]`."}
+            reply = {
+                "type": "message",
+                "text": "Try `close status`, `close payments [YYYY-MM]` or `close trace export csv|json [CLOSE_ID]`.",
+            }
         reply["replyToId"] = activity.id
         await self.sender.send_activity(str(activity.service_url or ""), conversation, reply)
 
@@ -308,6 +317,13 @@ class TeamsAdapter:
             return {"type": "message", "text": "No close has been started."}
         status = await self.services.close_status(close_id)
         return _card_activity(teams_cards.status_message(status_card(status)))
+
+    async def _payments_reply(self, period: str | None) -> dict[str, Any]:
+        try:
+            card = teams_payments_card(payments_card(await self.services.payment_runs(period), period))
+        except CardDataError as exc:
+            return {"type": "message", "text": f"Cannot show the payment runs: {exc}"}
+        return _card_activity(card)
 
     async def _export_reply(self, principal_id: str, fmt: str, close: str | None) -> dict[str, Any]:
         close_id = close or await self.services.find_close(None)

@@ -59,7 +59,7 @@ ESCALATION_WORDING = {
 }
 
 _DECIMAL = re.compile(r"-?\d{1,15}(\.\d{1,2})?")
-_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
 Block = dict[str, Any]
@@ -201,7 +201,7 @@ class _Fields:
         return value
 
     def identifier(self, key: str) -> str:
-        return self.matching(key, _IDENTIFIER, "a snake_case identifier of at most 40 characters")
+        return self.matching(key, _IDENTIFIER, "a snake_case identifier of at most 64 characters")
 
     def optional_identifier(self, key: str) -> str | None:
         if self._value.get(key) is None:

@@ -98,6 +98,8 @@ drill_app = typer.Typer(help="Adversarial drills against the configured database
 app.add_typer(drill_app, name="drill")
 config_app = typer.Typer(help="The configuration read from the environment.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+payments_app = typer.Typer(help="Payment runs: one per submitted construction certificate.", no_args_is_help=True)
+app.add_typer(payments_app, name="payments")
 
 console = Console()
 err = Console(stderr=True)
@@ -380,6 +382,50 @@ def print_status(status: dict[str, Any]) -> None:
             who,
         )
     console.print(gates)
+
+
+@payments_app.command("status")
+def payments_status_command(
+    period: Annotated[str | None, typer.Option("--period", help="Month YYYY-MM (default: every month).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """One line per certificate: amount to certify, stage, gate tier and status, escalation, certified."""
+    from cards.model import CardDataError
+    from cards.payments import payments_card
+    from engine.workflows.certificates.runs import payment_run_status
+
+    if period is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
+        fail(f"--period must be a month YYYY-MM, got {period!r}")
+    rt = runtime()
+
+    async def go() -> list[dict[str, Any]]:
+        async with connection(rt) as conn:
+            return await payment_run_status(conn, period=period)
+
+    rows = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    try:
+        card = payments_card(rows, period)
+    except CardDataError as exc:
+        fail(str(exc))
+        return
+    table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
+    for line in card.runs:
+        amount = "—" if line.amount_to_certify is None else f"{line.currency or ''} {line.amount_to_certify:,.2f}"
+        gate = "—" if line.gate_status is None else f"{line.gate_tier}: {line.gate_status}"
+        table.add_row(
+            escape(line.certificate_id),
+            escape(line.contract_id),
+            amount.strip(),
+            escape(line.stage),
+            escape(gate),
+            (line.escalation or "").replace("_", " "),
+            "yes" if line.certified else "no",
+        )
+    console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")
+    console.print(table)
 
 
 @close_app.command("load-bank-feed")
@@ -720,7 +766,7 @@ def specialists_serve(
     port: Annotated[int, typer.Option(help="Port.")] = 8100,
     public_url: Annotated[str | None, typer.Option(help="Base URL clients reach (for the agent cards).")] = None,
 ) -> None:
-    """Serve the three specialists as A2A HTTP services (every call needs COUNTERSIGN_SPECIALIST_TOKEN)."""
+    """Serve the specialists as A2A HTTP services (every call needs COUNTERSIGN_SPECIALIST_TOKEN)."""
     import uvicorn
 
     from engine.agents import build_specialists_app
@@ -853,11 +899,26 @@ def worker(
 
 
 @app.command()
-def demo(seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")] = 42) -> None:
-    """Run a whole close end to end: anomaly halt, human gates over the signed callback, sign-off, timeline."""
+def demo(
+    seed: Annotated[int, typer.Option(help="Seed for the synthetic books.")] = 42,
+    workflow: Annotated[
+        str, typer.Option(help="close: a month-end close; certificates: a month of payment certificates.")
+    ] = "close",
+) -> None:
+    """Run a workflow end to end on synthetic data: human gates over the signed callback, trace verified, timeline."""
+    if workflow not in ("close", "certificates"):
+        fail(f"--workflow must be close or certificates, got {workflow!r}")
+    rt = runtime()
+    if workflow == "certificates":
+        from .demo_certificates import DemoRefused, run_certificates_demo
+
+        try:
+            ok = run(lambda: run_certificates_demo(rt, seed=seed, console=console))
+        except DemoRefused as exc:
+            fail(str(exc), code=1)
+        raise typer.Exit(0 if ok else 1)
     from .demo import run_demo
 
-    rt = runtime()
     ok = run(lambda: run_demo(rt, seed=seed, console=console))
     raise typer.Exit(0 if ok else 1)
 

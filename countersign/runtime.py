@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,10 @@ from engine.orchestrator import EngineContext
 from engine.specialists.narration import Narrator
 from engine.starting import NoBooksLoaded as NoBooksLoaded  # re-exported: the CLI and the app catch it
 from engine.starting import books_for_close
+from engine.workflows import shipped_handlers
 from models import OpenAICompatibleProvider, Provider, RecordingProvider, ReplayProvider, cassette_set_hash
 from policy import Policy, PolicyError, Workflow, load_policy, load_workflows
+from retrieval import Retriever, load_corpus
 from synthetic import generate_books, load_profile, seed_from_name
 
 from . import migrate
@@ -47,6 +49,7 @@ class Runtime:
     database: Database
     policy: Policy
     workflows: Mapping[str, Workflow]  # every file in config/workflows, each checked against the policy
+    _retriever: Retriever | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if CLOSE_WORKFLOW not in self.workflows:
@@ -57,6 +60,12 @@ class Runtime:
         """The month-end close: what `close start` runs."""
         return self.workflows[CLOSE_WORKFLOW]
 
+    def load_retriever(self) -> Retriever:
+        """The clause retriever over the committed corpus, built once per process on first use (its hashes checked)."""
+        if self._retriever is None:
+            self._retriever = Retriever.build(load_corpus(self.settings.clauses_dir / CORPUS_FILE))
+        return self._retriever
+
     def versions(self) -> dict[str, Any]:
         """What every trace event of a close started now carries: the code, and the model path it may take."""
         settings = self.settings
@@ -66,6 +75,7 @@ class Runtime:
             "model_id": settings.model_id,
             "prompt_templates_sha256": files_sha256(settings.prompts_dir, "*.md"),
             "cassettes_sha256": cassette_set_hash(settings.cassettes_dir),
+            "clause_corpus_version": load_corpus(settings.clauses_dir / CORPUS_FILE).version,
         }
 
 
@@ -78,6 +88,7 @@ def files_sha256(folder: Path, pattern: str) -> str:
 
 
 CLOSE_WORKFLOW = "close"
+CORPUS_FILE = "corpus.json"
 
 
 def load_rules(settings: Settings) -> tuple[Policy, Workflow]:
@@ -207,7 +218,13 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
             open_in_process(token=token, narrator=narrator) as client,
         ):
             yield EngineContext(
-                runtime.policy, runtime.workflows, call=client.call, channels=channels, signer=signer, origin=origin
+                runtime.policy,
+                runtime.workflows,
+                call=client.call,
+                channels=channels,
+                signer=signer,
+                origin=origin,
+                handlers=shipped_handlers(runtime.load_retriever),
             )
         return
     if not token:
@@ -218,7 +235,13 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
         remote = SpecialistClient(http, url.rstrip("/"), token=token)
         try:
             yield EngineContext(
-                runtime.policy, runtime.workflows, call=remote.call, channels=channels, signer=signer, origin=origin
+                runtime.policy,
+                runtime.workflows,
+                call=remote.call,
+                channels=channels,
+                signer=signer,
+                origin=origin,
+                handlers=shipped_handlers(runtime.load_retriever),
             )
         finally:
             await remote.aclose()

@@ -1,4 +1,4 @@
-"""Server side of the specialists' A2A transport: one ASGI app serving all three specialist agents.
+"""Server side of the specialists' A2A transport: one ASGI app serving every specialist agent.
 
 Every JSON-RPC call needs `Authorization: Bearer <token>` (declared in each agent card's security schemes); the
 agent cards and `/healthz` stay readable without it. Request bodies are bounded (`SPECIALIST_MAX_BODY_BYTES`) while
@@ -55,7 +55,7 @@ the 50 MB RSS budget."""
 
 BEARER_SCHEME_NAME = "bearer"
 
-SPECIALIST_NAMES = ("reconciliation", "accruals", "variance")
+SPECIALIST_NAMES = ("reconciliation", "accruals", "variance", "extraction", "adjudication")
 
 SyncHandler = Callable[[dict[str, Any]], dict[str, Any]]
 AsyncHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -79,7 +79,19 @@ _SKILL_DESCRIPTIONS = {
         "Flags budget variances above the amount and percentage thresholds and writes a narrative (model-written "
         "behind guards, or from a template) whose every figure is grounded in the input lines."
     ),
+    "extraction": (
+        "Summarises a payment certificate's description and variation texts (model-written behind guards, or the "
+        "text's opening as the fallback) and flags instruction-like text in them as suspected injection; never "
+        "returns an amount or a verdict."
+    ),
+    "adjudication": (
+        "Explains a payment certificate's violated invariants and duplicate holds, citing only the contract clauses "
+        "retrieved for it (model-written behind the citation guard, or the invariants' own explanations); never "
+        "returns an amount or a verdict."
+    ),
 }
+
+_SKILL_WORKFLOW_TAGS = {"extraction": "payment-certificates", "adjudication": "payment-certificates"}
 
 _current_idempotency_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "current_idempotency_key", default=None
@@ -107,15 +119,18 @@ def current_idempotency_key() -> str | None:
 
 
 def default_handlers(narrator: "Narrator | None" = None) -> dict[str, Handler]:
-    """The three specialists; with a `narrator`, the variance narrative and the bank halt's explanation come from
-    its model (behind the narration guards), else from the templates."""
-    from engine.specialists import accruals, reconciliation, variance
+    """Every specialist; with a `narrator`, the variance narrative, the bank halt's explanation, the certificate
+    summaries and the adjudication's explanation come from its model (behind the guards), else from the templates
+    and the deterministic fallbacks."""
+    from engine.specialists import accruals, adjudication, extraction, reconciliation, variance
 
     if narrator is None:
         return {
             "reconciliation": reconciliation.handle,
             "accruals": accruals.handle,
             "variance": variance.handle,
+            "extraction": extraction.handle,
+            "adjudication": adjudication.handle,
         }
     seat = narrator
 
@@ -125,7 +140,19 @@ def default_handlers(narrator: "Narrator | None" = None) -> dict[str, Handler]:
     async def explain_variances(payload: dict[str, Any]) -> dict[str, Any]:
         return await variance.handle_with_model(payload, seat)
 
-    return {"reconciliation": reconcile, "accruals": accruals.handle, "variance": explain_variances}
+    async def summarise_certificate(payload: dict[str, Any]) -> dict[str, Any]:
+        return await extraction.handle_with_model(payload, seat)
+
+    async def explain_findings(payload: dict[str, Any]) -> dict[str, Any]:
+        return await adjudication.handle_with_model(payload, seat)
+
+    return {
+        "reconciliation": reconcile,
+        "accruals": accruals.handle,
+        "variance": explain_variances,
+        "extraction": summarise_certificate,
+        "adjudication": explain_findings,
+    }
 
 
 def agent_card(name: str, base_url: str) -> AgentCard:
@@ -160,7 +187,7 @@ def agent_card(name: str, base_url: str) -> AgentCard:
                 id=name,
                 name=name,
                 description=description,
-                tags=["countersign", "month-end-close", name],
+                tags=["countersign", _SKILL_WORKFLOW_TAGS.get(name, "month-end-close"), name],
                 input_modes=["application/json"],
                 output_modes=["application/json"],
             )

@@ -97,6 +97,8 @@ AGENT_PRINCIPALS = {
     "reconciliation": "reconciliation-agent",
     "accruals": "accruals-agent",
     "variance": "variance-agent",
+    "extraction": "extraction-agent",
+    "adjudication": "adjudication-agent",
 }
 
 
@@ -365,7 +367,8 @@ async def dispatch_in_flight(conn: AsyncConnection[Any], close_id: str, task: st
 def summarise(result: Mapping[str, Any]) -> dict[str, Any]:
     """A short, trace-sized view of a specialist result (the full result is in the dispatch row)."""
     keep = ("kind", "halted", "halt_reason", "total", "receipts", "difference", "within_tolerance")
-    summary = {key: result[key] for key in keep if key in result}
+    certificate_keys = ("suspected_injection", "injection_fields", "source", "flags", "citations")
+    summary = {key: result[key] for key in (*keep, *certificate_keys) if key in result}
     if "accounts" in result:
         summary["accounts"] = [
             {k: a.get(k) for k in ("account", "bank_lines", "matched", "unmatched_share", "halt")}

@@ -17,6 +17,7 @@ CONTROLLER = "controller"
 APPROVER_ROLES = "approver roles in risk.yaml"
 
 STATUS = "status"
+PAYMENTS = "payments"  # payment-run status: the same readers as a close's status
 START = "start"
 TRACE_EXPORT = "trace export"
 READ_CLOSE = "read close"  # GET /closes/{id}
@@ -25,6 +26,7 @@ HELP = "help"  # usage text: any known, active human
 # command -> the roles that may run it; APPROVER_ROLES expands to the policy's approver roles.
 COMMAND_ROLES: dict[str, frozenset[str]] = {
     STATUS: frozenset({CONTROLLER, AUDITOR, APPROVER_ROLES}),
+    PAYMENTS: frozenset({CONTROLLER, AUDITOR, APPROVER_ROLES}),
     START: frozenset({CONTROLLER}),
     TRACE_EXPORT: frozenset({AUDITOR, CONTROLLER}),
     READ_CLOSE: frozenset({CONTROLLER, AUDITOR, APPROVER_ROLES}),

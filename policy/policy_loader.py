@@ -54,6 +54,7 @@ def parse_policy(data: object, source: str) -> Policy:
     tiers = _parse_tiers(root)
     tier_ranks = {tier.name: tier.rank for tier in tiers}
     escalation_tier, escalation_rule, escalation_owners = _parse_escalation(root, tiers)
+    findings_tier = _parse_findings(root, tiers)  # every section is validated before the digest reads the data
     return Policy(
         version=version,
         currency=currency,
@@ -66,7 +67,7 @@ def parse_policy(data: object, source: str) -> Policy:
         variance=_parse_variance(root),
         accruals=_parse_accruals(root),
         digest=canonical_digest(data, source),
-        findings_tier=_parse_findings(root, tiers),
+        findings_tier=findings_tier,
     )
 
 

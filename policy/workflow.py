@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from policy.errors import PolicyError, UnknownTaskError
 
-SPECIALISTS = ("reconciliation", "accruals", "variance")
+SPECIALISTS = ("reconciliation", "accruals", "variance", "extraction", "adjudication")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Each contract gets one cumulative interim certificate a month. The generator simulates certification: a certificate
 seeded with a fault is held (never certified), so the next one carries forward the last certified position, exactly
 as a quantity surveyor's reconstruction would. Eight fault classes are seeded at the profile's rate (2-3 % of
-certificates in total, balanced across classes), plus re-submitted duplicates for the duplicate detector.
+certificates in total, balanced across classes), plus re-submitted duplicates for the duplicate detector. A profile
+with `fault_month` instead seeds every class exactly once in that month, each on its own contract, and re-submits one
+clean certificate of that month (a demo month); without the key the output is unchanged.
 
 Money is integer minor units here and decimal strings in the files (`money.format_minor`); quantities are integer
 hundredths. The arithmetic is written independently of the `certificates` package (pure packages import nothing of
@@ -251,6 +253,7 @@ def generate_construction(
         "months": profile.months,
         "certificates": len(certificates),
         "fault_rate": str(profile.fault_rate),
+        **({} if profile.fault_month is None else {"fault_month": profile.fault_month}),
         "classes": list(FAULT_CLASSES),
         "faults": sorted(truth_faults, key=lambda f: (f["contract"], f["number"])),
         "duplicates": sorted((record for _, record in duplicates), key=lambda d: d["certificate"]),
@@ -280,6 +283,8 @@ def _apply_overrides(profile: ConstructionProfile, *, contracts: int | None, mon
         if isinstance(months, bool) or not isinstance(months, int) or not MIN_MONTHS <= months <= MAX_MONTHS:
             raise ProfileError(profile.source, "months", f"override must be an integer {MIN_MONTHS}..{MAX_MONTHS}")
         profile = replace(profile, months=months)
+    if profile.fault_month is not None and profile.fault_month > profile.months:
+        raise ProfileError(profile.source, "fault_month", f"must be <= months ({profile.months})")
     return profile
 
 
@@ -718,6 +723,8 @@ def _feasible(name: str, plan: _Plan, k: int, state: _State, clean: dict[str, An
 def _choose_faults(
     rng: random.Random, candidates: dict[str, list[tuple[int, int]]], profile: ConstructionProfile
 ) -> dict[tuple[int, int], str]:
+    if profile.fault_month is not None:
+        return _choose_month_faults(rng, candidates, profile, profile.fault_month)
     total = int((Decimal(profile.contracts * profile.months) * profile.fault_rate).quantize(Decimal(1)))
     order = sorted(FAULT_CLASSES, key=lambda name: (len(candidates[name]), name))
     chosen: dict[tuple[int, int], str] = {}
@@ -739,6 +746,43 @@ def _choose_faults(
         else:
             misses += 1
     return chosen
+
+
+def _choose_month_faults(
+    rng: random.Random, candidates: dict[str, list[tuple[int, int]]], profile: ConstructionProfile, month: int
+) -> dict[tuple[int, int], str]:
+    """One contract per fault class, all in `month`, no contract twice (a matching found by bounded backtracking)."""
+    pools = {name: sorted(c for c, k in candidates[name] if k == month) for name in FAULT_CLASSES}
+    for pool in pools.values():
+        rng.shuffle(pool)
+    order = sorted(FAULT_CLASSES, key=lambda name: (len(pools[name]), name))
+    budget = [100_000]
+
+    def assign(position: int, taken: dict[int, str]) -> dict[int, str] | None:
+        if position == len(order):
+            return taken
+        name = order[position]
+        for contract in pools[name]:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return None
+            if contract in taken:
+                continue
+            found = assign(position + 1, {**taken, contract: name})
+            if found is not None:
+                return found
+        return None
+
+    matching = assign(0, {})
+    if matching is None:
+        short = min(order, key=lambda name: len(pools[name]))
+        raise ProfileError(
+            profile.source,
+            "fault_month",
+            f"cannot seed each of the {len(FAULT_CLASSES)} fault classes on its own contract in month {month} "
+            f"({len(pools[short])} contract(s) can carry {short}); use another seed or more contracts",
+        )
+    return {(contract, month): name for contract, name in matching.items()}
 
 
 def _money_amounts(amounts: Mapping[str, int]) -> dict[str, str]:
@@ -910,6 +954,13 @@ def _duplicates(
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     count = int((Decimal(profile.contracts * profile.months) * profile.duplicate_rate).quantize(Decimal(1)))
     eligible = [(plan, c) for plan, c in pool if c["number"] >= 2 and c["totals"]["amount_due"] > 0]
+    if profile.fault_month is not None:
+        count = 1
+        eligible = [(plan, c) for plan, c in eligible if c["number"] == profile.fault_month]
+        if not eligible:
+            raise ProfileError(
+                profile.source, "fault_month", f"no clean certificate with an amount due in month {profile.fault_month}"
+            )
     picked = rng.sample(eligible, k=min(count, len(eligible)))
     duplicates = []
     for plan, original in sorted(picked, key=lambda item: item[1]["id"]):

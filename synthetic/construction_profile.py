@@ -22,6 +22,9 @@ _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _RATE = re.compile(r"^0\.\d{1,4}$")
 
 _KEYS = ("kind", "currency", "start_period", "contracts", "months", "fault_rate", "duplicate_rate", "boq_lines")
+_OPTIONAL_KEYS = ("fault_month",)
+FIRST_FAULT_MONTH = 2
+"""Certificate 1 has no certified position before it, so most fault classes cannot be seeded in month 1."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class ConstructionProfile:
     duplicate_rate: Decimal
     min_boq_lines: int
     max_boq_lines: int
+    fault_month: int | None = None
+    """When set, each fault class is seeded exactly once in this month (and `fault_rate` is ignored)."""
 
 
 def load_construction_profile(path: Path) -> ConstructionProfile:
@@ -54,9 +59,9 @@ def load_construction_profile(path: Path) -> ConstructionProfile:
 def parse_construction_profile(data: object, source: str) -> ConstructionProfile:
     if not isinstance(data, dict):
         raise ProfileError(source, "<root>", f"expected a mapping, got {type(data).__name__}")
-    unknown = sorted(str(key) for key in data if key not in _KEYS)
+    unknown = sorted(str(key) for key in data if key not in _KEYS + _OPTIONAL_KEYS)
     if unknown:
-        raise ProfileError(source, unknown[0], f"unknown key (allowed: {', '.join(_KEYS)})")
+        raise ProfileError(source, unknown[0], f"unknown key (allowed: {', '.join(_KEYS + _OPTIONAL_KEYS)})")
     for key in _KEYS:
         if key not in data:
             raise ProfileError(source, key, "missing")
@@ -84,17 +89,22 @@ def parse_construction_profile(data: object, source: str) -> ConstructionProfile
         raise ProfileError(source, "boq_lines", "expected a mapping {min, max}")
     min_lines = _count(lines["min"], source, "boq_lines.min", minimum=4)
     max_lines = _count(lines["max"], source, "boq_lines.max", minimum=min_lines)
+    months = _count(data["months"], source, "months", minimum=MIN_MONTHS, maximum=MAX_MONTHS)
+    fault_month = data.get("fault_month")
+    if fault_month is not None:
+        fault_month = _count(fault_month, source, "fault_month", minimum=FIRST_FAULT_MONTH, maximum=months)
     return ConstructionProfile(
         name=Path(source).stem,
         source=source,
         currency=currency,
         start_period=start_period,
         contracts=_count(data["contracts"], source, "contracts", minimum=1),
-        months=_count(data["months"], source, "months", minimum=MIN_MONTHS, maximum=MAX_MONTHS),
+        months=months,
         fault_rate=fault_rate,
         duplicate_rate=duplicate_rate,
         min_boq_lines=min_lines,
         max_boq_lines=max_lines,
+        fault_month=fault_month,
     )
 
 

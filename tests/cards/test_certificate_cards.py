@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from cards import certificates, slack, teams
 from cards.certificates import ClauseRef, Hold, certificate_summary
 from cards.model import CardDataError, GateCard
+from certificates import INVARIANTS
 from tests.cards.checks import (
     assert_adaptive_card_valid,
     assert_slack_message_valid,
@@ -439,3 +440,11 @@ def test_a_certificate_only_adds_its_own_section(platform: str) -> None:
         added = certificates.teams_certificate_elements(certificate_summary(with_certificate.summary))  # type: ignore[arg-type]
         assert [e for e in after["body"] if e not in added] == before["body"]
         assert {k: v for k, v in after.items() if k != "body"} == {k: v for k, v in before.items() if k != "body"}
+
+
+@pytest.mark.parametrize("invariant", INVARIANTS)
+def test_every_invariant_the_domain_names_can_be_shown(invariant: str) -> None:
+    data = full_certificate()
+    data["violations"][0]["invariant"] = invariant
+    shown = certificate_summary({"certificate": data})
+    assert shown is not None and shown.violations[0].invariant == invariant

@@ -11,6 +11,7 @@ import psycopg
 from audit.merkle import verify_consistency, verify_inclusion
 from countersign.settings import PROJECT_ROOT
 from models import cassette_set_hash
+from retrieval import load_corpus
 from tests.countersign.test_cli import cli
 
 
@@ -115,7 +116,9 @@ def test_every_event_of_a_close_carries_its_version_set(database: Any, tmp_path:
             "model_id",
             "prompt_templates_sha256",
             "cassettes_sha256",
+            "clause_corpus_version",
         } <= set(version_set)
         assert version_set["synthetic_profile"] == "default"
         assert version_set["model_provider"] == "replay" and version_set["model_id"] == "countersign-narrator-v1"
         assert version_set["cassettes_sha256"] == cassette_set_hash(PROJECT_ROOT / "config" / "cassettes")
+        assert version_set["clause_corpus_version"] == load_corpus(PROJECT_ROOT / "config/clauses/corpus.json").version

@@ -165,3 +165,11 @@ def test_findings_tier_must_be_a_known_gated_tier(policy_data: dict[str, Any]) -
     assert refuse(policy_data).field == "findings.tier"
     policy_data["findings"] = {"tier": "high", "extra": 1}
     assert refuse(policy_data).field == "findings.extra"
+
+
+@pytest.mark.parametrize("findings", ["2026-01-01", {"tier": "2026-01-01"}, {"tier": "high", "when": "2026-01-01"}])
+def test_a_malformed_findings_section_is_a_policy_error_even_with_a_date_in_it(
+    policy_data: dict[str, Any], findings: object
+) -> None:
+    data = yaml.safe_load(yaml.safe_dump({**policy_data, "findings": findings}).replace("'2026-01-01'", "2026-01-01"))
+    assert refuse(data).field.startswith("findings")

@@ -176,3 +176,75 @@ def test_overrides_are_validated(profile: ConstructionProfile, tmp_path: Path) -
     with pytest.raises(ProfileError) as caught:
         generate_construction(profile, 5, tmp_path, months=2)
     assert caught.value.field == "months"
+
+
+# --- fault_month: a demo month with every class once --------------------------------------------------------------
+
+DEMO_PROFILE = PROFILE.with_name("construction-demo.yaml")
+PINNED_WITHOUT_FAULT_MONTH = {
+    # construction.yaml, seed 11, 12 contracts x 6 months, with the committed clause corpus: the bytes the generator
+    # wrote before `fault_month` existed. A profile without the key must keep writing exactly these.
+    CERTIFICATES_FILE: "03b750317b5f1ba23d5e68cd24020446a550bfe3368b1aad35ff264f8b0aa570",
+    CONTRACTS_FILE: "8e1e9116efcdb1276ae432012f373bf4a3815fd009079ecc4f1871136ae028c2",
+    GROUND_TRUTH_FILE: "d74faa6a644ef26078873c8e7ec0d2a6d409f227392680dbfec70a394f0a84a9",
+}
+CORPUS = PROFILE.parents[1] / "clauses" / "corpus.json"
+
+
+@pytest.fixture(scope="module")
+def demo_month(tmp_path_factory: pytest.TempPathFactory) -> ConstructionManifest:
+    corpus = json.loads(CORPUS.read_bytes())
+    demo = load_construction_profile(DEMO_PROFILE)
+    return generate_construction(demo, 42, tmp_path_factory.mktemp("demo-month"), clause_corpus=corpus)
+
+
+def test_without_fault_month_the_bytes_are_unchanged(profile: ConstructionProfile, tmp_path: Path) -> None:
+    assert profile.fault_month is None
+    corpus = json.loads(CORPUS.read_bytes())
+    manifest = generate_construction(profile, 11, tmp_path, contracts=12, months=6, clause_corpus=corpus)
+    assert manifest.files == PINNED_WITHOUT_FAULT_MONTH
+
+
+def test_the_demo_profile_names_its_fault_month() -> None:
+    demo = load_construction_profile(DEMO_PROFILE)
+    assert (demo.name, demo.contracts, demo.months, demo.fault_month) == ("construction-demo", 12, 6, 6)
+
+
+def test_fault_month_seeds_every_class_once_on_different_contracts(demo_month: ConstructionManifest) -> None:
+    _, certificates, truth = read(demo_month)
+    assert truth["fault_month"] == 6
+    assert Counter(f["class"] for f in truth["faults"]) == Counter(FAULT_CLASSES)
+    assert {f["number"] for f in truth["faults"]} == {6}
+    assert len({f["contract"] for f in truth["faults"]}) == len(FAULT_CLASSES)
+    assert demo_month.faults == len(FAULT_CLASSES)
+    by_id = {c["id"]: c for c in certificates}
+    assert all(by_id[f["certificate"]]["period"] == "2025-06" for f in truth["faults"])
+
+
+def test_fault_month_resubmits_one_clean_certificate_of_that_month(demo_month: ConstructionManifest) -> None:
+    _, certificates, truth = read(demo_month)
+    assert len(truth["duplicates"]) == demo_month.duplicates == 1
+    duplicate = truth["duplicates"][0]
+    faulted = {f["certificate"] for f in truth["faults"]}
+    by_id = {c["id"]: c for c in certificates}
+    assert duplicate["original"] not in faulted
+    assert by_id[duplicate["original"]]["number"] == by_id[duplicate["certificate"]]["number"] == 6
+    assert by_id[duplicate["certificate"]]["period"] == "2025-06"
+    assert len(certificates) == 12 * 6 + 1
+
+
+@pytest.mark.parametrize(("value", "field"), [(1, "fault_month"), (7, "fault_month"), ("6", "fault_month")])
+def test_an_illegal_fault_month_names_the_field(value: object, field: str) -> None:
+    data = shipped()
+    data["months"] = 6
+    data["fault_month"] = value
+    with pytest.raises(ProfileError) as caught:
+        parse_construction_profile(data, "profiles/construction-demo.yaml")
+    assert caught.value.field == field
+
+
+def test_a_fault_month_the_seed_cannot_fill_says_so(tmp_path: Path) -> None:
+    demo = load_construction_profile(DEMO_PROFILE)
+    with pytest.raises(ProfileError) as caught:
+        generate_construction(demo, 5, tmp_path, contracts=4)
+    assert caught.value.field == "fault_month"

@@ -1,0 +1,331 @@
+"""The payment-runs status card: one line per certificate of a month, for Slack Block Kit and Adaptive Card 1.5.
+
+Input is the `countersign payments status --json` shape (`payment_run_status`, engine/workflows/certificates/runs.py:
+rows, one per submitted certificate, each with `certificate_id`, `contract_id`, `period`, `currency`,
+`amount_to_certify` (a decimal string, or null before reconstruction), `stage`, `gate` ({tier, status} of the run's
+latest gate, or null), `escalation` and `certified`), read strictly: an approver must never see a guessed amount,
+so a malformed row raises `CardDataError` naming the field path (`runs[3].amount_to_certify`) and no card is
+rendered.
+
+Text from data (certificate and contract ids, stage, tier) is put on one line and cut to a cap. In Slack it is
+escaped (&, <, >) and sent with `verbatim`, so nothing can pose as a mention or a link; in Teams it goes into
+`TextRun`s, which Adaptive Cards never read as markdown. The list is capped and ends in a visible "and N more".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from cards.formatting import money
+from cards.model import CardDataError
+from cards.text import ELLIPSIS, fit, units
+
+SOURCE = "payment runs"
+SLACK_RUNS_SHOWN_MAX = 60
+TEAMS_RUNS_SHOWN_MAX = 60
+REFERENCE_MAX = 40  # certificate ids, contract ids, periods, stages, tiers, gate statuses
+SLACK_HEADER_MAX = 150
+SLACK_TEXT_MAX = 3000
+SLACK_FIELD_MAX = 2000
+SLACK_BLOCKS_MAX = 50
+FALLBACK_MAX = 3000
+TEAMS_TEXT_MAX = 2000
+TEAMS_CARD_BYTES_MAX = 28_000
+TEAMS_BYTES_RESERVED = 1_500  # kept for the "and N more" line and the card's envelope
+SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
+CARD_VERSION = "1.5"
+LIST_HINT = "`countersign payments status --json` lists every one"
+
+_DECIMAL = re.compile(r"-?\d{1,15}(\.\d{1,2})?")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_CURRENCY = re.compile(r"[A-Z]{3}")
+
+Block = dict[str, Any]
+Element = dict[str, Any]
+Message = dict[str, Any]
+Cut = Callable[[str, int], str]  # data text -> safe one-line text within a limit
+
+
+@dataclass(frozen=True)
+class PaymentRunLine:
+    certificate_id: str
+    contract_id: str
+    period: str
+    currency: str | None
+    amount_to_certify: Decimal | None  # None until reconstruction has computed it
+    stage: str
+    gate_tier: str | None
+    gate_status: str | None  # "open" | "approved" | "rejected" | "expired" | "cancelled"; None before the gate
+    escalation: str | None  # the latest escalation reason, e.g. "suspected_injection"
+    certified: bool
+
+
+@dataclass(frozen=True)
+class PaymentsCard:
+    period: str | None  # None: every month
+    runs: tuple[PaymentRunLine, ...]
+
+    @property
+    def certified(self) -> int:
+        return sum(1 for run in self.runs if run.certified)
+
+    @property
+    def awaiting_decision(self) -> int:
+        return sum(1 for run in self.runs if run.gate_status == "open")
+
+    @property
+    def escalated(self) -> int:
+        return sum(1 for run in self.runs if run.escalation)
+
+
+# --- reading ----------------------------------------------------------------------------------------------
+
+
+def payments_card(rows: Sequence[Mapping[str, Any]], period: str | None = None) -> PaymentsCard:
+    """Read the status rows; CardDataError names the first bad field."""
+    if isinstance(rows, str | bytes) or not isinstance(rows, Sequence):
+        raise CardDataError("runs", f"expected a list of runs, got {type(rows).__name__}", SOURCE)
+    return PaymentsCard(period=period, runs=tuple(_run_line(row, f"runs[{i}]") for i, row in enumerate(rows)))
+
+
+def _run_line(row: object, path: str) -> PaymentRunLine:
+    if not isinstance(row, Mapping):
+        raise CardDataError(path, f"expected an object, got {type(row).__name__}", SOURCE)
+
+    def get(key: str) -> object:
+        if key not in row:
+            raise CardDataError(f"{path}.{key}", "missing", SOURCE)
+        return row[key]
+
+    def text(key: str) -> str:
+        value = get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise CardDataError(f"{path}.{key}", f"expected a non-empty string, got {value!r}", SOURCE)
+        return value
+
+    def optional(key: str, pattern: re.Pattern[str] | None, expected: str) -> str | None:
+        value = row.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise CardDataError(f"{path}.{key}", f"expected {expected} or null, got {value!r}", SOURCE)
+        if pattern is not None and pattern.fullmatch(value) is None:
+            raise CardDataError(f"{path}.{key}", f"expected {expected}, got {value!r}", SOURCE)
+        return value
+
+    amount = row.get("amount_to_certify")
+    if amount is not None and (not isinstance(amount, str) or _DECIMAL.fullmatch(amount) is None):
+        where = f"{path}.amount_to_certify"
+        raise CardDataError(where, f"expected a decimal string such as '1234.56' or null, got {amount!r}", SOURCE)
+    gate = row.get("gate")
+    if gate is not None and (
+        not isinstance(gate, Mapping)
+        or not isinstance(gate.get("tier"), str)
+        or not isinstance(gate.get("status"), str)
+    ):
+        raise CardDataError(f"{path}.gate", f"expected {{tier, status}} or null, got {gate!r}", SOURCE)
+    certified = get("certified")
+    if not isinstance(certified, bool):
+        raise CardDataError(f"{path}.certified", f"expected true or false, got {certified!r}", SOURCE)
+    return PaymentRunLine(
+        certificate_id=text("certificate_id"),
+        contract_id=text("contract_id"),
+        period=text("period"),
+        currency=optional("currency", _CURRENCY, "a three-letter currency code"),
+        amount_to_certify=None if amount is None else Decimal(amount),
+        stage=text("stage"),
+        gate_tier=None if gate is None else _one_line(gate["tier"]) or None,
+        gate_status=None if gate is None else _one_line(gate["status"]) or None,
+        escalation=optional("escalation", _IDENTIFIER, "a snake_case reason"),
+        certified=certified,
+    )
+
+
+# --- wording shared by both platforms ---------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _headline(card: PaymentsCard) -> str:
+    return f"Payment runs {card.period}" if card.period else "Payment runs"
+
+
+def _overview(card: PaymentsCard) -> list[tuple[str, str]]:
+    return [
+        ("Certificates", str(len(card.runs))),
+        ("Certified", str(card.certified)),
+        ("Awaiting a decision", str(card.awaiting_decision)),
+        ("Escalated", str(card.escalated)),
+    ]
+
+
+def _amount(run: PaymentRunLine) -> str:
+    if run.amount_to_certify is None:
+        return "amount not yet computed"
+    return f"{run.currency or ''} {money(run.amount_to_certify)}".strip()
+
+
+def _gate(run: PaymentRunLine, cut: Cut) -> str:
+    if run.gate_status is None:
+        return "no gate yet"
+    tier = f" {cut(run.gate_tier, REFERENCE_MAX)}" if run.gate_tier else ""
+    return f"gate{tier}: {cut(run.gate_status, REFERENCE_MAX)}"
+
+
+def _certified(run: PaymentRunLine) -> str:
+    return "certified" if run.certified else "not certified"
+
+
+def _more(hidden: int) -> str:
+    return f"and {hidden} more certificates; {LIST_HINT}"
+
+
+# --- Slack ------------------------------------------------------------------------------------------------
+
+
+def slack_payments_message(card: PaymentsCard) -> Message:
+    """At most SLACK_BLOCKS_MAX blocks, each inside Slack's text limits; every data text escaped."""
+    headline = _headline(card)
+    blocks: list[Block] = [
+        {"type": "header", "text": {"type": "plain_text", "text": fit(headline, SLACK_HEADER_MAX)}},
+        {
+            "type": "section",
+            "fields": [_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview(card)],
+        },
+    ]
+    if not card.runs:
+        blocks.append(_section("_No payment runs started._"))
+    sections: list[list[str]] = []
+    for line in (_slack_line(run) for run in card.runs[:SLACK_RUNS_SHOWN_MAX]):
+        if sections and units("\n".join([*sections[-1], line])) <= SLACK_TEXT_MAX:
+            sections[-1].append(line)
+        else:
+            sections.append([line])
+    kept = sections[: SLACK_BLOCKS_MAX - len(blocks) - 1]  # one block kept for the "and N more" line
+    blocks += [_section("\n".join(lines)) for lines in kept]
+    shown = sum(len(lines) for lines in kept)
+    hidden = len(card.runs) - shown
+    if hidden > 0:
+        blocks.append({"type": "context", "elements": [_mrkdwn(f"_{_slack_esc(_more(hidden))}_", SLACK_FIELD_MAX)]})
+    fallback = f"{headline}: {len(card.runs)} certificates, {card.certified} certified"
+    fallback += f", {card.awaiting_decision} awaiting a decision"
+    return {"text": fit(_slack_esc(fallback), FALLBACK_MAX), "blocks": blocks}
+
+
+def _slack_line(run: PaymentRunLine) -> str:
+    mark = (
+        ":white_check_mark:"
+        if run.certified
+        else (":hourglass:" if run.gate_status == "open" else ":black_small_square:")
+    )
+    parts = [
+        f"{mark} *{_slack_fit(run.certificate_id, REFERENCE_MAX)}*",
+        _slack_fit(run.contract_id, REFERENCE_MAX),
+        _amount(run),
+        f"stage {_slack_fit(run.stage, REFERENCE_MAX)}",
+        _gate(run, _slack_fit),
+    ]
+    if run.escalation:
+        parts.append(f":rotating_light: escalated: {run.escalation.replace('_', ' ')}")
+    parts.append(_certified(run))
+    return " · ".join(parts)
+
+
+def _section(text: str) -> Block:
+    return {"type": "section", "text": _mrkdwn(text, SLACK_TEXT_MAX)}
+
+
+def _mrkdwn(text: str, limit: int) -> Block:
+    """Our own mrkdwn around already-escaped data; `fit` is the backstop."""
+    return {"type": "mrkdwn", "text": fit(text, limit), "verbatim": True}
+
+
+def _slack_esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_fit(raw: str, limit: int) -> str:
+    """Data on one line, escaped, within `limit` units once escaped; never cuts an entity in half."""
+    escaped = _slack_esc(_one_line(raw))
+    if units(escaped) <= limit:
+        return escaped
+    kept: list[str] = []
+    used = units(ELLIPSIS)
+    for char in _one_line(raw):
+        piece = _slack_esc(char)
+        if used + units(piece) > limit:
+            break
+        kept.append(piece)
+        used += units(piece)
+    return "".join(kept) + ELLIPSIS
+
+
+# --- Teams ------------------------------------------------------------------------------------------------
+
+
+def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
+    """An Adaptive Card 1.5 of at most TEAMS_CARD_BYTES_MAX bytes; data only in TextRuns."""
+    headline = _headline(card)
+    body: list[Element] = [
+        {"type": "TextBlock", "text": fit(headline, 150), "size": "large", "weight": "bolder", "wrap": True},
+        {"type": "FactSet", "facts": [{"title": label, "value": value} for label, value in _overview(card)]},
+    ]
+    if not card.runs:
+        body.append(_teams_text("No payment runs started.", isSubtle=True))
+    result: dict[str, Any] = {
+        "$schema": SCHEMA_URL,
+        "type": "AdaptiveCard",
+        "version": CARD_VERSION,
+        "fallbackText": fit(f"{headline}: {len(card.runs)} certificates, {card.certified} certified", TEAMS_TEXT_MAX),
+        "body": body,
+    }
+    shown = 0
+    for run in card.runs[:TEAMS_RUNS_SHOWN_MAX]:
+        body.append(_teams_line(run))
+        if _json_bytes(result) + TEAMS_BYTES_RESERVED > TEAMS_CARD_BYTES_MAX:
+            body.pop()
+            break
+        shown += 1
+    hidden = len(card.runs) - shown
+    if hidden > 0:
+        body.append(_teams_text(_more(hidden).replace("`", ""), isSubtle=True, weight="bolder"))
+    return result
+
+
+def _teams_line(run: PaymentRunLine) -> Element:
+    details = [
+        _plain(run.contract_id),
+        _amount(run),
+        f"stage {_plain(run.stage)}",
+        _gate(run, lambda raw, limit: fit(_one_line(raw), limit)),
+    ]
+    if run.escalation:
+        details.append(f"escalated: {run.escalation.replace('_', ' ')}")
+    details.append(_certified(run))
+    runs: list[Element] = [
+        {"type": "TextRun", "text": _plain(run.certificate_id), "weight": "bolder", "fontType": "monospace"},
+        {"type": "TextRun", "text": "  " + " · ".join(details)},
+    ]
+    if run.escalation:
+        runs[1]["color"] = "attention"
+    return {"type": "RichTextBlock", "inlines": runs, "separator": True, "spacing": "small"}
+
+
+def _plain(raw: str) -> str:
+    return fit(_one_line(raw), REFERENCE_MAX) or " "
+
+
+def _teams_text(text: str, **options: Any) -> Element:
+    """Text we wrote ourselves."""
+    return {"type": "TextBlock", "text": fit(text, TEAMS_TEXT_MAX), "wrap": True, **options}
+
+
+def _json_bytes(value: Mapping[str, Any]) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
