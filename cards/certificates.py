@@ -23,7 +23,7 @@ from typing import Any
 
 from cards.formatting import money
 from cards.model import CardDataError
-from cards.text import ELLIPSIS, fit, units
+from cards.text import fit, one_line, slack_fit, slack_mrkdwn
 
 CERTIFICATE_KEY = "certificate"
 SOURCE = "gate summary"
@@ -257,10 +257,6 @@ def _decimal_at(value: object, where: str) -> Decimal:
 # --- wording shared by both platforms ---------------------------------------------------------------------
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _label(identifier: str) -> str:
     """`"advance_repaid_to_date"` -> `"Advance repaid to date"`."""
     words = identifier.replace("_", " ").strip()
@@ -293,11 +289,11 @@ def _overview_facts(cs: CertificateSummary) -> list[tuple[str, str]]:
 
 def _plain(raw: str, limit: int) -> str:
     """Data on one line within `limit` units, for a Teams TextRun."""
-    return fit(_one_line(raw), limit)
+    return fit(one_line(raw), limit)
 
 
 def _contract_line(cs: CertificateSummary, cut: Cut) -> str:
-    """`cut` makes data safe for the platform: `_slack_fit` or `_plain`."""
+    """`cut` makes data safe for the platform: `slack_fit` or `_plain`."""
     contract = f"{cut(cs.contract_id, REFERENCE_MAX)} {cut(cs.contract_title, TITLE_MAX)}"
     return f"Contract {contract} · period {cut(cs.period, REFERENCE_MAX)}"
 
@@ -328,11 +324,11 @@ def slack_certificate_section(summary: Mapping[str, Any]) -> list[Block]:
 
 def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     """At most 4 + VIOLATIONS_SHOWN_MAX + 1 blocks, each inside Slack's text limits."""
-    heading = f"*Payment certificate {cs.certificate_no}*\n{_contract_line(cs, _slack_fit)}"
+    heading = f"*Payment certificate {cs.certificate_no}*\n{_contract_line(cs, slack_fit)}"
     overview: Block = {
         "type": "section",
-        "text": _mrkdwn(heading, SLACK_TEXT_MAX),
-        "fields": [_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview_facts(cs)],
+        "text": slack_mrkdwn(heading, SLACK_TEXT_MAX),
+        "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview_facts(cs)],
     }
     blocks = [overview]
     if cs.escalation:
@@ -341,7 +337,7 @@ def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     if cs.explanation_is_fallback:
         blocks.append(_slack_section(f":warning: *{FALLBACK_FLAG}*\n{FALLBACK_DETAIL}"))
     if cs.holds:
-        lines = [f"• {_hold_line(h, cs.currency, _slack_fit)}" for h in cs.holds[:HOLDS_SHOWN_MAX]]
+        lines = [f"• {_hold_line(h, cs.currency, slack_fit)}" for h in cs.holds[:HOLDS_SHOWN_MAX]]
         hidden = len(cs.holds) - HOLDS_SHOWN_MAX
         lines += [f"_{_more(hidden, 'holds')}_"] if hidden > 0 else []
         blocks.append(_slack_section("\n".join(["*Holds*", *lines])))
@@ -349,54 +345,28 @@ def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     hidden = len(cs.violations) - VIOLATIONS_SHOWN_MAX
     if hidden > 0:
         more = f"_{_more(hidden, 'violated invariants not shown here; the trace records every one')}_"
-        blocks.append({"type": "context", "elements": [_mrkdwn(more, SLACK_FIELD_MAX)]})
+        blocks.append({"type": "context", "elements": [slack_mrkdwn(more, SLACK_FIELD_MAX)]})
     return blocks
 
 
 def _slack_violation(v: Violation, currency: str) -> Block:
     lines = [
-        f":no_entry: *{_slack_fit(v.title, TITLE_MAX)}* `{v.invariant}`",
-        _slack_fit(v.explanation, EXPLANATION_MAX),
+        f":no_entry: *{slack_fit(v.title, TITLE_MAX)}* `{v.invariant}`",
+        slack_fit(v.explanation, EXPLANATION_MAX),
     ]
     if v.amounts:
         amounts = [f"{_label(name)} {_amount(value, currency)}" for name, value in v.amounts]
         lines.append(f"*Amounts:* {_listed(amounts, AMOUNTS_SHOWN_MAX, 'amounts', ' · ')}")
     if v.lines:
-        refs = [_slack_fit(line, REFERENCE_MAX) for line in v.lines]
+        refs = [slack_fit(line, REFERENCE_MAX) for line in v.lines]
         lines.append(f"*Lines:* {_listed(refs, LINES_SHOWN_MAX, 'lines', ', ')}")
-    clauses = [f"{_slack_fit(c.id, REFERENCE_MAX)} {_slack_fit(c.title, CLAUSE_TITLE_MAX)}" for c in v.clauses]
+    clauses = [f"{slack_fit(c.id, REFERENCE_MAX)} {slack_fit(c.title, CLAUSE_TITLE_MAX)}" for c in v.clauses]
     lines.append(f"*Clauses:* {_listed(clauses, CLAUSES_SHOWN_MAX, 'clauses', '; ') if clauses else 'none cited'}")
     return _slack_section("\n".join(lines))
 
 
 def _slack_section(text: str) -> Block:
-    return {"type": "section", "text": _mrkdwn(text, SLACK_TEXT_MAX)}
-
-
-def _mrkdwn(text: str, limit: int) -> Block:
-    """Our own mrkdwn around already-escaped data. The caps above keep it inside `limit`; `fit` is the backstop."""
-    return {"type": "mrkdwn", "text": fit(text, limit), "verbatim": True}
-
-
-def _slack_esc(text: str) -> str:
-    """Escaped as cards/slack.py escapes: &, < and > become entities, so no mention or link can be forged."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _slack_fit(raw: str, limit: int) -> str:
-    """Data on one line, escaped, within `limit` units once escaped; never cuts an entity in half."""
-    escaped = _slack_esc(_one_line(raw))
-    if units(escaped) <= limit:
-        return escaped
-    kept: list[str] = []
-    used = units(ELLIPSIS)
-    for char in _one_line(raw):
-        piece = _slack_esc(char)
-        if used + units(piece) > limit:
-            break
-        kept.append(piece)
-        used += units(piece)
-    return "".join(kept) + ELLIPSIS
+    return {"type": "section", "text": slack_mrkdwn(text, SLACK_TEXT_MAX)}
 
 
 # --- Teams ------------------------------------------------------------------------------------------------

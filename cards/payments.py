@@ -23,7 +23,7 @@ from typing import Any
 
 from cards.formatting import money
 from cards.model import CardDataError
-from cards.text import ELLIPSIS, fit, units
+from cards.text import fit, one_line, slack_escape, slack_fit, slack_mrkdwn, units
 
 SOURCE = "payment runs"
 SLACK_RUNS_SHOWN_MAX = 60
@@ -139,18 +139,14 @@ def _run_line(row: object, path: str) -> PaymentRunLine:
         currency=optional("currency", _CURRENCY, "a three-letter currency code"),
         amount_to_certify=None if amount is None else Decimal(amount),
         stage=text("stage"),
-        gate_tier=None if gate is None else _one_line(gate["tier"]) or None,
-        gate_status=None if gate is None else _one_line(gate["status"]) or None,
+        gate_tier=None if gate is None else one_line(gate["tier"]) or None,
+        gate_status=None if gate is None else one_line(gate["status"]) or None,
         escalation=optional("escalation", _IDENTIFIER, "a snake_case reason"),
         certified=certified,
     )
 
 
 # --- wording shared by both platforms ---------------------------------------------------------------------
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _headline(card: PaymentsCard) -> str:
@@ -197,7 +193,7 @@ def slack_payments_message(card: PaymentsCard) -> Message:
         {"type": "header", "text": {"type": "plain_text", "text": fit(headline, SLACK_HEADER_MAX)}},
         {
             "type": "section",
-            "fields": [_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview(card)],
+            "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview(card)],
         },
     ]
     if not card.runs:
@@ -213,10 +209,12 @@ def slack_payments_message(card: PaymentsCard) -> Message:
     shown = sum(len(lines) for lines in kept)
     hidden = len(card.runs) - shown
     if hidden > 0:
-        blocks.append({"type": "context", "elements": [_mrkdwn(f"_{_slack_esc(_more(hidden))}_", SLACK_FIELD_MAX)]})
+        blocks.append(
+            {"type": "context", "elements": [slack_mrkdwn(f"_{slack_escape(_more(hidden))}_", SLACK_FIELD_MAX)]}
+        )
     fallback = f"{headline}: {len(card.runs)} certificates, {card.certified} certified"
     fallback += f", {card.awaiting_decision} awaiting a decision"
-    return {"text": fit(_slack_esc(fallback), FALLBACK_MAX), "blocks": blocks}
+    return {"text": fit(slack_escape(fallback), FALLBACK_MAX), "blocks": blocks}
 
 
 def _slack_line(run: PaymentRunLine) -> str:
@@ -226,11 +224,11 @@ def _slack_line(run: PaymentRunLine) -> str:
         else (":hourglass:" if run.gate_status == "open" else ":black_small_square:")
     )
     parts = [
-        f"{mark} *{_slack_fit(run.certificate_id, REFERENCE_MAX)}*",
-        _slack_fit(run.contract_id, REFERENCE_MAX),
+        f"{mark} *{slack_fit(run.certificate_id, REFERENCE_MAX)}*",
+        slack_fit(run.contract_id, REFERENCE_MAX),
         _amount(run),
-        f"stage {_slack_fit(run.stage, REFERENCE_MAX)}",
-        _gate(run, _slack_fit),
+        f"stage {slack_fit(run.stage, REFERENCE_MAX)}",
+        _gate(run, slack_fit),
     ]
     if run.escalation:
         parts.append(f":rotating_light: escalated: {run.escalation.replace('_', ' ')}")
@@ -239,32 +237,7 @@ def _slack_line(run: PaymentRunLine) -> str:
 
 
 def _section(text: str) -> Block:
-    return {"type": "section", "text": _mrkdwn(text, SLACK_TEXT_MAX)}
-
-
-def _mrkdwn(text: str, limit: int) -> Block:
-    """Our own mrkdwn around already-escaped data; `fit` is the backstop."""
-    return {"type": "mrkdwn", "text": fit(text, limit), "verbatim": True}
-
-
-def _slack_esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _slack_fit(raw: str, limit: int) -> str:
-    """Data on one line, escaped, within `limit` units once escaped; never cuts an entity in half."""
-    escaped = _slack_esc(_one_line(raw))
-    if units(escaped) <= limit:
-        return escaped
-    kept: list[str] = []
-    used = units(ELLIPSIS)
-    for char in _one_line(raw):
-        piece = _slack_esc(char)
-        if used + units(piece) > limit:
-            break
-        kept.append(piece)
-        used += units(piece)
-    return "".join(kept) + ELLIPSIS
+    return {"type": "section", "text": slack_mrkdwn(text, SLACK_TEXT_MAX)}
 
 
 # --- Teams ------------------------------------------------------------------------------------------------
@@ -304,7 +277,7 @@ def _teams_line(run: PaymentRunLine) -> Element:
         _plain(run.contract_id),
         _amount(run),
         f"stage {_plain(run.stage)}",
-        _gate(run, lambda raw, limit: fit(_one_line(raw), limit)),
+        _gate(run, lambda raw, limit: fit(one_line(raw), limit)),
     ]
     if run.escalation:
         details.append(f"escalated: {run.escalation.replace('_', ' ')}")
@@ -319,7 +292,7 @@ def _teams_line(run: PaymentRunLine) -> Element:
 
 
 def _plain(raw: str) -> str:
-    return fit(_one_line(raw), REFERENCE_MAX) or " "
+    return fit(one_line(raw), REFERENCE_MAX) or " "
 
 
 def _teams_text(text: str, **options: Any) -> Element:

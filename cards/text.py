@@ -22,3 +22,34 @@ def fit(text: str, limit: int) -> str:
         kept.append(char)
         used += size
     return "".join(kept) + ELLIPSIS
+
+
+def one_line(text: str) -> str:
+    """Any run of whitespace (newlines included) as one space: data cannot pose as a line of the card's own."""
+    return " ".join(text.split())
+
+
+def slack_escape(text: str) -> str:
+    """&, < and > as entities, so data in Slack mrkdwn can forge no mention or link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_fit(raw: str, limit: int) -> str:
+    """Data on one line, escaped, within `limit` units once escaped; never cuts an entity in half."""
+    escaped = slack_escape(one_line(raw))
+    if units(escaped) <= limit:
+        return escaped
+    kept: list[str] = []
+    used = units(ELLIPSIS)
+    for char in one_line(raw):
+        piece = slack_escape(char)
+        if used + units(piece) > limit:
+            break
+        kept.append(piece)
+        used += units(piece)
+    return "".join(kept) + ELLIPSIS
+
+
+def slack_mrkdwn(text: str, limit: int) -> dict[str, object]:
+    """Our own mrkdwn around already-escaped data, verbatim (no auto-linking); `fit` is the backstop."""
+    return {"type": "mrkdwn", "text": fit(text, limit), "verbatim": True}
