@@ -390,3 +390,20 @@ def test_negative_control_the_owner_is_not_restricted_so_the_tests_above_test_th
     rows = owner.execute("SELECT actor, writer FROM trace_pending").fetchall()
     assert rows and rows[0][0] == "carol.main" and rows[0][1] not in ("countersign_engine", "countersign_callbacks")
     assert json.dumps(rows[0][0])
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT count(*) FROM construction_certificate",
+        "INSERT INTO construction_set (source, digest, loaded_by) VALUES ('x', repeat('a', 64), 'carol.main')",
+        "INSERT INTO payment_certification (certificate_id, close_id, gate_id, amount, currency,"
+        " certified_by_gate_at) VALUES ('IPC-1', gen_random_uuid(), gen_random_uuid(), 1, 'GBP', now())",
+        "DELETE FROM payment_certification",
+    ],
+)
+def test_the_callbacks_role_cannot_read_construction_evidence_or_certify_a_payment(
+    database: Database, statement: str
+) -> None:
+    with _as(database, "callbacks") as callbacks, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        callbacks.execute(statement)
