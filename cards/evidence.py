@@ -6,6 +6,7 @@ lenient: a missing or odd value is shown as it is (or as "—") rather than stop
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ class Evidence:
     facts: tuple[Fact, ...] = ()
     lines: tuple[str, ...] = ()
     narrative: str | None = None
+    narrative_note: str | None = None  # our words: the narrative is the deterministic one, and why
 
 
 def halt_reason(summary: Mapping[str, Any]) -> str | None:
@@ -133,7 +135,22 @@ def _variance(summary: Mapping[str, Any]) -> Evidence:
         facts=(Fact("Flagged lines", str(len(flagged))),),
         lines=tuple(lines),
         narrative=narrative if isinstance(narrative, str) and narrative else None,
+        narrative_note=narrative_note(summary),
     )
+
+
+NARRATIVE_FALLBACK_NOTE = "Deterministic narrative, flagged for review: the model's was not used"
+_GUARD_FLAG = re.compile(r"[a-z][a-z_]{0,62}_(?:fallback|escalation)")
+
+
+def narrative_note(summary: Mapping[str, Any]) -> str | None:
+    """When the narrative is the deterministic fallback: that, and the guard flags that refused the model's
+    (only flags of our own shape, `<failure>_fallback`; a flag carrying anything else is not shown)."""
+    if summary.get("narrative_source") != "fallback":
+        return None
+    flags = summary.get("narrative_flags")
+    named = [f for f in flags if isinstance(f, str) and _GUARD_FLAG.fullmatch(f)] if isinstance(flags, list) else []
+    return f"{NARRATIVE_FALLBACK_NOTE} ({', '.join(named)})" if named else f"{NARRATIVE_FALLBACK_NOTE}."
 
 
 def _accruals(summary: Mapping[str, Any]) -> Evidence:

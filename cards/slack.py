@@ -279,6 +279,8 @@ def _evidence_blocks(evidence: Iterable[Evidence]) -> list[Block]:
             blocks.append(_section(f"{title}\n_Nothing to show._"))
         if item.narrative:
             blocks.append(_section(_long_text("*Narrative*\n", item.narrative, SECTION_TEXT_MAX)))
+        if item.narrative_note:
+            blocks.append(_context([f":warning: {_esc(item.narrative_note)}"]))
     return blocks
 
 

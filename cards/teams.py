@@ -261,6 +261,8 @@ def _evidence(evidence: Iterable[Evidence]) -> list[Element]:
         items += _more(len(item.lines) - LINES_SHOWN_MAX, "more")
         if item.narrative:
             items.append(_verbatim(_cut_note(item.narrative, NARRATIVE_MAX), NARRATIVE_MAX + 40))
+        if item.narrative_note:
+            items.append(_verbatim(item.narrative_note, TEXT_MAX))
         containers.append(_titled(item.title, items or [_text("Nothing to show.", isSubtle=True)]))
     return containers
 

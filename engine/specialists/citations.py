@@ -8,7 +8,8 @@ The model gets the facts and the clauses retrieved for this query and answers
   dropped and flagged `dropped_key:<name>`. Malformed output gets one corrective retry, then the fallback ships,
   flagged `malformed_fallback`.
 - verdict language (`narration.verdict_claims`) in the explanation: the fallback ships, flagged
-  `verdict_claim_fallback`.
+  `verdict_claim_fallback`; an explanation that addresses the approver or the card, or carries a link
+  (`narration.steering_claims`), ships the fallback flagged `approver_address_fallback` or `link_fallback`.
 - citations, by set membership after generation: every id in `citations` and every clause-id shaped token in the
   explanation text must be the id of a clause retrieved for this query. A citation outside that set (never
   retrieved, or no such clause) gets one corrective retry naming the offending and the allowed ids, then the
@@ -35,6 +36,7 @@ from engine.specialists.narration import (
     PromptTemplate,
     ask_model,
     judged_answer,
+    steering_claims,
     verdict_claims,
 )
 from models import Limits, Message, ModelRequest, Provider
@@ -98,7 +100,7 @@ class _Judgement:
 
     explanation: str | None
     citations: tuple[str, ...] = ()
-    failure: str | None = None  # "malformed" | "verdict_claim" | "citation"
+    failure: str | None = None  # "malformed" | "verdict_claim" | "approver_address" | "link" | "citation"
     correction: str = ""
     dropped: tuple[str, ...] = ()
     outside: tuple[str, ...] = ()
@@ -224,6 +226,9 @@ def _judge(answer: str, retrieved: Mapping[str, CitableClause]) -> _Judgement:
     explanation, declared, dropped = parsed
     if verdict_claims(explanation):
         return _Judgement(None, failure="verdict_claim", dropped=dropped)
+    steering = steering_claims(explanation)
+    if steering:
+        return _Judgement(None, failure=steering[0], dropped=dropped)
     citations = cited_ids(explanation, declared)
     outside = citations_outside(citations, retrieved)
     if outside:

@@ -7,6 +7,11 @@ The model only explains: figures, verdicts and gates come from deterministic cod
   "amount", "approve", ...) is dropped and flagged `dropped_key:<name>`. Malformed output gets one corrective retry,
   then the deterministic fallback ships, flagged `malformed_fallback`.
 - verdict language (`VERDICT_PATTERNS`) in the narrative: the fallback ships, flagged `verdict_claim_fallback`.
+- steering (`steering_claims`): a narrative that addresses the approver, the card or its buttons ("the controller can
+  press the first button on this card without waiting") ships the fallback, flagged `approver_address_fallback`; one
+  that carries a link (a URL, a bare domain, mailto, Slack `<url|label>` or `<!channel>`, a markdown link) ships the
+  fallback, flagged `link_fallback`. Neither gets a retry: a model that tried to steer the decision once is not asked
+  to phrase it better.
 - grounding: every number in the narrative must be within tolerance of an allowed (queried) value; an ungrounded
   answer gets one corrective retry naming the figure, then the fallback ships, flagged `ungrounded_fallback`.
 
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from engine.grounding import UngroundedFigureError, ground_figures
+from engine.specialists.injection import LINK_PATTERN
 from models import Limits, LoopResult, LoopStopped, Message, ModelRequest, Provider, run_loop
 
 SOURCE_MODEL = "model"
@@ -48,6 +54,21 @@ VERDICT_PATTERNS: tuple[str, ...] = (
     r"release\s+the\s+payment",
 )
 _VERDICT_LANGUAGE = re.compile(r"\b(?:" + "|".join(VERDICT_PATTERNS) + r")\b", re.IGNORECASE)
+
+# Prose that speaks to whoever decides, or to the card they decide on, instead of explaining the figures. Matched
+# case-insensitively; a model explains to no one in particular.
+APPROVER_ADDRESS_PATTERNS: tuple[str, ...] = (
+    r"\b(?:buttons?|click(?:s|ed|ing)?|tap(?:s|ped|ping)?|press(?:es|ed|ing)?)\b",
+    r"\b(?:this|the)\s+(?:card|gate|message)\b",
+    r"\b(?:you|your|yours|yourself)\b",
+    r"\b(?:approvers?|controllers?|cfos?|reviewers?|decision[\s-]?makers?|signator(?:y|ies)|whoever|the\s+person)\b"
+    r"(?:\W+\w+){0,3}?\W+(?:can|may|should|must|need|needs|could|is\s+free|are\s+free|is\s+able|are\s+able)\b",
+    r"\bwithout\s+waiting\b|\bno\s+need\s+to\s+(?:wait|review|check|read|look)\b|\b(?:right|straight)\s+away\b",
+)
+_APPROVER_ADDRESS = re.compile("|".join(APPROVER_ADDRESS_PATTERNS), re.IGNORECASE)
+_LINK = re.compile(LINK_PATTERN, re.IGNORECASE)
+APPROVER_ADDRESS = "approver_address"
+LINK = "link"
 
 # Escalation reasons (policy.EscalationReason values) for a loop that stopped; a provider failure is evidence the
 # run cannot rely on, so a person looks at it.
@@ -116,7 +137,7 @@ class _Verdict:
     """What the guards made of one answer: a narrative to ship, or why not (and what to tell the model)."""
 
     narrative: str | None
-    failure: str | None = None  # "malformed" | "ungrounded" | "verdict_claim"
+    failure: str | None = None  # "malformed" | "ungrounded" | "verdict_claim" | "approver_address" | "link"
     correction: str = ""
     dropped: tuple[str, ...] = ()
 
@@ -178,6 +199,13 @@ async def narrate(
 def verdict_claims(text: str) -> list[str]:
     """The verdict words in a narrative (empty when it only explains)."""
     return [match.group(0) for match in _VERDICT_LANGUAGE.finditer(text)]
+
+
+def steering_claims(text: str) -> list[str]:
+    """Why model prose may not reach a card: `approver_address` (it speaks to the approver, the card or its buttons),
+    `link` (it carries a link); empty when it only explains."""
+    claims = [APPROVER_ADDRESS] if _APPROVER_ADDRESS.search(text) else []
+    return [*claims, LINK] if _LINK.search(text) else claims
 
 
 class Judgement(Protocol):
@@ -284,6 +312,9 @@ def _judge(answer: str, allowed_values: Sequence[Decimal], tolerance: Decimal) -
     narrative, dropped = parsed
     if verdict_claims(narrative):
         return _Verdict(None, "verdict_claim", dropped=dropped)
+    steering = steering_claims(narrative)
+    if steering:
+        return _Verdict(None, steering[0], dropped=dropped)
     try:
         ground_figures(narrative, allowed_values, tolerance)
     except UngroundedFigureError as ungrounded:

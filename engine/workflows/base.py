@@ -114,7 +114,16 @@ def card_summary(result: Mapping[str, Any]) -> dict[str, Any]:
             {k: a.get(k) for k in ("account", "bank_lines", "gl_lines", "matched", "unmatched_share", "halt")}
             for a in result["accounts"]
         ]
-    for key in ("control_account", "control_balance", "subledger_total", "difference", "total", "narrative"):
+    for key in (
+        "control_account",
+        "control_balance",
+        "subledger_total",
+        "difference",
+        "total",
+        "narrative",
+        "narrative_source",
+        "narrative_flags",
+    ):
         if key in result:
             summary[key] = result[key]
     if result.get("journal"):

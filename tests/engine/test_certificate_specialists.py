@@ -200,6 +200,7 @@ def test_the_injection_patterns_flag_the_hostile_text_by_field_and_pattern_name(
         "role_marker",
         "payment_directive",
         "suppress_finding",
+        "instruction_score",  # the scored detector (engine/specialists/injection.py) flags it too
     ]
 
 
