@@ -306,7 +306,7 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         )
         row = await cur.fetchone()
     assert row is not None
-    replay_gate, replay_digest, status, role, close_id, task, tier, prepared_by, requested_by = row[:9]
+    replay_gate, replay_digest, status, role, _close, _task, tier, prepared_by, requested_by = row[:9]
     if replay_gate is not None:
         if replay_digest != digest or str(replay_gate) != request.gate_id:
             raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
@@ -339,25 +339,8 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         inserted = await cur.fetchone()
     if inserted is None:  # a unique key held: the same nonce committed meanwhile for another gate
         raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
-    outcome = await gate_outcome(conn, request.gate_id, recorded=True)
-    await append_event(
-        conn,
-        actor=principal.principal_id,
-        close_id=str(close_id),
-        kind="gate_decided",
-        payload={
-            "gate_id": request.gate_id,
-            "task": task,
-            "decision": request.decision,
-            "reason": request.reason,
-            "channel": request.channel,
-            "gate_status": outcome.status,
-            "approvals": outcome.approvals,
-            "quorum": outcome.quorum,
-            "to": "orchestrator",
-        },
-    )
-    return outcome
+    # The database traces the decision itself (`gate_decided`, from the row it admitted: migration 0015).
+    return await gate_outcome(conn, request.gate_id, recorded=True)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ start otherwise."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from alembic.config import Config
 from psycopg import AsyncConnection, sql
 
 import migrations
+from policy import Policy, Workflow
 
 from .database import Database
 
@@ -28,9 +30,126 @@ def alembic_config(database: Database) -> Config:
     return config
 
 
-def upgrade(database: Database) -> None:
-    """Apply every pending migration as the owner."""
+def upgrade(database: Database, policy: Policy | None = None, workflows: Mapping[str, Workflow] | None = None) -> None:
+    """Apply every pending migration as the owner, take object creation away from everyone else in this database,
+    and seed the policy minimums the database enforces (the shipped `config/` when no rules are given)."""
     command.upgrade(alembic_config(database), "head")
+    harden_database(database)
+    if policy is None or workflows is None:
+        from policy import load_policy, load_workflows
+
+        from .settings import default_config_dir
+
+        policy = load_policy(default_config_dir() / "risk.yaml")
+        workflows = load_workflows(default_config_dir() / "workflows", policy)
+    seed_policy(database, policy, workflows)
+
+
+# Per database, so a clone or a restore starts with PostgreSQL's defaults (TEMPORARY for PUBLIC): `db upgrade`
+# re-applies it. The schema's CREATE is revoked by migrations 0006 and 0015 and travels with the schema.
+HARDEN_DATABASE = """
+DO $$
+BEGIN
+    EXECUTE format('REVOKE TEMPORARY, CREATE ON DATABASE %I FROM PUBLIC, countersign_engine, countersign_callbacks',
+                   current_database());
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE WARNING 'only the owner of database % can revoke TEMPORARY from PUBLIC; services will refuse to start '
+                  'until it is revoked', current_database();
+END $$
+"""
+
+
+def harden_database(database: Database) -> None:
+    with database.connect(autocommit=True) as conn:
+        conn.execute(HARDEN_DATABASE)
+
+
+def enforced_digest(policy: Policy, workflows: Mapping[str, Workflow]) -> str:
+    """The digest of the rules the database enforces: risk.yaml's, then each workflow file's, by name."""
+    lines = [f"policy:{policy.digest}", *(f"workflow:{name}:{workflows[name].digest}" for name in sorted(workflows))]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def seed_policy(database: Database, policy: Policy, workflows: Mapping[str, Workflow]) -> str:
+    """Replace the policy minimums the database enforces (as the owner, in one transaction); returns their digest.
+
+    Each tier with its rank, quorum and approver role; each workflow task's minimum tier; the amount thresholds; the
+    escalation tier, owners and findings tier. A changed risk.yaml takes effect in the database only through this.
+    """
+    digest = enforced_digest(policy, workflows)
+    with database.connect() as conn, conn.transaction():
+        for table in ("policy_task", "policy_amount_threshold", "policy_escalation_owner", "policy_enforced"):
+            conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
+        conn.execute("DELETE FROM policy_tier")
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO policy_tier (name, rank, gated, quorum, approver_role) VALUES (%s, %s, %s, %s, %s)",
+                [(t.name, t.rank, t.gate, t.quorum, t.approver_role) for t in policy.tiers],
+            )
+            cur.executemany(
+                "INSERT INTO policy_task (workflow, task, tier) VALUES (%s, %s, %s)",
+                [(name, task.id, task.risk_tier) for name, flow in sorted(workflows.items()) for task in flow.tasks],
+            )
+            cur.executemany(
+                "INSERT INTO policy_amount_threshold (min_amount, tier) VALUES (%s, %s)",
+                [(t.min_amount, t.tier) for t in policy.amount_thresholds],
+            )
+            cur.executemany(
+                "INSERT INTO policy_escalation_owner (reason, approver_role) VALUES (%s, %s)",
+                [(reason.value, role) for reason, role in policy.escalation_owners],
+            )
+            cur.execute(
+                "INSERT INTO policy_enforced (digest, escalation_tier, findings_tier) VALUES (%s, %s, %s)",
+                (digest, policy.escalation_tier, policy.findings_tier),
+            )
+    return digest
+
+
+class PolicyNotEnforced(RuntimeError):
+    """The rules this process loaded are not the ones the database enforces; only `db upgrade` changes those."""
+
+    def __init__(self, enforced: str | None, loaded: str) -> None:
+        self.enforced = enforced
+        self.loaded = loaded
+        super().__init__(
+            f"the database enforces policy {enforced[:12] if enforced else 'none'}, this process loaded {loaded[:12]}"
+            " (config/risk.yaml or config/workflows/ changed): run `countersign db upgrade` as the owner"
+        )
+
+
+class ObjectCreationAllowed(RuntimeError):
+    """A service role may create objects in the database: names could be shadowed."""
+
+    def __init__(self, role: str, what: str) -> None:
+        self.role = role
+        super().__init__(
+            f"role {role} may {what} in this database; run `countersign db upgrade` as the database owner"
+            " (it revokes TEMPORARY and CREATE from PUBLIC and the service roles)"
+        )
+
+
+def require_enforced(url: str, policy: Policy, workflows: Mapping[str, Workflow]) -> None:
+    """Raise unless the database at `url` enforces exactly these rules and neither service role can create objects."""
+    loaded = enforced_digest(policy, workflows)
+    with psycopg.connect(url, autocommit=True) as conn:
+        enforced_row = conn.execute("SELECT (SELECT digest FROM policy_enforced)").fetchone()
+        rights = conn.execute(
+            "SELECT r.rolname, has_database_privilege(r.oid, current_database(), 'TEMPORARY'),"
+            " has_database_privilege(r.oid, current_database(), 'CREATE'),"
+            " has_schema_privilege(r.oid, 'public', 'CREATE')"
+            " FROM pg_roles r WHERE r.rolname IN ('countersign_engine', 'countersign_callbacks') ORDER BY r.rolname"
+        ).fetchall()
+    enforced = enforced_row[0] if enforced_row else None
+    if enforced != loaded:
+        raise PolicyNotEnforced(enforced, loaded)
+    for role, temporary, create_schema, create_in_public in rights:
+        for allowed, what in (
+            (temporary, "create temporary tables"),
+            (create_schema, "create schemas"),
+            (create_in_public, "create objects in schema public"),
+        ):
+            if allowed:
+                raise ObjectCreationAllowed(str(role), what)
 
 
 def head_revision() -> str:

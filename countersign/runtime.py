@@ -153,9 +153,10 @@ def boot(
     for role in roles:
         database.url_for(role)
     if upgrade or database.embedded_server is not None:
-        migrate.upgrade(database)
+        migrate.upgrade(database, policy, workflows)
     else:
         migrate.require_head(database.schema_check_url())
+        migrate.require_enforced(database.schema_check_url(), policy, workflows)
     return Runtime(settings, database, policy, workflows)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -52,8 +53,12 @@ async def open_gate(
     prepared_by: str,
     requested_by: list[str],
     actor: str,
+    amount: Decimal | None = None,
 ) -> str:
-    """Open the gate for this task attempt once; a second call returns the gate already open."""
+    """Open the gate for this task attempt once; a second call returns the gate already open.
+
+    `amount` is the figure the gate's tier was judged on (the database holds it to the policy's amount thresholds and
+    a certification to it); the database stamps the gate's subject and the policy digest it enforced."""
     gate_id = str(uuid.uuid4())
     opened_at = datetime.now(UTC)
     due_at = opened_at + timedelta(hours=requirement.due_hours)
@@ -61,8 +66,8 @@ async def open_gate(
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
-            " prepared_by, requested_by, opened_at, due_at, expires_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " prepared_by, requested_by, opened_at, due_at, expires_at, amount)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (close_id, task, attempt) DO NOTHING RETURNING gate_id",
             (
                 gate_id,
@@ -80,6 +85,7 @@ async def open_gate(
                 opened_at,
                 due_at,
                 expires_at,
+                amount,
             ),
         )
         created = await cur.fetchone()

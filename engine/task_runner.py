@@ -242,10 +242,11 @@ async def _record_result(
             await escalate(conn, ctx, tc, handler, Escalate(kind, reason), report, result=result)
             return True
         escalated = _escalation(current.escalation)
+        amount = handler.gate_amount(result)
         requirement = derive_gate(
             ctx.policy,
             tc.task,
-            handler.gate_amount(result),
+            amount,
             escalated=escalated,
             findings=handler.gate_findings(result),
         )
@@ -275,6 +276,7 @@ async def _record_result(
             prepared_by=_prepared_by(ctx, tc),
             requested_by=await handler.requesters(conn, tc),
             actor=ctx.actor,
+            amount=amount,
         )
         await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
     report.steps.append(f"{tc.task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")

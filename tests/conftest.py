@@ -58,7 +58,9 @@ def database(pg_server_url: str, template_url: str) -> Iterator[Database]:
     name = f"t_{uuid.uuid4().hex[:16]}"
     with _admin(pg_server_url) as admin:
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
-    yield Database(with_database_name(pg_server_url, name))
+    database = Database(with_database_name(pg_server_url, name))
+    migrate.harden_database(database)  # a clone starts with PostgreSQL's default database rights; db upgrade's step
+    yield database
     with _admin(pg_server_url) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

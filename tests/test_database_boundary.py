@@ -46,7 +46,14 @@ PEOPLE = {
 KEY = base64.b64encode(bytes(range(32))).decode()
 
 
-def _seed(owner: psycopg.Connection[Any], *, quorum: int = 2, role: str = "cfo", expires_in_h: float = 120) -> str:
+def _seed(
+    owner: psycopg.Connection[Any],
+    *,
+    quorum: int = 2,
+    role: str = "cfo",
+    expires_in_h: float = 120,
+    requested_by: tuple[str, ...] = ("dana.reyes",),
+) -> str:
     """One close with one open sign-off gate prepared by the engine and requested by dana; returns the gate id."""
     for pid, (roles, slack) in PEOPLE.items():
         owner.execute(
@@ -70,12 +77,14 @@ def _seed(owner: psycopg.Connection[Any], *, quorum: int = 2, role: str = "cfo",
         " VALUES (%s, 'ACME', '2026-10', %s, 'p', 'c', 'dana.reyes')",
         (close_id, book[0]),
     )
+    for task in ("close_signoff", "variance_analysis"):
+        owner.execute("INSERT INTO close_task (close_id, task) VALUES (%s, %s)", (close_id, task))
     gate_id = str(uuid.uuid4())
     now = datetime.now(UTC)
     owner.execute(
         "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
         " prepared_by, due_at, expires_at, requested_by)"
-        " VALUES (%s, %s, 'signoff', 1, 'approval', 'critical', %s, %s, 'tier critical', '{}', 'orchestrator',"
+        " VALUES (%s, %s, 'close_signoff', 1, 'approval', 'critical', %s, %s, 'tier critical', '{}', 'orchestrator',"
         " %s, %s, %s)",
         (
             gate_id,
@@ -84,7 +93,7 @@ def _seed(owner: psycopg.Connection[Any], *, quorum: int = 2, role: str = "cfo",
             role,
             now + timedelta(hours=min(24, expires_in_h / 2)) if expires_in_h > 0 else now - timedelta(hours=2),
             now + timedelta(hours=expires_in_h),
-            ["dana.reyes"],
+            list(requested_by),
         ),
     )
     return gate_id
@@ -132,7 +141,9 @@ def test_the_engine_role_cannot_change_an_open_gates_requirements(
     database: Database, owner: psycopg.Connection[Any], change: str
 ) -> None:
     gate_id = _seed(owner)
-    with _as(database, "engine") as engine, pytest.raises(REFUSED, match="cannot change once it is open"):
+    # Refused twice over since 0015: the engine role holds no UPDATE grant on these columns, and the trigger refuses
+    # the change for any role (the owner's attempt is test_the_owner_cannot_re_parent_or_rewrite_a_gate).
+    with _as(database, "engine") as engine, pytest.raises(REFUSED, match="cannot change once it is open|permission"):
         engine.execute(f"UPDATE gate SET {change} WHERE gate_id = %s", (gate_id,))
 
 
@@ -189,9 +200,9 @@ def test_the_callbacks_role_cannot_record_a_decision_for_someone_not_entitled(
 
 
 def test_a_requester_cannot_decide_even_holding_the_role(database: Database, owner: psycopg.Connection[Any]) -> None:
-    gate_id = _seed(owner, role="accountant")  # dana holds accountant and requested the work
+    gate_id = _seed(owner, requested_by=("carol.main",))  # carol holds cfo and requested the work
     with _as(database, "callbacks") as callbacks, pytest.raises(REFUSED, match="prepared or requested"):
-        _decide(callbacks, gate_id, "dana.reyes")
+        _decide(callbacks, gate_id, "carol.main")
 
 
 def test_the_same_person_cannot_vote_twice(database: Database, owner: psycopg.Connection[Any]) -> None:
@@ -208,7 +219,7 @@ def test_no_decision_lands_on_an_expired_or_decided_gate(database: Database, own
         _decide(callbacks, expired, "carol.main")
     decided = _seed_second_gate(owner, quorum=1)
     with _as(database, "callbacks") as callbacks:
-        _decide(callbacks, decided, "carol.main")
+        _decide(callbacks, decided, "alice.chen")
         with pytest.raises(REFUSED, match="already decided"):
             _decide(callbacks, decided, "bob.osei", decision="reject")
 
@@ -219,9 +230,9 @@ def _seed_second_gate(owner: psycopg.Connection[Any], *, quorum: int) -> str:
     gate_id = str(uuid.uuid4())
     owner.execute(
         "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
-        " prepared_by, due_at, expires_at, requested_by) VALUES (%s, %s, 'other', 1, 'approval', 'critical', %s,"
-        " 'cfo', 'r', '{}', 'orchestrator', now() + interval '1 day', now() + interval '2 days', '{}')",
-        (gate_id, close_id[0], quorum),
+        " prepared_by, due_at, expires_at, requested_by) VALUES (%s, %s, 'variance_analysis', 1, 'approval', %s, %s,"
+        " %s, 'r', '{}', 'orchestrator', now() + interval '1 day', now() + interval '2 days', '{}')",
+        (gate_id, close_id[0], "critical" if quorum > 1 else "high", quorum, "cfo" if quorum > 1 else "controller"),
     )
     return gate_id
 
@@ -280,12 +291,30 @@ def test_application_roles_cannot_turn_off_the_decision_check(database: Database
 # --- trace events are bound to the role that wrote them ---------------------------------------------------------
 
 
-def _pending(conn: psycopg.Connection[Any], actor: str, kind: str, payload: dict[str, Any] | None = None) -> None:
+def _pending(
+    conn: psycopg.Connection[Any],
+    actor: str,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    close_id: str | None = None,
+) -> None:
     conn.execute(
         "INSERT INTO trace_pending (ts, close_id, actor, kind, payload, version_set)"
-        " VALUES ('t', NULL, %s, %s, %s, '{}')",
-        (actor, kind, Jsonb(payload or {})),
+        " VALUES ('t', %s, %s, %s, %s, '{}')",
+        (close_id, actor, kind, Jsonb(payload or {})),
     )
+
+
+# A door's refusal in the shape the database admits (migration 0015).
+REFUSAL = {
+    "gate_id": None,
+    "principal": "mallory",
+    "decision": "approve",
+    "code": "unknown_principal",
+    "reason": "no such principal",
+    "channel": "signed_callback",
+}
 
 
 def test_the_engine_role_cannot_forge_a_human_decision_event(
@@ -294,7 +323,7 @@ def test_the_engine_role_cannot_forge_a_human_decision_event(
     """The reproduced attack: the engine's role queued a `gate_decided` event as carol.main and it was sealed."""
     gate_id = _seed(owner)
     with _as(database, "engine") as engine:
-        with pytest.raises(REFUSED, match="may not append gate_decided"):
+        with pytest.raises(REFUSED, match="written by the database from the decision row"):
             _pending(engine, "carol.main", "gate_decided", {"gate_id": gate_id, "decision": "approve"})
         with pytest.raises(REFUSED, match="only as a machine principal"):
             _pending(engine, "carol.main", "close_status", {"status": "closed"})
@@ -314,7 +343,7 @@ def test_the_callbacks_role_cannot_append_engine_events_or_invent_decisions(
         for kind in ("gate_passed", "close_status", "task_done", "journal_posted"):
             with pytest.raises(REFUSED, match=f"may not append {kind}"):
                 _pending(callbacks, "orchestrator", kind)
-        with pytest.raises(REFUSED, match="needs the decision row"):
+        with pytest.raises(REFUSED, match="written by the database from the decision row"):
             _pending(callbacks, "carol.main", "gate_decided", {"gate_id": gate_id, "decision": "approve"})
 
 
@@ -371,7 +400,7 @@ def test_sealing_refuses_hashes_or_canonical_bytes_that_do_not_match_the_queued_
 
 async def test_the_writer_is_part_of_the_hashed_content(database: Database) -> None:
     with psycopg.connect(database.callbacks_url, autocommit=True) as callbacks:
-        _pending(callbacks, "callbacks", "decision_refused", {"code": "x"})
+        _pending(callbacks, "callbacks", "decision_refused", REFUSAL)
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
         assert await seal_pending(conn) == 1
         assert (await verify_chain(conn)).ok
@@ -386,7 +415,9 @@ def test_negative_control_the_owner_is_not_restricted_so_the_tests_above_test_th
     owner: psycopg.Connection[Any],
 ) -> None:
     gate_id = _seed(owner)
-    _pending(owner, "carol.main", "close_status", {"gate_id": gate_id})
+    close_id = owner.execute("SELECT close_id FROM gate WHERE gate_id = %s", (gate_id,)).fetchone()
+    assert close_id is not None
+    _pending(owner, "carol.main", "close_status", {"gate_id": gate_id}, close_id=str(close_id[0]))
     rows = owner.execute("SELECT actor, writer FROM trace_pending").fetchall()
     assert rows and rows[0][0] == "carol.main" and rows[0][1] not in ("countersign_engine", "countersign_callbacks")
     assert json.dumps(rows[0][0])

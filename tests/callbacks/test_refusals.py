@@ -152,4 +152,5 @@ async def test_a_nonce_committed_meanwhile_for_another_gate_is_a_conflict_and_re
         with pytest.raises(DecisionConflict, match="nonce already used"):
             await attempt
     assert await count(conn, "SELECT count(*) FROM gate_decision WHERE gate_id = %s", gate_id) == 0
-    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'gate_decided'") == 0
+    traced = "SELECT count(*) FROM trace_event WHERE kind = 'gate_decided' AND payload->>'gate_id' = %s"
+    assert await count(conn, traced, gate_id) == 0

@@ -291,22 +291,23 @@ async def test_the_engine_role_cannot_certify_without_the_applied_approved_gate_
     (gate,) = await _gates(conn, close_id)
     amount = Decimal(certificate["totals"]["amount_due"])
     insert = (
-        "INSERT INTO payment_certification (certificate_id, close_id, gate_id, amount, currency)"
-        " VALUES (%s, %s, %s, %s, 'GBP')"
+        "INSERT INTO payment_certification (certificate_id, set_id, close_id, gate_id, amount, currency)"
+        " SELECT %s, (b.manifest->>'construction_set_id')::bigint, r.close_id, %s, %s, 'GBP'"
+        " FROM close_run r JOIN book_set b USING (book_set_id) WHERE r.close_id = %s"
     )
     engine = await _engine_role(runtime)
     try:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no applied, approved payment gate"):
-            await engine.execute(insert, (certificate["id"], close_id, gate["gate_id"], amount))
+            await engine.execute(insert, (certificate["id"], gate["gate_id"], amount, close_id))
         await approve_open_gates(api, conn, close_id)
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="no applied, approved payment gate"):
-            await engine.execute(insert, (certificate["id"], close_id, gate["gate_id"], amount))
+            await engine.execute(insert, (certificate["id"], gate["gate_id"], amount, close_id))
         async with engine.transaction(force_rollback=True):  # the engine marks the decided gate applied
             await engine.execute("UPDATE gate SET lifecycle = 'applied' WHERE gate_id = %s", (gate["gate_id"],))
             async with engine.transaction(force_rollback=True):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege, match="not the amount the approvers saw"):
-                    await engine.execute(insert, (certificate["id"], close_id, gate["gate_id"], amount + 1))
-            await engine.execute(insert, (certificate["id"], close_id, gate["gate_id"], amount))  # the control
+                    await engine.execute(insert, (certificate["id"], gate["gate_id"], amount + 1, close_id))
+            await engine.execute(insert, (certificate["id"], gate["gate_id"], amount, close_id))  # the control
     finally:
         await engine.close()
     assert await count(conn, "SELECT count(*) FROM payment_certification") == 0
@@ -319,7 +320,7 @@ async def test_the_engine_role_cannot_certify_without_the_applied_approved_gate_
         "DELETE FROM construction_certificate",
         "UPDATE construction_contract SET form = 'CSX'",
         "DELETE FROM construction_set",
-        "TRUNCATE construction_certificate",
+        "TRUNCATE construction_certificate, payment_certification",
     ],
 )
 async def test_loaded_evidence_cannot_be_changed_by_the_engine_role_or_the_owner(

@@ -111,14 +111,15 @@ class Payment(TaskHandler):
             if gate_id is None:
                 raise NoPaymentGate(f"{result['certificate_id']}: no approval gate for attempt {tc.attempt}")
             await cur.execute(
-                "INSERT INTO payment_certification (certificate_id, close_id, gate_id, amount, currency)"
-                " VALUES (%s, %s, %s, %s, %s)",
+                "INSERT INTO payment_certification (certificate_id, set_id, close_id, gate_id, amount, currency)"
+                " SELECT %s, (b.manifest->>'construction_set_id')::bigint, r.close_id, %s, %s, %s"
+                " FROM close_run r JOIN book_set b USING (book_set_id) WHERE r.close_id = %s",
                 (
                     result["certificate_id"],
-                    tc.close.close_id,
                     gate_id,
                     Decimal(certificate["amount_to_certify"]),
                     certificate["currency"],
+                    tc.close.close_id,
                 ),
             )
         await append_event(
