@@ -7,10 +7,21 @@ from rich.markup import escape
 
 from audit.trace import TraceEvent
 
+# Events a door records about a request: what the door saw and says, never a person's own act (migration 0015).
+DOOR_EVENTS = frozenset({"trace_exported", "decision_refused", "command_refused"})
+_WRITERS = {"countersign_callbacks": "the callbacks door", "countersign_engine": "the engine"}
+
+
+def door_of(event: TraceEvent) -> str:
+    """Who asserts a door event: the role that wrote it (the owner's connection is the command line)."""
+    return _WRITERS.get(event.writer or "", "the command line")
+
 
 def describe(event: TraceEvent) -> str:
     p = event.payload
     kind = event.kind
+    if kind in DOOR_EVENTS:
+        return f"{door_of(event)} reports {_door_claim(event)}"
     if kind in ("dispatched",):
         return f"{p.get('task')} (attempt {p.get('attempt')})"
     if kind == "specialist_result":
@@ -24,8 +35,6 @@ def describe(event: TraceEvent) -> str:
         return f"{p.get('task')} {p.get('gate_kind')} gate, tier {p.get('tier')}, quorum {p.get('quorum')}"
     if kind == "gate_decided":
         return f"{p.get('decision')} {p.get('task')} ({p.get('approvals')}/{p.get('quorum')}) via {p.get('channel')}"
-    if kind == "decision_refused":
-        return f"{p.get('principal')}: {p.get('code')}"
     if kind == "journal_posted":
         return f"journal {p.get('journal_id')}: {p.get('memo')}"
     if kind == "gate_passed":
@@ -39,6 +48,15 @@ def describe(event: TraceEvent) -> str:
     if kind == "close_started":
         return f"{p.get('entity')} {p.get('period')} requested by {p.get('requested_by')}"
     return ", ".join(f"{k}={v}" for k, v in p.items() if isinstance(v, str | int) and k != "to")[:90]
+
+
+def _door_claim(event: TraceEvent) -> str:
+    p = event.payload
+    if event.kind == "trace_exported":
+        return f"{event.actor} exported the trace as {p.get('format')} via {p.get('platform')} ({p.get('bytes')} bytes)"
+    if event.kind == "decision_refused":
+        return f"a decision by {p.get('principal')} refused: {p.get('code')}"
+    return f"a {p.get('platform')} command by {p.get('user')} refused: {p.get('reason')}"
 
 
 def print_timeline(events: list[TraceEvent], console: Console) -> None:
