@@ -313,6 +313,72 @@ async def test_the_engine_role_cannot_certify_without_the_applied_approved_gate_
     assert await count(conn, "SELECT count(*) FROM payment_certification") == 0
 
 
+async def test_a_certification_names_the_certificate_its_gate_was_opened_for(
+    conn: Any, runtime: Any, api: Any, data_dir: Path
+) -> None:
+    """The reproduced attack: with a controller's approval on one run's payment gate, the engine role changed the
+    run's entity to a held duplicate's id, certified it, and changed it back; the same trick certified an id of no
+    construction set. The run's entity cannot move now, and the certification must name the gate's own subject."""
+    certificates = support.read_certificates(data_dir)
+    certificate = support.find(certificates, "CT-0001", 1)
+    other = support.find(certificates, "CT-0001", 2)
+    close_id = await _start(conn, runtime, data_dir, certificate["id"])
+    async with open_in_process(support.SPECIALISTS) as client:
+        await advance(conn, close_id, _context(runtime, client))
+    (gate,) = await _gates(conn, close_id)
+    await approve_open_gates(api, conn, close_id)
+    amount = Decimal(certificate["totals"]["amount_due"])
+    set_row = (
+        "(SELECT (b.manifest->>'construction_set_id')::bigint FROM close_run r JOIN book_set b USING (book_set_id)"
+    )
+    insert = (
+        "INSERT INTO payment_certification (certificate_id, set_id, close_id, gate_id, amount, currency)"
+        f" VALUES (%s, {set_row} WHERE r.close_id = %s), %s, %s, %s, 'GBP')"
+    )
+    engine = await _engine_role(runtime)
+    try:
+        async with engine.transaction(force_rollback=True):
+            await engine.execute("UPDATE gate SET lifecycle = 'applied' WHERE gate_id = %s", (gate["gate_id"],))
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                async with engine.transaction():
+                    await engine.execute(
+                        "UPDATE close_run SET entity = %s WHERE close_id = %s", (other["id"], close_id)
+                    )
+            for wrong in (other["id"], "IPC-IN-NO-SET", certificate["id"].lower(), certificate["id"] + " "):
+                with pytest.raises(
+                    (psycopg.errors.InsufficientPrivilege, psycopg.errors.ForeignKeyViolation),
+                    match=r"was opened for certificate|not present",
+                ):
+                    async with engine.transaction():
+                        await engine.execute(insert, (wrong, close_id, close_id, gate["gate_id"], amount))
+            await engine.execute(insert, (certificate["id"], close_id, close_id, gate["gate_id"], amount))  # control
+    finally:
+        await engine.close()
+
+
+async def test_a_look_alike_of_a_certified_id_is_refused_in_canonical_form(conn: Any, data_dir: Path) -> None:
+    """Case and white space folded: `ipc-…` or `IPC-… ` is the certificate already certified, not a new one."""
+    await load_construction_set(conn, data_dir, loaded_by="test-loader")
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT set_id, certificate_id FROM construction_certificate ORDER BY 1, 2 LIMIT 1")
+        row = await cur.fetchone()
+    assert row is not None
+    set_id, certificate_id = row
+    # Past the admission trigger (as the owner, test set-up): only the canonical unique key is under test here.
+    await conn.execute("ALTER TABLE payment_certification DISABLE TRIGGER payment_certification_admitted")
+    insert = (
+        "INSERT INTO payment_certification (certificate_id, set_id, close_id, gate_id, amount, currency,"
+        " certified_by_gate_at) VALUES (%s, %s, gen_random_uuid(), gen_random_uuid(), 1, 'GBP', now())"
+    )
+    await conn.execute("ALTER TABLE payment_certification DROP CONSTRAINT payment_certification_close_id_fkey")
+    await conn.execute("ALTER TABLE payment_certification DROP CONSTRAINT payment_certification_gate_id_fkey")
+    await conn.execute("ALTER TABLE payment_certification DROP CONSTRAINT payment_certification_certificate")
+    await conn.execute(insert, (certificate_id, set_id))
+    for look_alike in (certificate_id.lower(), f" {certificate_id}", certificate_id.replace("-", "- ", 1)):
+        with pytest.raises(psycopg.errors.UniqueViolation, match="payment_certification_canonical_id"):
+            await conn.execute(insert, (look_alike, set_id))
+
+
 @pytest.mark.parametrize(
     "statement",
     [
