@@ -65,7 +65,15 @@ from .chat import ChatConfigError, build_senders, check_chat_settings
 from .database import EmbeddedUnavailable, MissingRoleURL, NoOwnerCredentials
 from .eval_cli import eval_app
 from .keys import load_trace_signer, verifier_key_text
-from .limits import SERVE_MAX_CONCURRENCY, SPECIALISTS_MAX_CONCURRENCY
+from .limits import (
+    BODY_READ_TIMEOUT_S,
+    HEADER_READ_TIMEOUT_S,
+    KEEP_ALIVE_TIMEOUT_S,
+    MAX_HEADER_BYTES,
+    MAX_HEADER_COUNT,
+    SERVE_MAX_CONCURRENCY,
+    SPECIALISTS_MAX_CONCURRENCY,
+)
 from .migrate import SchemaNotAtHead
 from .runtime import (
     MissingSpecialistToken,
@@ -714,11 +722,15 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     graceful_timeout_s: Annotated[int, typer.Option(help="On SIGTERM, seconds in-flight requests get to finish.")] = 20,
+    header_read_timeout_s: Annotated[
+        float, typer.Option(help="Close a connection whose request head is not complete within this many seconds.")
+    ] = HEADER_READ_TIMEOUT_S,
 ) -> None:
     """Serve the HTTP API: Slack, Teams, signed callbacks, read APIs, health, readiness and /metrics.
 
     SIGTERM stops accepting connections, lets in-flight requests finish (up to --graceful-timeout-s), then closes
-    in-flight card updates, the sealer and the pools.
+    in-flight card updates, the sealer and the pools. Request heads over 32 KiB or 100 fields get 431; a connection
+    silent past --header-read-timeout-s is closed (countersign/limits.py).
     """
     import uvicorn
 
@@ -741,12 +753,29 @@ def serve(
             host=host,
             port=port,
             log_level="info",
-            limit_concurrency=SERVE_MAX_CONCURRENCY,
+            **_bounded_http(SERVE_MAX_CONCURRENCY, header_read_timeout_s),
             timeout_graceful_shutdown=graceful_timeout_s,  # uvicorn waits this long for in-flight requests
             log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
         )
     finally:
         telemetry.shutdown_tracing()
+
+
+def _bounded_http(max_requests_in_flight: int, header_read_timeout_s: float) -> dict[str, Any]:
+    """uvicorn's arguments for a door: our bounded protocol (ADR 0021) in place of its unbounded ones."""
+    from .http_protocol import ConnectionBounds, bounded_protocol
+
+    if header_read_timeout_s <= 0:
+        fail(f"--header-read-timeout-s must be positive, not {header_read_timeout_s}")
+    bounds = ConnectionBounds(
+        max_header_bytes=MAX_HEADER_BYTES,
+        max_header_count=MAX_HEADER_COUNT,
+        header_read_timeout_s=header_read_timeout_s,
+        body_read_timeout_s=BODY_READ_TIMEOUT_S,
+        max_requests_in_flight=max_requests_in_flight,
+    )
+    # uvicorn's own `limit_concurrency` counts idle sockets too; the protocol counts requests in flight instead.
+    return {"http": bounded_protocol(bounds), "limit_concurrency": None, "timeout_keep_alive": KEEP_ALIVE_TIMEOUT_S}
 
 
 def _observe(log_format: str, service_name: str) -> bool:
@@ -765,6 +794,9 @@ def specialists_serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8100,
     public_url: Annotated[str | None, typer.Option(help="Base URL clients reach (for the agent cards).")] = None,
+    header_read_timeout_s: Annotated[
+        float, typer.Option(help="Close a connection whose request head is not complete within this many seconds.")
+    ] = HEADER_READ_TIMEOUT_S,
 ) -> None:
     """Serve the specialists as A2A HTTP services (every call needs COUNTERSIGN_SPECIALIST_TOKEN)."""
     import uvicorn
@@ -792,7 +824,7 @@ def specialists_serve(
             application,
             host=host,
             port=port,
-            limit_concurrency=SPECIALISTS_MAX_CONCURRENCY,
+            **_bounded_http(SPECIALISTS_MAX_CONCURRENCY, header_read_timeout_s),
             timeout_graceful_shutdown=20,
             log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
         )

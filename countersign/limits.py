@@ -1,4 +1,4 @@
-"""Per-request bounds for the HTTP processes: body limits per door, and uvicorn's concurrency cap.
+"""Per-request bounds for the HTTP processes: body limits per door, head limits and timeouts, requests in flight.
 
 Bodies are refused while they are read (`engine.http_limits.BodyLimitMiddleware`), so a door's limit is also the most
 one request can make the server hold for it; the concurrency cap bounds how many such requests are in flight.
@@ -29,8 +29,29 @@ DOOR_BODY_LIMITS = (
 )
 
 SERVE_MAX_CONCURRENCY = 200
-"""uvicorn's `limit_concurrency` for `countersign serve`: connections and tasks beyond it get 503 at once. With the
+"""Requests in flight for `countersign serve` (`countersign.http_protocol`): a request beyond it gets 503 at once. Idle
+connections do not count (uvicorn's own `limit_concurrency` counted them, so silent sockets could fill it). With the
 largest door at 256 KiB, bodies in flight stay under 50 MiB; the callback bench runs 32 clients."""
 
 SPECIALISTS_MAX_CONCURRENCY = 64
-"""uvicorn's `limit_concurrency` for `countersign specialists serve` (bodies up to 16 MiB each)."""
+"""Requests in flight for `countersign specialists serve` (bodies up to 16 MiB each)."""
+
+MAX_HEADER_BYTES = 32 * KIB
+"""The request line and headers of one request, at every door. The largest real head is a Bot Framework invoke
+(a JWT of 1 to 2 KB in `Authorization`) or a person's signed read (three short headers); nginx allows 32 KiB by
+default (`large_client_header_buffers 4 8k`, per line), Node 16 KiB. Past it: 431 and the connection closed, the rest
+never read (`countersign.http_protocol`, ADR 0021)."""
+
+MAX_HEADER_COUNT = 100
+"""Header fields in one request, at every door (Apache's `LimitRequestFields` default). Past it: 431."""
+
+HEADER_READ_TIMEOUT_S = 10.0
+"""A connection's request head must be complete this long after the connection opened or after its last response,
+or the connection is closed: a socket that sends nothing, or dribbles its head, holds nothing for longer."""
+
+BODY_READ_TIMEOUT_S = 30.0
+"""A request's body must be complete this long after its head (the largest, 16 MiB to the specialists, takes well
+under a second on any link they are deployed on), or the connection is closed."""
+
+KEEP_ALIVE_TIMEOUT_S = 5
+"""uvicorn's `timeout_keep_alive`: an idle kept-alive connection is closed after this many seconds (its default)."""
