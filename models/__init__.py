@@ -7,9 +7,10 @@ from models.cassettes import RecordingProvider, ReplayProvider, cassette_set_has
 from models.loop import Limits, LoopResult, LoopStopped, Sink, Tool, run_loop
 from models.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from models.openai_compatible import OpenAICompatibleProvider
-from models.provider import NoRecordedResponse, Provider, ProviderError
+from models.provider import AnswerTooLarge, NoRecordedResponse, Provider, ProviderError
 
 __all__ = [
+    "AnswerTooLarge",
     "Limits",
     "LoopResult",
     "LoopStopped",

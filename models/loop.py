@@ -11,6 +11,10 @@ dependency, and the same number every run. It is an estimate, so the ceiling can
 estimate under-counts this step; the next step counts the provider's reported usage exactly. The call itself runs
 under `asyncio.timeout(deadline_s - elapsed)`. Any bound that fails raises `LoopStopped("budget_exhausted", bound,
 step)` without calling.
+
+Two bounds are checked on the answer, before anything in it runs:
+  answer_bytes  the provider refused an answer past its byte cap while reading it (`AnswerTooLarge`)
+  tool_calls    the answer asks for more than `max_tool_calls_per_step` tool calls: none of them runs
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from models.messages import Message, ModelRequest, ModelResponse, ToolCall, canonical_json
-from models.provider import NoRecordedResponse, Provider, ProviderError
+from models.provider import AnswerTooLarge, NoRecordedResponse, Provider, ProviderError
 
 Tool = Callable[[Mapping[str, Any]], str]  # a query the agent may call; returns text (JSON) for the model
 Sink = Callable[[Mapping[str, Any]], None]  # receives one event dict per model step and per tool call
@@ -36,9 +40,10 @@ class Limits:
     max_steps: int = 6
     deadline_s: float = 20.0
     max_tokens: int = 4000
+    max_tool_calls_per_step: int = 8
 
     def __post_init__(self) -> None:
-        if self.max_steps < 1 or self.deadline_s <= 0 or self.max_tokens < 1:
+        if self.max_steps < 1 or self.deadline_s <= 0 or self.max_tokens < 1 or self.max_tool_calls_per_step < 1:
             raise ValueError(f"limits must be positive: {self}")
 
 
@@ -57,7 +62,7 @@ class LoopStopped(Exception):
         tokens_out: int = 0,
     ) -> None:
         self.reason = reason  # "budget_exhausted" | "no_recorded_response" | "provider_error"
-        self.bound = bound  # "steps" | "wall_clock" | "tokens" for budget_exhausted, else None
+        self.bound = bound  # budget_exhausted: "steps" | "wall_clock" | "tokens" | "answer_bytes" | "tool_calls"
         self.step = step  # the step that would have run (1-based)
         self.detail = detail or f"{reason} at step {step}"
         self.events = events  # the events of the steps that did run
@@ -156,6 +161,10 @@ class _Run:
             ) from None
         except NoRecordedResponse as error:
             raise self.stop("no_recorded_response", None, step, f"step {step}: {error}") from error
+        except AnswerTooLarge as error:
+            raise self.stop(
+                "budget_exhausted", "answer_bytes", step, f"answer-size bound: step {step}: {error}"
+            ) from error
         except ProviderError as error:
             raise self.stop("provider_error", None, step, f"step {step}: {error}") from error
 
@@ -214,6 +223,14 @@ async def run_loop(
                 "finish_reason": response.finish_reason,
             }
         )
+        if len(response.tool_calls) > limits.max_tool_calls_per_step:
+            raise run.stop(
+                "budget_exhausted",
+                "tool_calls",
+                step,
+                f"tool-call bound: step {step} asked for {len(response.tool_calls)} tool calls"
+                f" > max_tool_calls_per_step={limits.max_tool_calls_per_step}; none was run",
+            )
         if not response.tool_calls:
             if response.content is None:
                 raise run.stop("provider_error", None, step, f"step {step}: the answer had neither text nor tool calls")

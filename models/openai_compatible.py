@@ -2,6 +2,9 @@
 
 The answer must report usage (prompt and completion tokens): the loop's token ceiling cannot be kept without it,
 so an answer without usage is refused like any other malformed answer.
+
+The answer is read incrementally and refused (`AnswerTooLarge`) as soon as it passes `max_answer_bytes`, or at once
+when its Content-Length says it will; compression is not accepted, so the bytes counted are the bytes held.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from typing import Any
 import httpx
 
 from models.messages import Message, ModelRequest, ModelResponse, ToolCall, strict_json_loads
-from models.provider import ProviderError
+from models.provider import AnswerTooLarge, ProviderError
 
 _BODY_EXCERPT_CHARS = 200
+MAX_ANSWER_BYTES = 1024 * 1024
+"""One chat completion's body. The loop's whole budget is 4,000 tokens (about 16 KB of text; even escaped as
+\\uXXXX, under 100 KB), so a real answer is a small fraction of this; past it the answer is refused unread."""
 
 
 def _message_json(message: Message) -> dict[str, Any]:
@@ -89,25 +95,60 @@ def parse_chat_completion(document: Any) -> ModelResponse:
 class OpenAICompatibleProvider:
     name = "openai"
 
-    def __init__(self, base_url: str, *, api_key: str | None, http: httpx.AsyncClient, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None,
+        http: httpx.AsyncClient,
+        timeout_s: float = 60.0,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+    ) -> None:
+        if max_answer_bytes < 1:
+            raise ValueError(f"max_answer_bytes must be positive: {max_answer_bytes}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.api_key = api_key
         self.http = http
         self.timeout_s = timeout_s
+        self.max_answer_bytes = max_answer_bytes
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        headers = {"Accept-Encoding": "identity"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         try:
-            answer = await self.http.post(
-                self.url, json=chat_completions_body(request), headers=headers, timeout=self.timeout_s
-            )
+            async with self.http.stream(
+                "POST", self.url, json=chat_completions_body(request), headers=headers, timeout=self.timeout_s
+            ) as answer:
+                status = answer.status_code
+                content = await self._read_bounded(answer)
         except httpx.HTTPError as error:
             raise ProviderError(f"transport error calling {self.url}: {type(error).__name__}: {error}") from error
-        if answer.status_code >= 400:
-            excerpt = answer.text[:_BODY_EXCERPT_CHARS]
-            raise ProviderError(f"HTTP {answer.status_code} from {self.url}: {excerpt}")
+        if status >= 400:
+            excerpt = content[:_BODY_EXCERPT_CHARS].decode("utf-8", errors="replace")
+            raise ProviderError(f"HTTP {status} from {self.url}: {excerpt}")
+        return self._parse(content)
+
+    async def _read_bounded(self, answer: httpx.Response) -> bytes:
+        """The body, read chunk by chunk and refused the moment it would pass `max_answer_bytes`."""
+        encoding = answer.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise ProviderError(f"the answer from {self.url} is {encoding}-encoded; only identity is accepted")
+        declared = answer.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_answer_bytes:
+            raise AnswerTooLarge(self.url, self.max_answer_bytes, int(declared))
+        chunks: list[bytes] = []
+        received = 0
+        async for chunk in answer.aiter_raw():
+            received += len(chunk)
+            if received > self.max_answer_bytes:
+                raise AnswerTooLarge(self.url, self.max_answer_bytes)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _parse(self, content: bytes) -> ModelResponse:
         try:
-            document = strict_json_loads(answer.content)
+            document = strict_json_loads(content)
         except ValueError as error:
             raise ProviderError(f"malformed answer from {self.url}: not JSON ({error})") from error
         try:

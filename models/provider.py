@@ -1,4 +1,4 @@
-"""The one interface every model call passes through, and the two ways a call fails."""
+"""The one interface every model call passes through, and the ways a call fails."""
 
 from __future__ import annotations
 
@@ -25,3 +25,14 @@ class NoRecordedResponse(LookupError):
 
 class ProviderError(Exception):
     """The provider could not answer: transport, HTTP status, or an answer we cannot read. The message says which."""
+
+
+class AnswerTooLarge(ProviderError):
+    """The answer ran past `max_bytes` while it was read; the rest was never read. The loop makes it a budget stop."""
+
+    def __init__(self, url: str, max_bytes: int, declared_bytes: int | None = None) -> None:
+        self.url = url
+        self.max_bytes = max_bytes
+        self.declared_bytes = declared_bytes  # the answer's Content-Length, when it declared one
+        declared = f" (it declared {declared_bytes})" if declared_bytes is not None else ""
+        super().__init__(f"the answer from {url} exceeds {max_bytes} bytes{declared}")

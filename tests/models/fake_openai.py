@@ -1,7 +1,8 @@
 """A local fake of an OpenAI-compatible server: POST /v1/chat/completions on a real loopback socket.
 
 It records each request body it received and answers with the next queued reply: a JSON document, an HTTP error,
-or bytes that are not JSON.
+bytes that are not JSON, or an endless answer streamed from a small buffer (`Reply.stream_bytes`), so a hostile
+1 GiB answer costs the fake nothing; `streamed_bytes` is how much of it the client actually pulled.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+STREAM_CHUNK_BYTES = 64 * 1024
 
 
 @dataclass
@@ -23,6 +26,8 @@ class Reply:
     status: int = 200
     json: Any = None
     raw: bytes | None = None  # sent as-is instead of `json`
+    stream_bytes: int | None = None  # stream this many bytes (a JSON answer whose text never ends), chunked
+    declare_length: bool = False  # with `stream_bytes`: send a Content-Length saying so
 
 
 @dataclass
@@ -31,6 +36,7 @@ class FakeOpenAI:
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
+    streamed_bytes: int = 0
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -40,11 +46,26 @@ class FakeOpenAI:
             self.received.append(await request.json())
             self.headers.append(dict(request.headers))
             reply = self.replies.pop(0)
+            if reply.stream_bytes is not None:
+                headers = {"content-length": str(reply.stream_bytes)} if reply.declare_length else None
+                return StreamingResponse(
+                    self._endless(reply.stream_bytes), media_type="application/json", headers=headers
+                )
             if reply.raw is not None:
                 return Response(reply.raw, status_code=reply.status, media_type="application/json")
             return JSONResponse(reply.json, status_code=reply.status)
 
         return app
+
+    async def _endless(self, total_bytes: int) -> AsyncIterator[bytes]:
+        prefix = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "'
+        block = b"a" * STREAM_CHUNK_BYTES
+        sent = 0
+        while sent < total_bytes:
+            piece = (prefix if sent == 0 else block)[: total_bytes - sent]
+            sent += len(piece)
+            self.streamed_bytes = sent
+            yield piece
 
 
 def completion(
