@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from cards.escape import slack_data, slack_own
 from cards.formatting import money
 from cards.model import CardDataError
-from cards.text import fit, one_line, slack_escape, slack_fit, slack_mrkdwn, units
+from cards.text import fit, one_line, slack_fit, slack_mrkdwn, units
 
 SOURCE = "payment runs"
 SLACK_RUNS_SHOWN_MAX = 60
@@ -209,12 +210,10 @@ def slack_payments_message(card: PaymentsCard) -> Message:
     shown = sum(len(lines) for lines in kept)
     hidden = len(card.runs) - shown
     if hidden > 0:
-        blocks.append(
-            {"type": "context", "elements": [slack_mrkdwn(f"_{slack_escape(_more(hidden))}_", SLACK_FIELD_MAX)]}
-        )
+        blocks.append({"type": "context", "elements": [slack_mrkdwn(f"_{slack_own(_more(hidden))}_", SLACK_FIELD_MAX)]})
     fallback = f"{headline}: {len(card.runs)} certificates, {card.certified} certified"
     fallback += f", {card.awaiting_decision} awaiting a decision"
-    return {"text": fit(slack_escape(fallback), FALLBACK_MAX), "blocks": blocks}
+    return {"text": fit(slack_data(fallback), FALLBACK_MAX), "blocks": blocks}
 
 
 def _slack_line(run: PaymentRunLine) -> str:

@@ -2,8 +2,10 @@
 
 Everything stays inside Slack's limits (slack_sdk.models.blocks): long text is cut with "…", long lists end in
 a "+N more" note, and the Approve/Reject actions block is never dropped. Text given to us (rules, reasons,
-narratives, names) is mrkdwn-escaped (&, <, >) so it cannot mention @channel or forge links. Lengths are
-counted in UTF-16 code units, which is never less than Python's character count.
+narratives, names, entities, memos) is made inert by cards/escape.py: &, < and > escaped, Slack's formatting
+characters shown as look-alikes, and every mrkdwn text object sent `verbatim`, so data can mention nobody, forge no
+link or formatting, and is never auto-linked. Lengths are counted in UTF-16 code units, which is never less than
+Python's character count.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cards.certificates import slack_certificate_section
+from cards.escape import slack_data, slack_mrkdwn_object, slack_own
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import (
     STATUS_HEADLINES,
@@ -131,7 +134,7 @@ def status_message(status: StatusCard) -> Message:
         Fact("Overdue gates", str(sum(1 for g in open_gates if g.overdue))),
     ]
     task_lines = [
-        f"{_TASK_MARKS.get(t.status, ':grey_question:')} *{_esc(t.display_title)}*: {_esc(t.status)}"
+        f"{_TASK_MARKS.get(t.status, ':grey_question:')} *{_esc(t.display_title)}*: {_own(t.status)}"
         f" (attempt {t.attempt})" + (f" — {_esc_fit(t.reason, 400)}" if t.reason else "")
         for t in status.tasks
     ]
@@ -185,7 +188,7 @@ def _gate_context(card: GateCard) -> Block:
     return _context(
         [
             f"*{_esc(card.entity)}* · {_esc(card.period)}",
-            f"{_esc(card.kind)} gate `{_esc(card.gate_id)}`",
+            f"{_own(card.kind)} gate `{_esc(card.gate_id)}`",
             f"close `{_esc(card.close_id)}`",
         ]
     )
@@ -198,8 +201,8 @@ def _gate_fields(card: GateCard) -> Block:
     return _fields_section(
         None,
         [
-            Fact("Tier", _esc(card.tier)),
-            Fact("Approvals", _esc(quorum_progress(card))),
+            Fact("Tier", _own(card.tier)),
+            Fact("Approvals", _own(quorum_progress(card))),
             Fact("Due", due),
             Fact("Still needed", str(card.approvals_missing)),
         ],
@@ -259,11 +262,11 @@ def _decision_blocks(decisions: Sequence[DecisionLine]) -> list[Block]:
 
 def _status_gate_line(gate: GateCard) -> str:
     mark = _GATE_MARKS.get(gate.status, ":grey_question:")
-    title = f"*{_esc(gate.task_title)}* {_esc(gate.kind)} gate (tier {_esc(gate.tier)})"
+    title = f"*{_esc(gate.task_title)}* {_own(gate.kind)} gate (tier {_own(gate.tier)})"
     if gate.status == "open":
-        line = f"{mark} {title}: {_esc(waiting_on(gate))}, due {_slack_time(gate.due_at)}"
+        line = f"{mark} {title}: {_own(waiting_on(gate))}, due {_slack_time(gate.due_at)}"
         return line + (" :warning: *Overdue*" if gate.overdue else "")
-    return f"{mark} {title}: {gate.status} ({_esc(quorum_progress(gate))})"
+    return f"{mark} {title}: {_own(gate.status)} ({_own(quorum_progress(gate))})"
 
 
 def _evidence_blocks(evidence: Iterable[Evidence]) -> list[Block]:
@@ -271,7 +274,9 @@ def _evidence_blocks(evidence: Iterable[Evidence]) -> list[Block]:
     for item in evidence:
         title = f"*{_esc(item.title)}*"
         if item.facts:
-            blocks.append(_fields_section(title, [Fact(f.label, _esc(f.value)) for f in item.facts], escaped=True))
+            blocks.append(
+                _fields_section(title, [Fact(_esc(f.label), _esc(f.value)) for f in item.facts], escaped=True)
+            )
         if item.lines:
             heading = "" if item.facts else title
             blocks.append(_section(_bullets(heading, [_esc_fit(line, LINE_MAX) for line in item.lines], True)))
@@ -310,7 +315,7 @@ def _plain(text: str) -> Block:
 
 
 def _section(mrkdwn: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _fit(mrkdwn or " ", SECTION_TEXT_MAX)}}
+    return {"type": "section", "text": slack_mrkdwn_object(_fit(mrkdwn or " ", SECTION_TEXT_MAX))}
 
 
 def _fields_section(title: str | None, facts: Sequence[Fact], escaped: bool = False) -> Block:
@@ -319,15 +324,15 @@ def _fields_section(title: str | None, facts: Sequence[Fact], escaped: bool = Fa
     for fact in shown:
         label = fact.label if escaped else _esc(fact.label)
         value = fact.value if escaped else _esc(fact.value)
-        fields.append({"type": "mrkdwn", "text": _fit(f"*{label}*\n{value or '—'}", FIELD_TEXT_MAX)})
+        fields.append(slack_mrkdwn_object(_fit(f"*{label}*\n{value or '—'}", FIELD_TEXT_MAX)))
     block: Block = {"type": "section", "fields": fields}
     if title:
-        block["text"] = {"type": "mrkdwn", "text": _fit(title, SECTION_TEXT_MAX)}
+        block["text"] = slack_mrkdwn_object(_fit(title, SECTION_TEXT_MAX))
     return block
 
 
 def _context(mrkdwn: Sequence[str]) -> Block:
-    elements = [{"type": "mrkdwn", "text": _fit(text, FIELD_TEXT_MAX)} for text in mrkdwn[:CONTEXT_ELEMENTS_MAX]]
+    elements = [slack_mrkdwn_object(_fit(text, FIELD_TEXT_MAX)) for text in mrkdwn[:CONTEXT_ELEMENTS_MAX]]
     return {"type": "context", "elements": elements}
 
 
@@ -369,7 +374,13 @@ def _slack_time(iso: str) -> str:
 
 
 def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Data: nothing in it can open a mention, a link or formatting (cards/escape.py)."""
+    return slack_data(text)
+
+
+def _own(text: str) -> str:
+    """Our own words and identifiers: &, < and > escaped, underscores kept."""
+    return slack_own(text)
 
 
 def _units(text: str) -> int:

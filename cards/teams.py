@@ -2,9 +2,10 @@
 
 Decisions use Universal Actions: `Action.Execute` with verb `gate.approve`/`gate.reject` and
 `data: {"gate_id", "decision"}`, each with an `Action.Submit` fallback carrying the same data for clients
-without Universal Actions. Text given to us (rules, reasons, narratives, names, evidence lines) goes into
-`TextRun`s, which Adaptive Cards never read as markdown. No `refresh` block: it needs Teams user ids
-(`refresh.userIds`, at most 60), which only the adapter knows.
+without Universal Actions. Text given to us (rules, reasons, narratives, names, entities, evidence facts and lines)
+goes only into `TextRun`s (cards/escape.py), which Adaptive Cards never read as markdown: `TextBlock`s and `FactSet`s
+(both read as markdown) carry only our own words, identifiers and formatted figures. No `refresh` block: it needs
+Teams user ids (`refresh.userIds`, at most 60), which only the adapter knows.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cards.certificates import teams_certificate_section
+from cards.escape import teams_data_block, teams_data_run
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
 from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
@@ -99,8 +101,8 @@ def status_message(status: StatusCard) -> Card:
     done = sum(1 for t in status.tasks if t.status == "done")
     open_gates = [g for g in status.gates if g.status == "open"]
     body: list[Element] = [
-        _heading(headline),
-        _text(f"Close {status.close_id}", isSubtle=True, spacing="none"),
+        _data_heading(headline),
+        _data_line(f"Close {status.close_id}", isSubtle=True, spacing="none"),
     ]
     if status.status_reason:
         body.append(_titled("Why", [_verbatim(status.status_reason, TEXT_MAX)], style="attention"))
@@ -117,7 +119,7 @@ def status_message(status: StatusCard) -> Card:
         Fact(t.display_title, f"{t.status} (attempt {t.attempt})" + (f" — {t.reason}" if t.reason else ""))
         for t in status.tasks
     ]
-    body.append(_titled("Tasks", [_fact_set(task_facts)]))
+    body.append(_titled("Tasks", _data_facts(task_facts)))
     gate_items = [_status_gate(g) for g in status.gates[:GATES_SHOWN_MAX]]
     gate_items += _more(len(status.gates) - GATES_SHOWN_MAX, "gates")
     body.append(_titled("Gates", gate_items or [_text("No gates opened.", isSubtle=True)]))
@@ -176,12 +178,8 @@ def invoke_response(card: Card) -> dict[str, Any]:
 
 def _gate_heading(card: GateCard, headline: str) -> list[Element]:
     return [
-        _heading(headline),
-        _text(
-            f"{card.entity} · {card.period} · {card.kind} gate {card.gate_id}",
-            isSubtle=True,
-            spacing="none",
-        ),
+        _data_heading(headline),
+        _data_line(f"{card.entity} · {card.period} · {card.kind} gate {card.gate_id}", isSubtle=True, spacing="none"),
     ]
 
 
@@ -245,8 +243,8 @@ def _status_gate(gate: GateCard) -> Element:
     return {
         "type": "Container",
         "items": [
-            _text(title, weight="bolder"),
-            _text(detail, color=color, spacing="none"),
+            _data_line(title, weight="bolder"),
+            _data_line(detail, color=color, spacing="none"),
         ],
     }
 
@@ -256,7 +254,7 @@ def _evidence(evidence: Iterable[Evidence]) -> list[Element]:
     for item in evidence:
         items: list[Element] = []
         if item.facts:
-            items.append(_fact_set(item.facts))
+            items += _data_facts(item.facts)
         items += [_verbatim(line, LINE_MAX) for line in item.lines[:LINES_SHOWN_MAX]]
         items += _more(len(item.lines) - LINES_SHOWN_MAX, "more")
         if item.narrative:
@@ -300,6 +298,30 @@ def _heading(text: str) -> Element:
         "wrap": True,
         "style": "heading",
     }
+
+
+def _data_heading(text: str) -> Element:
+    """A heading that may hold data (a task title, an entity): a large bold TextRun, never markdown."""
+    return teams_data_block([teams_data_run(fit(text, 150), size="large", weight="bolder")])
+
+
+def _data_line(text: str, **options: Any) -> Element:
+    """One line that may hold data, as a TextRun; `color`, `weight` and `isSubtle` style the run itself."""
+    run_options = {key: options.pop(key) for key in ("color", "weight", "isSubtle") if key in options}
+    return teams_data_block([teams_data_run(fit(text, TEXT_MAX), **run_options)], **options)
+
+
+def _data_facts(facts: Iterable[Fact]) -> list[Element]:
+    """Facts whose labels or values may be data: one RichTextBlock each (bold label, plain value), not a FactSet."""
+    shown = list(facts)
+    rows = [
+        teams_data_block(
+            [teams_data_run(fit(f.label, 100) + ": ", weight="bolder"), teams_data_run(fit(f.value or "—", LINE_MAX))],
+            spacing="none",
+        )
+        for f in shown[:FACTS_SHOWN_MAX]
+    ]
+    return rows + _more(len(shown) - FACTS_SHOWN_MAX, "more")
 
 
 def _text(text: str, **options: Any) -> Element:

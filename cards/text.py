@@ -1,6 +1,9 @@
-"""Cutting text to a platform limit, counted in UTF-16 code units (never fewer than Python's characters)."""
+"""Cutting text to a platform limit, counted in UTF-16 code units (never fewer than Python's characters), and
+Slack data escaped and cut in one step (the escaping itself lives in cards/escape.py)."""
 
 from __future__ import annotations
+
+from cards.escape import slack_data, slack_mrkdwn_object
 
 ELLIPSIS = "…"
 
@@ -30,8 +33,9 @@ def one_line(text: str) -> str:
 
 
 def slack_escape(text: str) -> str:
-    """&, < and > as entities, so data in Slack mrkdwn can forge no mention or link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Data for Slack mrkdwn (cards/escape.py): &, < and > as entities and the formatting characters as look-alikes,
+    so it can forge no mention, link or formatting."""
+    return slack_data(text)
 
 
 def slack_fit(raw: str, limit: int) -> str:
@@ -52,4 +56,4 @@ def slack_fit(raw: str, limit: int) -> str:
 
 def slack_mrkdwn(text: str, limit: int) -> dict[str, object]:
     """Our own mrkdwn around already-escaped data, verbatim (no auto-linking); `fit` is the backstop."""
-    return {"type": "mrkdwn", "text": fit(text, limit), "verbatim": True}
+    return slack_mrkdwn_object(fit(text, limit))

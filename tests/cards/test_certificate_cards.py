@@ -327,7 +327,11 @@ def test_hostile_text_is_escaped_in_slack_the_way_other_cards_escape() -> None:
     message = slack.gate_message(payment_gate(hostile_certificate()))
     assert_slack_message_valid(message)  # no raw < or > and no bare & in any mrkdwn
     text = slack_text(message)
-    assert "&lt;!channel&gt; *pay now* &lt;https://evil.example|click&gt; &amp; @here *Amounts:* none" in text
+    # Slack's formatting characters in data show as look-alikes (cards/escape.py), so "*pay now*" cannot turn bold.
+    assert (
+        "&lt;!channel&gt; \u2217pay now\u2217 &lt;https://evil.example|click&gt; &amp; @here \u2217Amounts:\u2217 none"
+        in text
+    )
     assert "&lt;@U024BE7LH&gt;" in text
     assert "<!channel>" not in text and "<https://" not in text and "<@U" not in text
     assert "\n*Amounts:* none" not in text  # data cannot start a line of its own
