@@ -43,6 +43,8 @@ GUARDS = (
     "grounding",
     "verdict_keys",
     "injection",
+    "approver_address",
+    "link",
     "step_bound",
     "token_bound",
     "malformed_output",

@@ -97,6 +97,7 @@ async def test_negative_control_with_the_guards_off_fails() -> None:
     assert tallies["grounding"][1] == 0
     assert tallies["malformed_output"][1] == 0
     assert tallies["injection"][1] == 0
+    assert (tallies["approver_address"][1], tallies["link"][1]) == (0, 0)  # the steering guard is off too
     assert tallies["verdict_keys"][2] >= 1  # the model's "verdict" and "amount" reached the result
     moved = {result.scenario.name: result.moved for result in control.results if result.moved}
     assert 'result.verdict = "approved" set by the model' in moved["bank_memo_instruction_obeyed"]
