@@ -152,6 +152,10 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
     if not (user and team and channel and storable_text(user + team + channel)):
         log.warning("ignoring a Slack action without a user, team and channel")
         return
+    action_ts = str(action.get("action_ts"))
+    if len(action_ts) > MAX_ID_CHARS or not storable_text(action_ts):  # part of the decision's nonce, stored as text
+        await _ephemeral(client, channel, user, "This click carries an action timestamp that is not valid.")
+        return
     decision = ACTIONS[str(action.get("action_id"))]
     gate_id = str(action.get("value", ""))
     try:
@@ -180,7 +184,7 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
                 gate_id=gate_id,
                 decision=decision,
                 reason=f"{decision} via Slack",
-                nonce=f"slack:{team}:{user}:{gate_id}:{action.get('action_ts')}",
+                nonce=f"slack:{team}:{user}:{gate_id}:{action_ts}",
                 on_recorded=services.on_recorded,
                 seal=services.seal,
             )

@@ -33,12 +33,13 @@ from fastapi.responses import JSONResponse, Response
 from audit.export import FORMATS
 from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from callbacks.exports import export_trace
+from callbacks.http import storable_text
 from cards import teams as teams_cards
 from cards.model import CardDataError
 from cards.payments import payments_card, teams_payments_card
 from policy.access import HELP, PAYMENTS, STATUS, TRACE_EXPORT
 
-from .access import allowed_tenant, authorize_command
+from .access import MAX_ID_CHARS, allowed_tenant, authorize_command
 from .gate_cards import PERIOD, status_card, teams_gate_card
 from .services import ChatServices, CloseNotFound, UnknownGate
 
@@ -237,9 +238,13 @@ class TeamsAdapter:
         if decision is None:
             return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown action on this card."))
         sender = activity.from_property
-        identity = PlatformIdentity(
-            channel="teams", external_id=str(sender.aad_object_id), tenant=self._tenant(activity)
-        )
+        external_id = str(sender.aad_object_id)
+        nonce = f"teams:{activity.id or uuid.uuid4()}"
+        if not (len(external_id) <= MAX_ID_CHARS and len(nonce) <= MAX_ID_CHARS and storable_text(external_id + nonce)):
+            # A NUL or a lone surrogate can be neither stored nor traced as the claimed identity: refused here.
+            log.info("refused a Teams card action whose sender or activity id cannot be stored")
+            return self._invoke_card(teams_cards.error_card("Not recorded", "This action's sender or id is not valid."))
+        identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=self._tenant(activity))
         async with self.services.connect_callbacks() as conn:
             try:
                 decided = await decide_gate(
@@ -248,7 +253,7 @@ class TeamsAdapter:
                     gate_id=gate_id,
                     decision=decision,
                     reason=f"{decision} via Teams",
-                    nonce=f"teams:{activity.id or uuid.uuid4()}",
+                    nonce=nonce,
                     on_recorded=self.services.on_recorded,
                     seal=self.services.seal,
                 )
