@@ -19,7 +19,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -44,6 +44,7 @@ from starlette.routing import BaseRoute, Route
 
 from engine.a2a_data import IDEMPOTENCY_KEY_FIELD, restore_integers
 from engine.http_limits import MIB, ASGIApp, BodyLimitMiddleware, Receive, Scope, Send
+from engine.task_store import BoundedTaskStore
 
 if TYPE_CHECKING:
     from engine.specialists.narration import Narrator
@@ -350,10 +351,10 @@ async def _healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok", "specialists": sorted(request.app.state.specialist_names)})
 
 
-def _specialist_routes(name: str, handler: Handler, base_url: str) -> list[BaseRoute]:
+def _specialist_routes(name: str, handler: Handler, base_url: str, task_store: BoundedTaskStore) -> list[BaseRoute]:
     card = agent_card(name, base_url)
     request_handler = SpecialistRequestHandler(
-        name, agent_executor=HandlerExecutor(name, handler), task_store=InMemoryTaskStore(), agent_card=card
+        name, agent_executor=HandlerExecutor(name, handler), task_store=task_store, agent_card=card
     )
     return [
         *create_agent_card_routes(card, card_url=f"/{name}{AGENT_CARD_WELL_KNOWN_PATH}"),
@@ -383,12 +384,14 @@ def build_specialists_app(
         if name not in SPECIALIST_NAMES:
             raise UnknownSpecialistError(name)
     routes: list[BaseRoute] = [Route("/healthz", _healthz, methods=["GET"])]
+    task_stores = {name: BoundedTaskStore() for name in chosen}  # engine/task_store.py: finished tasks are forgotten
     for name, handler in chosen.items():
-        routes.extend(_specialist_routes(name, handler, base_url))
+        routes.extend(_specialist_routes(name, handler, base_url, task_stores[name]))
     middleware = [
         Middleware(BearerTokenMiddleware, token=token),
         Middleware(BodyLimitMiddleware, limits=(), default_max_bytes=max_body_bytes),
     ]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.specialist_names = tuple(chosen)
+    app.state.task_stores = task_stores
     return app
