@@ -762,7 +762,7 @@ def serve(
 
 
 def _bounded_http(max_requests_in_flight: int, header_read_timeout_s: float) -> dict[str, Any]:
-    """uvicorn's arguments for a door: our bounded protocol (ADR 0021) in place of its unbounded ones."""
+    """uvicorn's arguments for a door: our bounded protocol (ADR 0023) in place of its unbounded ones."""
     from .http_protocol import ConnectionBounds, bounded_protocol
 
     if header_read_timeout_s <= 0:

@@ -3,7 +3,7 @@
 uvicorn (0.54) reads a request head with no limit (httptools accumulates a header value across reads for as long as
 it keeps coming) and arms no timer on a fresh connection: `timeout_keep_alive` starts only after a response, and
 any byte cancels it. Its `limit_concurrency` counts open connections, so connections that never send a byte fill it
-and every door answers 503. This subclass (ADR 0021):
+and every door answers 503. This subclass (ADR 0023):
 
 - counts the bytes of each request line and headers as they arrive, feeding the parser no more than
   `max_header_bytes`; past it, or past `max_header_count` header fields, it answers 431 and closes, so the excess is

@@ -38,9 +38,9 @@ SPECIALISTS_MAX_CONCURRENCY = 64
 
 MAX_HEADER_BYTES = 32 * KIB
 """The request line and headers of one request, at every door. The largest real head is a Bot Framework invoke
-(a JWT of 1 to 2 KB in `Authorization`) or a person's signed read (three short headers); nginx allows 32 KiB by
-default (`large_client_header_buffers 4 8k`, per line), Node 16 KiB. Past it: 431 and the connection closed, the rest
-never read (`countersign.http_protocol`, ADR 0021)."""
+(a JWT of 1 to 2 KB in `Authorization`) or a person's signed read (three short headers); nginx's default
+`large_client_header_buffers 4 8k` holds 32 KiB, Node's 16 KiB. Past it: 431 and the connection closed, the rest
+never read (`countersign.http_protocol`, ADR 0023)."""
 
 MAX_HEADER_COUNT = 100
 """Header fields in one request, at every door (Apache's `LimitRequestFields` default). Past it: 431."""
