@@ -61,8 +61,8 @@ def test_narratives_exits_one_naming_the_eval_when_a_planted_violation_is_not_ca
     result = invoke("--scenarios", str(path), "--write-cassettes")
 
     assert result.exit_code == 1
-    assert "wrote 17 hand-written cassettes for 10 scenarios" in result.output
-    assert "narrative eval: RED 9/10 scenarios passed" in result.output
+    assert "wrote 19 hand-written cassettes for 12 scenarios" in result.output
+    assert "narrative eval: RED 11/12 scenarios passed" in result.output
     assert "scenarios[0] variance_good_answer: grounding not caught" in result.output
     assert "the eval is wrong" in result.output
 
