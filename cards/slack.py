@@ -285,7 +285,7 @@ def _evidence_blocks(evidence: Iterable[Evidence]) -> list[Block]:
         if item.narrative:
             blocks.append(_section(_long_text("*Narrative*\n", item.narrative, SECTION_TEXT_MAX)))
         if item.narrative_note:
-            blocks.append(_context([f":warning: {_esc(item.narrative_note)}"]))
+            blocks.append(_context([f":warning: {_own(item.narrative_note)}"]))  # our words and flag names
     return blocks
 
 
