@@ -133,12 +133,12 @@ def trace_export_message(card: TraceExportCard) -> Card:
         Fact("Format", card.format.upper()),
         Fact("Events", str(card.events)),
         Fact("Sequence", f"{card.first_seq}–{card.last_seq}" if card.events else "none"),
-        Fact("File", card.filename),
         Fact("Close", card.close_id),
     ]
     body = [
-        _heading(headline),
+        _data_heading(headline),  # the entity and period may be a document's (a payment run's certificate id)
         _fact_set(facts),
+        *_data_facts([Fact("File", card.filename)]),
         _titled("Head hash", [_verbatim(card.head_hash_hex or "none", 200, monospace=True)]),
     ]
     return _card(body, None, f"{headline}: {card.events} events in {card.filename}")

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cards import slack, teams
-from cards.model import DecisionLine, GateCard, StatusCard
+from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
 from cards.payments import payments_card, slack_payments_message, teams_payments_card
 from tests.cards.checks import assert_adaptive_card_valid, assert_mrkdwn_escaped, assert_slack_message_valid, walk
 from tests.cards.fixtures import DEMO_STATUS, escalation_cards, open_gate_cards
@@ -169,3 +169,14 @@ def test_document_text_on_the_status_and_payments_cards_is_never_live_markup(tex
     payments, plain = payments_card(payment_rows(text), None), payments_card(payment_rows(MARK), None)
     slack_markup_is_dead(slack_payments_message(payments), slack_payments_message(plain))
     teams_markup_is_dead(teams_payments_card(payments))
+
+
+def trace_export(text: str) -> TraceExportCard:
+    return TraceExportCard("close-1", text, text, "csv", 3, 1, 3, "ab" * 32, f"countersign-trace-{text}-{text}.csv")
+
+
+@FAST
+@given(text=HOSTILE)
+def test_document_text_on_the_trace_export_card_is_never_live_markup(text: str) -> None:
+    slack_markup_is_dead(slack.trace_export_message(trace_export(text)), slack.trace_export_message(trace_export(MARK)))
+    teams_markup_is_dead(teams.trace_export_message(trace_export(text)))
