@@ -7,9 +7,10 @@ rendered. Amounts are decimal strings with at most two places (never floats) and
 (invariant names, amount names, hold kinds, escalation reasons) must be snake_case, so they are safe anywhere.
 
 Text from data (contract title, invariant titles, explanations, clause ids and titles, line and hold references) is
-put on one line, so it cannot pose as one of the card's own lines. In Slack it is escaped as cards/slack.py escapes
-(&, <, >) and sent with `verbatim`, so Slack does not auto-link bare URLs or channel names either; in Teams it goes
-into `TextRun`s, which Adaptive Cards never read as markdown. Lists are capped and end in a visible "and N more".
+put on one line, so it cannot pose as one of the card's own lines. In Slack it is escaped by cards/escape.py (&, <, >
+as entities, Slack's formatting characters as look-alikes) and sent with `verbatim`, so Slack does not auto-link bare
+URLs or channel names either; in Teams it goes into `TextRun`s, which Adaptive Cards never read as markdown. Lists
+are capped and end in a visible "and N more".
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ so a malformed row raises `CardDataError` naming the field path (`runs[3].amount
 rendered.
 
 Text from data (certificate and contract ids, stage, tier) is put on one line and cut to a cap. In Slack it is
-escaped (&, <, >) and sent with `verbatim`, so nothing can pose as a mention or a link; in Teams it goes into
-`TextRun`s, which Adaptive Cards never read as markdown. The list is capped and ends in a visible "and N more".
+escaped by cards/escape.py (&, <, > as entities, formatting characters as look-alikes) and sent with `verbatim`, so
+nothing can pose as a mention, a link or formatting; in Teams it goes into `TextRun`s, which Adaptive Cards never read
+as markdown. The list is capped and ends in a visible "and N more".
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from cards.escape import slack_data, slack_own
+from cards.escape import slack_data, slack_own, teams_markdown
 from cards.formatting import money
 from cards.model import CardDataError
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn, units
@@ -255,7 +256,9 @@ def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
         "$schema": SCHEMA_URL,
         "type": "AdaptiveCard",
         "version": CARD_VERSION,
-        "fallbackText": fit(f"{headline}: {len(card.runs)} certificates, {card.certified} certified", TEAMS_TEXT_MAX),
+        "fallbackText": fit(
+            teams_markdown(f"{headline}: {len(card.runs)} certificates, {card.certified} certified"), TEAMS_TEXT_MAX
+        ),
         "body": body,
     }
     shown = 0

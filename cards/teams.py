@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cards.certificates import teams_certificate_section
-from cards.escape import teams_data_block, teams_data_run
+from cards.escape import teams_data_block, teams_data_run, teams_markdown
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
 from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
@@ -278,7 +278,8 @@ def _card(body: list[Element], actions: list[Element] | None, fallback_text: str
         "$schema": SCHEMA_URL,
         "type": "AdaptiveCard",
         "version": CARD_VERSION,
-        "fallbackText": fit(fallback_text, TEXT_MAX),
+        # The schema lets a client read fallbackText as markdown, and it names the entity: every special escaped.
+        "fallbackText": fit(teams_markdown(fallback_text), TEXT_MAX),
         "body": body,
     }
     if actions:
