@@ -9,7 +9,8 @@ hostile string carries the marker `ZQX`, so the test can find where the data wen
   holds no raw `<` or `>` outside our own date tokens and no `&` that is not an entity, and no formatting character
   touches the marker (`*ZQX`, `ZQX_`, ...), so no bold, italic, strike or code span can open on data.
 - Teams: the marker never appears in a `TextBlock` or a `FactSet` (both read as markdown); it appears in `TextRun`s,
-  which Adaptive Cards never read as markdown. Every card still validates against the Adaptive Card 1.5 schema.
+  which Adaptive Cards never read as markdown; `fallbackText` (which a client may read as markdown) has every
+  markdown special backslash-escaped. Every card still validates against the Adaptive Card 1.5 schema.
 """
 
 from __future__ import annotations
@@ -76,8 +77,13 @@ def slack_markup_is_dead(message: dict[str, Any], plain: dict[str, Any]) -> None
         assert "<!channel>" not in text and "<@U" not in text and "<https" not in text
 
 
+_ESCAPED_PAIR = re.compile(r"\\.", re.DOTALL)
+
+
 def teams_markup_is_dead(card: dict[str, Any]) -> None:
     assert_adaptive_card_valid(card)
+    # fallbackText may be read as markdown: once every backslash pair is taken out, no markdown special is left.
+    assert re.search(r"[\\`*_\[\]()<>~#|]", _ESCAPED_PAIR.sub("", card["fallbackText"])) is None, card["fallbackText"]
     shown = False
     for obj in walk(card["body"]):
         if obj.get("type") == "TextBlock":
