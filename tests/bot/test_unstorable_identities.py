@@ -98,3 +98,24 @@ async def test_a_slack_click_with_a_nul_in_its_action_ts_is_refused_without_a_cr
         await wait_until(lambda: len(fake_slack.calls_to("chat.update")) >= 1)
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == [], "a listener crashed on the NUL"
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 1  # only the clean click
+
+
+@pytest.mark.parametrize(
+    "text", ["close trace export csv 0000\x00", "close payments 2026-0\x001", "close status\x00"], ids=repr
+)
+async def test_a_teams_command_with_a_nul_in_its_text_is_answered_not_500(
+    conn: Any,
+    tolerant_api: httpx.AsyncClient,
+    chat_runtime: Any,
+    default_books: Any,
+    fake_teams_auth: Any,
+    teams_connector: Any,
+    text: str,
+) -> None:
+    await _gate(conn, chat_runtime, default_books)
+    response = await tolerant_api.post(
+        "/api/messages", json=message(text, aad="aad-alice"), headers=_auth(fake_teams_auth)
+    )
+    assert response.status_code < 500, response.text
+    replies = [c for c in teams_connector.calls if c.request.url.path.endswith("/activities/msg-1")]
+    assert replies, "the command got no answer"
