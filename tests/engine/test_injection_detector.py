@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.dispatch_client import open_in_process
 from engine.injection_eval import (
@@ -85,6 +87,22 @@ def test_a_paraphrased_instruction_raises_suspected_injection_without_a_model(te
     assert (result["suspected_injection"], result["injection_fields"]) == (True, ["variation:V02"])
     (scored,) = result["injection_scores"]
     assert scored["field"] == "variation:V02" and scored["score"] >= THRESHOLD and scored["features"]
+
+
+HOSTILE_TEXTS = [t.text for t in load_labelled() if t.label is Label.HOSTILE]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.sampled_from(HOSTILE_TEXTS),
+    where=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+    upper=st.booleans(),
+)
+def test_zero_width_characters_and_case_do_not_change_a_score(text: str, where: list[int], upper: bool) -> None:
+    disguised = text.upper() if upper else text
+    for index in sorted(where, reverse=True):
+        disguised = disguised[:index] + "\u200b" + disguised[index:]
+    assert score_text(disguised) == score_text(text)
 
 
 def test_an_ordinary_imperative_of_a_real_document_is_not_flagged() -> None:
