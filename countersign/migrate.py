@@ -76,33 +76,47 @@ def seed_policy(database: Database, policy: Policy, workflows: Mapping[str, Work
     Each tier with its rank, quorum and approver role; each workflow task's minimum tier; the amount thresholds; the
     escalation tier, owners and findings tier. A changed risk.yaml takes effect in the database only through this.
     """
-    digest = enforced_digest(policy, workflows)
-    with database.connect() as conn, conn.transaction():
-        for table in ("policy_task", "policy_amount_threshold", "policy_escalation_owner", "policy_enforced"):
-            conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table)))
-        conn.execute("DELETE FROM policy_tier")
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO policy_tier (name, rank, gated, quorum, approver_role) VALUES (%s, %s, %s, %s, %s)",
-                [(t.name, t.rank, t.gate, t.quorum, t.approver_role) for t in policy.tiers],
-            )
-            cur.executemany(
-                "INSERT INTO policy_task (workflow, task, tier) VALUES (%s, %s, %s)",
-                [(name, task.id, task.risk_tier) for name, flow in sorted(workflows.items()) for task in flow.tasks],
-            )
-            cur.executemany(
-                "INSERT INTO policy_amount_threshold (min_amount, tier) VALUES (%s, %s)",
-                [(t.min_amount, t.tier) for t in policy.amount_thresholds],
-            )
-            cur.executemany(
-                "INSERT INTO policy_escalation_owner (reason, approver_role) VALUES (%s, %s)",
-                [(reason.value, role) for reason, role in policy.escalation_owners],
-            )
-            cur.execute(
-                "INSERT INTO policy_enforced (digest, escalation_tier, findings_tier) VALUES (%s, %s, %s)",
-                (digest, policy.escalation_tier, policy.findings_tier),
-            )
-    return digest
+    with database.connect() as conn, conn.transaction(), conn.cursor() as cur:
+        for statement, rows in policy_seed(policy, workflows):
+            cur.executemany(statement, rows) if rows else cur.execute(statement)
+    return enforced_digest(policy, workflows)
+
+
+async def seed_policy_async(conn: AsyncConnection[Any], policy: Policy, workflows: Mapping[str, Workflow]) -> str:
+    """`seed_policy` on an owner's connection the caller holds (a test that brings a workflow of its own)."""
+    async with conn.transaction(), conn.cursor() as cur:
+        for statement, rows in policy_seed(policy, workflows):
+            await (cur.executemany(statement, rows) if rows else cur.execute(statement))
+    return enforced_digest(policy, workflows)
+
+
+def policy_seed(policy: Policy, workflows: Mapping[str, Workflow]) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """The statements that replace the seeded policy, each with its rows (none: run it once)."""
+    tasks = [(name, task.id, task.risk_tier) for name, flow in sorted(workflows.items()) for task in flow.tasks]
+    return [
+        *((f"DELETE FROM {table}", []) for table in _POLICY_TABLES),
+        (
+            "INSERT INTO policy_tier (name, rank, gated, quorum, approver_role) VALUES (%s, %s, %s, %s, %s)",
+            [(t.name, t.rank, t.gate, t.quorum, t.approver_role) for t in policy.tiers],
+        ),
+        ("INSERT INTO policy_task (workflow, task, tier) VALUES (%s, %s, %s)", list(tasks)),
+        (
+            "INSERT INTO policy_amount_threshold (min_amount, tier) VALUES (%s, %s)",
+            [(t.min_amount, t.tier) for t in policy.amount_thresholds],
+        ),
+        (
+            "INSERT INTO policy_escalation_owner (reason, approver_role) VALUES (%s, %s)",
+            [(reason.value, role) for reason, role in policy.escalation_owners],
+        ),
+        (
+            "INSERT INTO policy_enforced (digest, escalation_tier, findings_tier) VALUES (%s, %s, %s)",
+            [(enforced_digest(policy, workflows), policy.escalation_tier, policy.findings_tier)],
+        ),
+    ]
+
+
+# Children first, so the deletes never meet a foreign key.
+_POLICY_TABLES = ("policy_task", "policy_amount_threshold", "policy_escalation_owner", "policy_enforced", "policy_tier")
 
 
 class PolicyNotEnforced(RuntimeError):

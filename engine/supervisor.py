@@ -116,8 +116,13 @@ async def _check_escalation_rules(
     attempt: int,
     escalation: str | None,
 ) -> None:
-    """Escalated work reaches a person and completes only through a human gate (the rules migration 0011 enforces)."""
+    """Escalated work reaches a person and completes only through a human gate, and an attempt counts up by one into a
+    re-run (the rules migrations 0011 and 0015 enforce)."""
     source = row.status
+    if attempt != row.attempt and not (attempt == row.attempt + 1 and to is TaskState.PENDING and source != to):
+        raise IllegalTransition(
+            Machine.TASK, source, to, f"an attempt counts up by one, into a re-run (not {row.attempt} -> {attempt})"
+        )
     if source == to:
         return
     if to is TaskState.HALTED and escalation is None:

@@ -506,10 +506,9 @@ BEGIN
                OR jsonb_typeof(NEW.payload->'bytes') IS DISTINCT FROM 'number'
                OR NEW.payload->>'format' NOT IN ('json', 'csv', 'bundle')
                OR NOT EXISTS (SELECT 1 FROM public.close_run r WHERE r.close_id = NEW.close_id)
-               OR NOT EXISTS (SELECT 1 FROM public.principal p WHERE p.principal_id = NEW.actor
-                                 AND p.kind = 'human') THEN
+               OR NOT EXISTS (SELECT 1 FROM public.principal p WHERE p.principal_id = NEW.actor) THEN
                 RAISE EXCEPTION 'trace_exported events carry close_id, format, platform, sha256 and bytes, for an '
-                                'existing close, as a known person' USING ERRCODE = 'check_violation';
+                                'existing close, as a known principal' USING ERRCODE = 'check_violation';
             END IF;
         END IF;
     END IF;

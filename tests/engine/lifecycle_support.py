@@ -100,7 +100,17 @@ def put_gate(
             " prepared_by, due_at, expires_at, lifecycle, subject)"
             " VALUES (%s, %s, %s, %s, %s, 'high', 1, 'cfo', 'test', '{}', 'orchestrator', %s, %s, %s,"
             " (SELECT entity FROM close_run WHERE close_id = %s))",
-            (gate_id, close_id, task, attempt, kind, now + timedelta(hours=1), now + timedelta(hours=2), lifecycle, close_id),
+            (
+                gate_id,
+                close_id,
+                task,
+                attempt,
+                kind,
+                now + timedelta(hours=1),
+                now + timedelta(hours=2),
+                lifecycle,
+                close_id,
+            ),
         )
     return gate_id
 

@@ -43,8 +43,10 @@ class TaskModel:
     gates: dict[int, GateModel] = field(default_factory=dict)
 
     def allows(self, to: TaskState, *, attempt: int, escalation: str | None) -> bool:
-        """Whether the supervisor must let the task go from its status to `to` (the rules of migration 0011)."""
+        """Whether the supervisor must let the task go from its status to `to` (the rules of migrations 0011, 0015)."""
         source = self.status
+        if attempt != self.attempt and not (attempt == self.attempt + 1 and to is TaskState.PENDING != source):
+            return False  # an attempt counts up by one, into a re-run (migration 0015)
         if source == to:
             return True
         if (source, to) not in TRANSITIONS[Machine.TASK]:
