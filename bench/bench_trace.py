@@ -110,10 +110,12 @@ def _abort(signum: int, frame: object) -> None:
 
 
 def event_payload(i: int) -> dict[str, Any]:
-    """A gate decision as the callbacks service traces it (about 430 canonical bytes with the envelope)."""
+    """An event the size and shape of a gate decision (about 430 canonical bytes with the envelope). Its references
+    are named `ref` and `step`: an event naming a real `gate_id` or `task` must belong to that gate's or task's close
+    (migration 0015), and the bench appends to a close with no gates or tasks."""
     return {
-        "gate_id": str(uuid.UUID(int=i + 1)),
-        "task": f"bank_rec_{i % 97}",
+        "ref": str(uuid.UUID(int=i + 1)),
+        "step": f"bank_rec_{i % 97}",
         "decision": "approve",
         "reason": "matched to statement line; amount 1234.50 GBP",
         "channel": "slack",
@@ -260,12 +262,12 @@ async def run_appends(
                             i = (w * txns_per_writer + t) * batch + b
                             if plain:
                                 await plain_insert(
-                                    conn, actor="alice.chen", kind="gate_decided", payload=event_payload(i),
+                                    conn, actor="alice.chen", kind="bench_decision", payload=event_payload(i),
                                     close_id=close_id,
                                 )  # fmt: skip
                             else:
                                 await append_event(
-                                    conn, actor="alice.chen", kind="gate_decided", payload=event_payload(i),
+                                    conn, actor="alice.chen", kind="bench_decision", payload=event_payload(i),
                                     close_id=close_id,
                                 )  # fmt: skip
                     committed = time.perf_counter()
@@ -331,7 +333,7 @@ def print_append(result: AppendResult) -> None:
 # --- b. verification -----------------------------------------------------------------------------------------
 
 
-BENCH_WRITER = "countersign_callbacks"  # the role that writes gate_decided events (migration 0006)
+BENCH_WRITER = "countersign_callbacks"  # a service role's name, as a writer is stamped (migration 0006)
 
 
 def prechained_rows(
@@ -343,10 +345,10 @@ def prechained_rows(
         close_id = closes[seq % len(closes)]
         payload = normalise(event_payload(seq))
         version_set = normalise(dict(VERSION_SET))
-        body = event_body(seq, ts, close_id, "alice.chen", "gate_decided", payload, version_set, BENCH_WRITER)
+        body = event_body(seq, ts, close_id, "alice.chen", "bench_decision", payload, version_set, BENCH_WRITER)
         digest = chain_hash(prev, canonical_bytes(body))
         rows.append(
-            (seq, ts, close_id, "alice.chen", "gate_decided", orjson.dumps(payload).decode(),
+            (seq, ts, close_id, "alice.chen", "bench_decision", orjson.dumps(payload).decode(),
              orjson.dumps(version_set).decode(), prev, digest, BENCH_WRITER)
         )  # fmt: skip
         prev = digest
