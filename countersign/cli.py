@@ -74,7 +74,7 @@ from .limits import (
     SERVE_MAX_CONCURRENCY,
     SPECIALISTS_MAX_CONCURRENCY,
 )
-from .migrate import SchemaNotAtHead
+from .migrate import ObjectCreationAllowed, PolicyNotEnforced, SchemaNotAtHead
 from .runtime import (
     MissingSpecialistToken,
     NoBooksLoaded,
@@ -188,6 +188,8 @@ STARTUP_ERRORS: tuple[type[BaseException], ...] = (
     PolicyError,
     EmbeddedUnavailable,
     SchemaNotAtHead,
+    PolicyNotEnforced,
+    ObjectCreationAllowed,
     NoOwnerCredentials,
     MissingRoleURL,
     PasswordFileUnreadable,

@@ -3,6 +3,7 @@ schema that is not at this release's head; role passwords come from configuratio
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from countersign import migrate
 from countersign.cli import app
 from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database, MissingRoleURL, NoOwnerCredentials, with_user
 from countersign.runtime import PasswordFileUnreadable, role_passwords
-from countersign.settings import SettingsError, load_settings
+from countersign.settings import SettingsError, default_config_dir, load_settings
 
 
 def _invoke(*args: str, env: dict[str, str | None]) -> Any:
@@ -40,6 +41,49 @@ def test_a_service_refuses_a_schema_behind_head_in_one_line(
         f"error: database schema is at 0009, this release needs {migrate.head_revision()}: run `countersign db upgrade`"
     ]
     assert migrate.current_revision(database.owner_url) == "0009"  # nobody migrated it
+
+
+def _service_env(database: Database, tmp_path: Path, **extra: str) -> dict[str, str | None]:
+    return {
+        "COUNTERSIGN_ENGINE_DATABASE_URL": with_user(database.owner_url, ENGINE_ROLE),
+        "COUNTERSIGN_CALLBACKS_DATABASE_URL": with_user(database.owner_url, CALLBACKS_ROLE),
+        "COUNTERSIGN_STATE_DIR": str(tmp_path),
+        **extra,
+    }
+
+
+def test_a_service_refuses_a_policy_the_database_does_not_enforce_until_db_upgrade(
+    database: Database, tmp_path: Path
+) -> None:
+    """A changed risk.yaml takes effect only through the owner's `db upgrade`: until then no service starts on it."""
+    config = tmp_path / "config"
+    shutil.copytree(default_config_dir(), config)
+    risk = config / "risk.yaml"
+    risk.write_text(risk.read_text().replace("quorum: 2, approver_role: cfo", "quorum: 1, approver_role: cfo"))
+    env = _service_env(database, tmp_path, COUNTERSIGN_CONFIG_DIR=str(config))
+    done = _invoke("worker", "--once", env=env)
+    assert done.exit_code == 2, done.output
+    (line,) = done.output.splitlines()
+    assert line.startswith("error: the database enforces policy ") and "run `countersign db upgrade`" in line
+    upgraded = _invoke("db", "upgrade", env={**env, "DATABASE_URL": database.owner_url})
+    assert upgraded.exit_code == 0, upgraded.output
+    with psycopg.connect(database.owner_url) as owner:
+        assert owner.execute("SELECT quorum FROM policy_tier WHERE name = 'critical'").fetchone() == (1,)
+    assert _invoke("worker", "--once", env=env).exit_code == 0
+
+
+def test_a_service_refuses_a_database_where_its_role_could_create_objects(database: Database, tmp_path: Path) -> None:
+    with psycopg.connect(database.owner_url, autocommit=True) as owner:
+        name = owner.execute("SELECT quote_ident(current_database())").fetchone()
+        assert name is not None
+        owner.execute(f"GRANT TEMPORARY ON DATABASE {name[0]} TO PUBLIC")  # a clone or a restore's defaults
+    env = _service_env(database, tmp_path)
+    done = _invoke("worker", "--once", env=env)
+    assert done.exit_code == 2, done.output
+    (line,) = done.output.splitlines()
+    assert line.startswith("error: role countersign_callbacks may create temporary tables in this database")
+    assert _invoke("db", "upgrade", env={**env, "DATABASE_URL": database.owner_url}).exit_code == 0
+    assert _invoke("worker", "--once", env=env).exit_code == 0
 
 
 def test_a_service_starts_on_its_role_url_alone(database: Database, tmp_path: Path) -> None:
