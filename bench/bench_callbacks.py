@@ -179,7 +179,7 @@ def free_port() -> int:
 
 
 async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[str, int]) -> dict[str, list[str]]:
-    """Principals, books, one close, and `count` open controller gates per task prefix. Returns gate ids."""
+    """Principals, books, one close, and `count` open controller gates per gate set (named in each gate's rule). Returns gate ids."""
     policy, checklist = load_rules(load_settings())
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
         await upsert_principals(conn, SCRIPTED.registered(PEOPLE))
@@ -194,16 +194,20 @@ async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[
             started_by="bench",
         )
         gates: dict[str, list[str]] = {}
+        attempts = 0
         for prefix, count in gate_sets.items():
+            # One real task of the close (the database admits gates only for tasks its policy names: migration
+            # 0015), a fresh attempt per gate so each is its own (close, task, attempt).
             ids = [str(uuid.uuid4()) for _ in range(count)]
-            tasks = [f"{prefix}_{i}" for i in range(count)]
+            numbers = list(range(attempts + 1, attempts + count + 1))
+            attempts += count
             await conn.execute(
                 "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
                 " prepared_by, requested_by, due_at, expires_at)"
-                " SELECT g, %s, t, 1, 'approval', 'medium', 1, 'controller', 'bench', '{}'::jsonb,"
+                " SELECT g, %s, 'bank_reconciliation', n, 'approval', 'medium', 1, 'controller', %s, '{}'::jsonb,"
                 " 'reconciliation-agent', '{}', now() + interval '1 day', now() + interval '2 days'"
-                " FROM unnest(%s::uuid[], %s::text[]) AS x(g, t)",
-                (close_id, ids, tasks),
+                " FROM unnest(%s::uuid[], %s::int[]) AS x(g, n)",
+                (close_id, f"bench {prefix}", ids, numbers),
             )
             gates[prefix] = ids
         await conn.execute("ANALYZE")
@@ -474,7 +478,7 @@ async def check_database(database: Database, expected: dict[str, int]) -> list[s
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
         async with conn.cursor() as cur:
             await cur.execute(
-                "SELECT split_part(g.task, '_', 1), count(*) FROM gate_decision d JOIN gate g USING (gate_id)"
+                "SELECT substr(g.rule, 7), count(*) FROM gate_decision d JOIN gate g USING (gate_id)"
                 " GROUP BY 1"
             )
             found = {str(prefix): int(count) for prefix, count in await cur.fetchall()}
