@@ -478,8 +478,7 @@ async def check_database(database: Database, expected: dict[str, int]) -> list[s
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
         async with conn.cursor() as cur:
             await cur.execute(
-                "SELECT substr(g.rule, 7), count(*) FROM gate_decision d JOIN gate g USING (gate_id)"
-                " GROUP BY 1"
+                "SELECT substr(g.rule, 7), count(*) FROM gate_decision d JOIN gate g USING (gate_id) GROUP BY 1"
             )
             found = {str(prefix): int(count) for prefix, count in await cur.fetchall()}
             await cur.execute("SELECT count(*) FROM trace_event WHERE kind = 'gate_decided'")
