@@ -179,7 +179,8 @@ def free_port() -> int:
 
 
 async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[str, int]) -> dict[str, list[str]]:
-    """Principals, books, one close, and `count` open controller gates per gate set (named in each gate's rule). Returns gate ids."""
+    """Principals, books, one close, and `count` open controller gates per gate set (named in each gate's rule).
+    Returns gate ids."""
     policy, checklist = load_rules(load_settings())
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
         await upsert_principals(conn, SCRIPTED.registered(PEOPLE))
