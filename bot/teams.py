@@ -339,6 +339,7 @@ class TeamsAdapter:
         except CloseNotFound:
             return {
                 "type": "message",
+                "textFormat": "plain",  # the id is what the user typed
                 "text": f"No close with id {close_id[:64]!r}. Without an id: the latest close.",
             }
         close_id = status["close_id"]
@@ -351,6 +352,7 @@ class TeamsAdapter:
         mime = "text/csv" if fmt == "csv" else "application/json"
         return {
             "type": "message",
+            "textFormat": "plain",  # the entity comes from the books (a certificate id): never markdown
             "text": f"Trace export for {status['entity']} {status['period']}: {exported.events} events.",
             "attachments": [
                 {

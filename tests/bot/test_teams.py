@@ -172,6 +172,9 @@ async def test_close_status_and_trace_export_messages_are_answered(
     assert len(replies) == 2
     assert b"AdaptiveCard" in replies[0].request.content
     assert b"data:text/csv;base64," in replies[1].request.content
+    # The entity in the reply's text comes from the books (for a payment run, a contractor's certificate id): Teams
+    # must not read it as markdown.
+    assert json.loads(replies[1].request.content)["textFormat"] == "plain"
 
 
 def test_an_empty_teams_app_id_refuses_to_start(chat_runtime: Any) -> None:
