@@ -142,8 +142,8 @@ def test_the_engine_role_cannot_change_an_open_gates_requirements(
 ) -> None:
     gate_id = _seed(owner)
     # Refused twice over since 0015: the engine role holds no UPDATE grant on these columns, and the trigger refuses
-    # the change for any role (the owner's attempt is test_the_owner_cannot_re_parent_or_rewrite_a_gate).
-    with _as(database, "engine") as engine, pytest.raises(REFUSED, match="cannot change once it is open|permission"):
+    # the change for any role (the owner too: test_not_even_the_owner_moves_an_identity_column).
+    with _as(database, "engine") as engine, pytest.raises(REFUSED, match=r"cannot change once it is open|permission"):
         engine.execute(f"UPDATE gate SET {change} WHERE gate_id = %s", (gate_id,))
 
 
