@@ -36,6 +36,7 @@ from policy.access import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
 from .access import allowed_tenant, authorize_command
 from .gate_cards import PERIOD, status_card
 from .services import ChatServices, CloseNotFound, NoBooksLoaded
+from .slack_auth import single_flight_authorization
 
 log = logging.getLogger("countersign.slack")
 
@@ -57,6 +58,8 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
         process_before_response=False,
         request_verification_enabled=False,
     )
+    replaced = single_flight_authorization(app)
+    assert replaced == 1, "bolt's single-workspace authorization was not found; check the bolt version"
 
     @app.middleware
     async def only_allowed_workspaces(body: dict[str, Any], next: Any) -> Any:
