@@ -13,6 +13,9 @@ COPY callbacks callbacks
 COPY cards cards
 COPY bot bot
 COPY countersign countersign
+COPY models models
+COPY retrieval retrieval
+COPY certificates certificates
 COPY migrations migrations
 COPY config config
 RUN pip install --no-cache-dir --disable-pip-version-check "build>=1.2" \

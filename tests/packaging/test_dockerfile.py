@@ -104,3 +104,13 @@ def test_problems_names_what_an_unsafe_dockerfile_does() -> None:
     for expected, text in broken.items():
         assert text != real, expected
         assert expected in problems(text), expected
+
+
+def test_the_build_stage_copies_every_package_the_wheel_lists() -> None:
+    """Building the wheel from only what the Dockerfile copies stops at the first package directory it lacks."""
+    import tomllib
+
+    packages = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    roots = {name.split(".")[0] for name in packages if not name.startswith("countersign._config")}
+    copied = set(re.findall(r"^COPY (\S+) \1$", (PROJECT_ROOT / "Dockerfile").read_text(), flags=re.MULTILINE))
+    assert roots - copied == set()
