@@ -34,8 +34,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates engine/grounding.py engine/specialists
-	$(BIN)/mypy engine callbacks bot countersign
+	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates specialists drill_hooks http_edge
+	$(BIN)/mypy engine callbacks services bot web countersign scenarios evals cli
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

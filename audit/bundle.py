@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .canonical import canonical_bytes
-from .checkpoint import CheckpointError, NoteError, NoteKeyError, NoteVerifier, open_checkpoint, parse_verifier_key
-from .merkle import MerkleTree, ProofError, leaf_hash, verify_inclusion
-from .trace import TraceEvent, chain_hash
+from audit.canonical import canonical_bytes
+from audit.checkpoint import CheckpointError, NoteError, NoteKeyError, NoteVerifier, open_checkpoint, parse_verifier_key
+from audit.merkle import MerkleTree, ProofError, leaf_hash, verify_inclusion
+from audit.trace import TraceEvent, chain_hash
 
 FORMAT = "countersign-evidence-bundle/1"
 FILES = ("README.md", "manifest.json", "checkpoint.txt", "verifier.key", "events.jsonl")

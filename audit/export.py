@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .trace import TraceEvent
+from audit.trace import TraceEvent
 
 CSV_COLUMNS = ("seq", "ts", "close_id", "actor", "writer", "kind", "payload", "version_set", "prev_hash", "hash")
 FORMATS = ("json", "csv")

@@ -19,7 +19,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from .trace import seal_pending
+from audit.trace import seal_pending
 
 Connect = Callable[[], Awaitable[AsyncConnection[Any]]]
 

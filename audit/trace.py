@@ -29,9 +29,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
-from .canonical import NonCanonicalValue, canonical_bytes, normalise
-from .killpoints import kill_point
-from .merkle import leaf_hash
+from audit.canonical import NonCanonicalValue, canonical_bytes, normalise
+from audit.merkle import leaf_hash
+from drill_hooks.kill_points import kill_point
 
 GENESIS_HASH = bytes(32)
 READ_BATCH_ROWS = 5_000

@@ -50,16 +50,16 @@ import psycopg  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 from audit.trace import verify_chain  # noqa: E402
-from callbacks.decisions import DecisionRequest, record_decision  # noqa: E402
+from callbacks.decision_writer import DecisionRequest, record_decision  # noqa: E402
 from callbacks.principals import parse_principals, upsert_principals  # noqa: E402
 from callbacks.signature import sign  # noqa: E402
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded  # noqa: E402
 from countersign.runtime import load_rules  # noqa: E402
-from countersign.scripted_people import ScriptedPeople  # noqa: E402
 from countersign.settings import load_settings  # noqa: E402
 from engine.books import load_books  # noqa: E402
-from engine.closes import start_close  # noqa: E402
+from engine.runs import start_close  # noqa: E402
+from scenarios.scripted_people import ScriptedPeople  # noqa: E402
 from synthetic import generate_books, load_profile  # noqa: E402
 
 SECRET = "bench-callback-secret"
@@ -246,7 +246,7 @@ def server_command(port: int, workers: int, profile_out: Path | None) -> list[st
             "info",
         ]
     profiler = ["-m", "cProfile", "-o", str(profile_out)] if profile_out else []
-    return [sys.executable, *profiler, "-m", "countersign.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, *profiler, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)]
 
 
 @dataclass
@@ -540,11 +540,11 @@ PROFILE_AREAS = (
 )
 PROFILE_FUNCTIONS = (  # (file suffix, function, per what)
     ("uvicorn/protocols/http/h11_impl.py", "run_asgi", "request"),
-    ("callbacks/http.py", "decide", "decision"),
-    ("callbacks/decide.py", "decide_gate", "decision"),
-    ("callbacks/decisions.py", "record_and_announce", "decision"),
-    ("callbacks/decisions.py", "_record", "decision"),
-    ("callbacks/decisions.py", "gate_outcome", "decision"),
+    ("web/callbacks.py", "decide", "decision"),
+    ("services/decide.py", "decide_gate", "decision"),
+    ("callbacks/decision_writer.py", "record_and_announce", "decision"),
+    ("callbacks/decision_writer.py", "_record", "decision"),
+    ("callbacks/decision_writer.py", "gate_outcome", "decision"),
     ("callbacks/principals.py", "find_principal", "decision"),
     ("audit/trace.py", "append_event", "decision"),
     ("callbacks/signature.py", "verify", "decision"),

@@ -49,7 +49,7 @@ from countersign.database import Database, start_embedded  # noqa: E402
 from countersign.runtime import load_rules  # noqa: E402
 from countersign.settings import load_settings  # noqa: E402
 from engine.books import load_books  # noqa: E402
-from engine.closes import start_close  # noqa: E402
+from engine.runs import start_close  # noqa: E402
 from synthetic import generate_books, load_profile  # noqa: E402
 
 GIB = 1024 * 1024 * 1024

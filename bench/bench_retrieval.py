@@ -33,9 +33,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from evals.retrieval import load_queries  # noqa: E402
 from retrieval import ARMS, Clause, ClauseCorpus, Retriever, load_corpus  # noqa: E402
 from retrieval.dense import load_model  # noqa: E402
-from retrieval.evaluation import load_queries  # noqa: E402
 
 ABORT_AFTER_SECONDS = 600
 SEED = 7

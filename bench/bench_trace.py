@@ -53,7 +53,6 @@ import psycopg  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
 from audit.canonical import canonical_bytes, normalise  # noqa: E402
-from audit.log import load_tree  # noqa: E402
 from audit.merkle import MerkleTree, root_from_leaf_hashes, verify_consistency, verify_inclusion  # noqa: E402
 from audit.sealer import GroupSealer  # noqa: E402
 from audit.trace import (  # noqa: E402
@@ -69,6 +68,7 @@ from audit.trace import (  # noqa: E402
     utc_timestamp,
     verify_chain,
 )
+from audit.transparency_log import load_tree  # noqa: E402
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded, with_database_name  # noqa: E402
 

@@ -1,17 +1,16 @@
 """Chat commands answer only the entitled: the workspace or tenant is allow-listed, the caller is a known active
-human, and one of its roles may run the command (policy/access.py). A refusal is traced as `command_refused`
+human, and one of its roles may run the command (policy/command_roles.py). A refusal is traced as `command_refused`
 through the callbacks role; the adapter tells only the caller."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from callbacks.access import Caller, access_for, record_command_refused, resolve_chat_caller
-from callbacks.http import storable_text
+from bot.services import ChatServices
+from callbacks.callers import Caller, access_for, record_command_refused, resolve_chat_caller
 from callbacks.principals import normalise_identity
-from policy.access import AccessDecision
-
-from .services import ChatServices
+from callbacks.storable import storable_text
+from policy.command_roles import AccessDecision
 
 MAX_ID_CHARS = 255
 

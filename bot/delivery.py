@@ -25,10 +25,11 @@ from psycopg import AsyncConnection
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from audit.killpoints import kill_point
-from audit.log import checkpoint_note
+from audit.transparency_log import checkpoint_note
+from bot.gate_cards import card_state, slack_gate_message, teams_gate_card
+from bot.queries import load_gate_card
 from cards import notices
-from engine.closes import find_close_record
+from drill_hooks.kill_points import kill_point
 from engine.gates import overdue_gate
 from engine.leases import Connect, connect_to, holder_id, renewing
 from engine.outbox import (
@@ -41,9 +42,7 @@ from engine.outbox import (
     posted_message_id,
     renew_claim,
 )
-
-from .gate_cards import card_state, slack_gate_message, teams_gate_card
-from .queries import load_gate_card
+from engine.runs import find_close_record
 
 log = logging.getLogger("countersign.delivery")
 tracer = trace.get_tracer("countersign.delivery")  # a no-op unless the process installed a tracer provider
@@ -135,7 +134,7 @@ class TeamsSender:
 
     async def _bearer(self) -> str:
         if self.token_url is None:  # msal, per bot type (bot/teams_tokens.py); it caches and refreshes tokens
-            from .teams_tokens import BotFrameworkTokens, TokenUnavailable
+            from bot.teams_tokens import BotFrameworkTokens, TokenUnavailable
 
             if self._tokens is None:
                 self._tokens = BotFrameworkTokens(self.app_id, self.app_password, self.app_type, self.tenant_id)

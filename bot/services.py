@@ -1,7 +1,7 @@
 """What the chat adapters need from the rest of Countersign, injected by the composition root.
 
 The adapters parse and render; every read they need goes through a method here, every decision through
-`callbacks.decide.decide_gate`, every export through `callbacks.exports.export_trace`, every start through
+`services.decide.decide_gate`, every export through `services.exports.export_trace`, every start through
 `start_close` (the composition root's `start_close_with_books`). No adapter runs a query.
 """
 
@@ -12,15 +12,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from callbacks.decide import Connect, OnRecorded, Seal
+from bot.queries import UnknownGate, first_slack_event, load_gate_card
 from cards.model import GateCard
-from engine.closes import CloseNotFound, close_status, latest_close_id
 from engine.outbox import ChannelTarget
+from engine.runs import CloseNotFound, close_status, latest_close_id
 from engine.starting import NoBooksLoaded
 from engine.workflows.certificates.runs import payment_run_status
 from policy.model import Policy
-
-from .queries import UnknownGate, first_slack_event, load_gate_card
+from services.decide import Connect, OnRecorded, Seal
 
 # The errors the adapters map to answers, re-exported so they import nothing that runs SQL.
 __all__ = ["ChatServices", "CloseNotFound", "NoBooksLoaded", "UnknownGate"]
@@ -35,7 +34,7 @@ class ChatServices:
     connect_engine: Connect  # read status and gate cards
     start_close: StartClose  # raises NoBooksLoaded when there are no books and synthetic ones were not asked for
     deliver: Deliver
-    policy: Policy  # risk.yaml: its approver roles may run `status` (policy/access.py)
+    policy: Policy  # risk.yaml: its approver roles may run `status` (policy/command_roles.py)
     on_recorded: OnRecorded  # enqueue a decided gate's card updates, in the decision's transaction
     channels: tuple[ChannelTarget, ...] = ()
     seal: Seal | None = None  # the server's group sealer; None seals on the request's own connection

@@ -3,7 +3,7 @@
 Buttons are acknowledged at once and decided in a lazy listener, so a slow database never trips Slack's 3-second
 limit and an exception after `ack()` cannot turn into a 404. The responder is checked with `users.info`, mapped to a
 principal through its Slack identity, and handed to the decision use case every door shares
-(`callbacks.decide.decide_gate`). Reads go through `ChatServices`; this module runs no query.
+(`services.decide.decide_gate`). Reads go through `ChatServices`; this module runs no query.
 
 `/close` commands answer through the command's `response_url` (bolt's `respond()`), which works in any channel the
 command was typed in, joined by the bot or not: refusals, usage and errors only to the caller (ephemeral); a status
@@ -25,18 +25,17 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.export import FORMATS
-from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
-from callbacks.exports import export_trace
-from callbacks.http import storable_text
+from bot.access import allowed_tenant, authorize_command
+from bot.gate_cards import PERIOD, status_card
+from bot.services import ChatServices, CloseNotFound, NoBooksLoaded
+from bot.slack_auth import single_flight_authorization
+from callbacks.storable import storable_text
 from cards import slack as slack_cards
 from cards.model import CardDataError, TraceExportCard
 from cards.payments import payments_card, slack_payments_message
-from policy.access import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
-
-from .access import allowed_tenant, authorize_command
-from .gate_cards import PERIOD, status_card
-from .services import ChatServices, CloseNotFound, NoBooksLoaded
-from .slack_auth import single_flight_authorization
+from policy.command_roles import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
+from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
+from services.exports import export_trace
 
 log = logging.getLogger("countersign.slack")
 

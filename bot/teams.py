@@ -2,7 +2,7 @@
 
 botbuilder authenticates the incoming JWT (issuer, audience = our app id, keys from the OpenID metadata, channel
 endorsement, service URL claim); every failure, whatever the SDK raises, is a 401. The turn itself is handled here:
-an `adaptiveCard/action` invoke decides through the decision use case every door shares (`callbacks.decide`) and
+an `adaptiveCard/action` invoke decides through the decision use case every door shares (`services.decide`) and
 answers with the updated card; a message `close status` or `close trace export csv|json` is answered in the
 conversation. Reads go through `ChatServices`; this module runs no query. Outbound calls use our own small connector
 (bot/delivery.py `TeamsSender`), so the eventual move to the Microsoft 365 Agents SDK stays small.
@@ -31,17 +31,16 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from audit.export import FORMATS
-from callbacks.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
-from callbacks.exports import export_trace
-from callbacks.http import storable_text
+from bot.access import MAX_ID_CHARS, allowed_tenant, authorize_command
+from bot.gate_cards import PERIOD, status_card, teams_gate_card
+from bot.services import ChatServices, CloseNotFound, UnknownGate
+from callbacks.storable import storable_text
 from cards import teams as teams_cards
 from cards.model import CardDataError
 from cards.payments import payments_card, teams_payments_card
-from policy.access import HELP, PAYMENTS, STATUS, TRACE_EXPORT
-
-from .access import MAX_ID_CHARS, allowed_tenant, authorize_command
-from .gate_cards import PERIOD, status_card, teams_gate_card
-from .services import ChatServices, CloseNotFound, UnknownGate
+from policy.command_roles import HELP, PAYMENTS, STATUS, TRACE_EXPORT
+from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
+from services.exports import export_trace
 
 log = logging.getLogger("countersign.teams")
 

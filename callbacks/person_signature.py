@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from callbacks.principals import normalise_identity
 from policy.person_proof import decision_message, verify_signature
-
-from .principals import normalise_identity
 
 SIGNED_CALLBACK = "signed_callback"
 WINDOW_S = 300  # the same window as the transport timestamp (callbacks/signature.py)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .invariants import InvariantResult, check_certificate
-from .model import Certificate, Contract
-from .reconstruction import Position, advance_position, opening_position
+from certificates.invariants import InvariantResult, check_certificate
+from certificates.model import Certificate, Contract
+from certificates.reconstruction import Position, advance_position, opening_position
 
 
 @dataclass(frozen=True)

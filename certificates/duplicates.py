@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from .model import Certificate
+from certificates.model import Certificate
 
 AMOUNT_TOLERANCE = Decimal("0.05")
 """Largest relative difference between the two amounts due: re-submissions are often nudged by a line or two."""

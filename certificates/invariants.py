@@ -15,8 +15,8 @@ from datetime import date
 from decimal import Decimal
 from typing import Literal
 
-from .model import DEFECTS_END, Certificate, Contract, fraction_of, value_of
-from .reconstruction import Position, owned_lines
+from certificates.model import DEFECTS_END, Certificate, Contract, fraction_of, value_of
+from certificates.reconstruction import Position, owned_lines
 
 Verdict = Literal["pass", "violation"]
 PASS: Verdict = "pass"

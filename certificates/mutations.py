@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from . import invariants as inv
-from .model import (
+from certificates import invariants as inv
+from certificates.model import (
     PRACTICAL_COMPLETION,
     Certificate,
     CertificateLine,
@@ -21,7 +21,7 @@ from .model import (
     RetentionRelease,
     Variation,
 )
-from .reconstruction import Position, owned_lines
+from certificates.reconstruction import Position, owned_lines
 
 ONE_UNIT_MINOR = 100
 ONE_UNIT_CENTI = 100

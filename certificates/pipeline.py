@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .assessment import CertificateAssessment
-from .duplicates import DuplicateHold, DuplicateIndex, Thresholds, submission_of
-from .invariants import check_certificate
-from .model import Certificate, Contract
-from .reconstruction import Position, advance_position, opening_position
+from certificates.assessment import CertificateAssessment
+from certificates.duplicates import DuplicateHold, DuplicateIndex, Thresholds, submission_of
+from certificates.invariants import check_certificate
+from certificates.model import Certificate, Contract
+from certificates.reconstruction import Position, advance_position, opening_position
 
 
 @dataclass(frozen=True)

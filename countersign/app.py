@@ -15,20 +15,19 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from audit.sealer import GroupSealer
-from callbacks.access import ReadCredentials, ReadUnauthenticated, access_for, authenticate_reader
-from callbacks.http import ErrorBody, build_callback_router
-from engine.closes import CloseNotFound, close_status
-from engine.http_limits import BodyLimitMiddleware
+from callbacks.callers import ReadCredentials, ReadUnauthenticated, access_for, authenticate_reader
+from countersign import migrate, telemetry
+from countersign.chat import build_senders, channel_targets, check_allow_lists, check_chat_settings
+from countersign.limits import DEFAULT_MAX_BODY_BYTES, DOOR_BODY_LIMITS
+from countersign.metrics import CONTENT_TYPE, DecisionTimer, ServeMetrics
+from countersign.migrate import ping, schema_revision
+from countersign.runtime import Runtime, app_version, start_close_with_books
+from countersign.shutdown import release_claims
 from engine.outbox import enqueue_card_updates
-from policy.access import READ_CLOSE
-
-from . import migrate, telemetry
-from .chat import build_senders, channel_targets, check_allow_lists, check_chat_settings
-from .limits import DEFAULT_MAX_BODY_BYTES, DOOR_BODY_LIMITS
-from .metrics import CONTENT_TYPE, DecisionTimer, ServeMetrics
-from .migrate import ping, schema_revision
-from .runtime import Runtime, app_version, start_close_with_books
-from .shutdown import release_claims
+from engine.runs import CloseNotFound, close_status
+from http_edge.limits import BodyLimitMiddleware
+from policy.command_roles import READ_CLOSE
+from web.callbacks import ErrorBody, build_callback_router
 
 if TYPE_CHECKING:
     from bot.delivery import InlineDelivery
@@ -284,8 +283,7 @@ def _mount_chat(
 
     if settings.teams_enabled:
         from bot.teams import TeamsAdapter, build_authentication
-
-        from .chat import teams_sender
+        from countersign.chat import teams_sender
 
         assert settings.teams_app_id  # check_chat_settings: and a password unless UserAssignedMSI
         sender = senders.get("teams") or teams_sender(settings)

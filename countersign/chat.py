@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from countersign.settings import Settings
 from engine.outbox import ChannelTarget
-
-from .settings import Settings
 
 if TYPE_CHECKING:
     from bot.delivery import TeamsSender

@@ -8,8 +8,7 @@ import tempfile
 from pathlib import Path
 
 from audit.checkpoint import NoteSigner, encode_signer_key, encode_verifier_key, generate_signer, parse_signer_key
-
-from .settings import Settings
+from countersign.settings import Settings
 
 
 def trace_origin(settings: Settings) -> str:

@@ -1,13 +1,13 @@
 """Per-request bounds for the HTTP processes: body limits per door, head limits and timeouts, requests in flight.
 
-Bodies are refused while they are read (`engine.http_limits.BodyLimitMiddleware`), so a door's limit is also the most
+Bodies are refused while they are read (`http_edge.limits.BodyLimitMiddleware`), so a door's limit is also the most
 one request can make the server hold for it; the concurrency cap bounds how many such requests are in flight.
 """
 
 from __future__ import annotations
 
-from callbacks.http import MAX_BODY_BYTES as CALLBACK_MAX_BODY_BYTES
-from engine.http_limits import KIB, BodyLimit
+from http_edge.limits import KIB, BodyLimit
+from web.callbacks import MAX_BODY_BYTES as CALLBACK_MAX_BODY_BYTES
 
 SLACK_MAX_BODY_BYTES = 256 * KIB
 """Slack sends events, commands and interactivity form-encoded to one URL. The largest is a `block_actions` payload,
@@ -29,7 +29,7 @@ DOOR_BODY_LIMITS = (
 )
 
 SERVE_MAX_CONCURRENCY = 200
-"""Requests in flight for `countersign serve` (`countersign.http_protocol`): a request beyond it gets 503 at once. Idle
+"""Requests in flight for `countersign serve` (`http_edge.protocol`): a request beyond it gets 503 at once. Idle
 connections do not count (uvicorn's own `limit_concurrency` counted them, so silent sockets could fill it). With the
 largest door at 256 KiB, bodies in flight stay under 50 MiB; the callback bench runs 32 clients."""
 
@@ -40,7 +40,7 @@ MAX_HEADER_BYTES = 32 * KIB
 """The request line and headers of one request, at every door. The largest real head is a Bot Framework invoke
 (a JWT of 1 to 2 KB in `Authorization`) or a person's signed read (three short headers); nginx's default
 `large_client_header_buffers 4 8k` holds 32 KiB, Node's 16 KiB. Past it: 431 and the connection closed, the rest
-never read (`countersign.http_protocol`, ADR 0023)."""
+never read (`http_edge.protocol`, ADR 0023)."""
 
 MAX_HEADER_COUNT = 100
 """Header fields in one request, at every door (Apache's `LimitRequestFields` default). Past it: 431."""

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from psycopg import AsyncConnection
 
-from audit.log import log_progress
-from callbacks.decisions import decisions_by_channel
+from audit.transparency_log import log_progress
+from callbacks.decision_writer import decisions_by_channel
 from engine.gauges import engine_counts, gates_by_status
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

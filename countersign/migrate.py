@@ -15,9 +15,8 @@ from alembic.config import Config
 from psycopg import AsyncConnection, sql
 
 import migrations
+from countersign.database import Database
 from policy import Policy, Workflow
-
-from .database import Database
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
 UNREADABLE_REVISION = "a revision before 0010"  # service roles may read alembic_version from 0010 on
@@ -36,9 +35,8 @@ def upgrade(database: Database, policy: Policy | None = None, workflows: Mapping
     command.upgrade(alembic_config(database), "head")
     harden_database(database)
     if policy is None or workflows is None:
+        from countersign.settings import default_config_dir
         from policy import load_policy, load_workflows
-
-        from .settings import default_config_dir
 
         policy = load_policy(default_config_dir() / "risk.yaml")
         workflows = load_workflows(default_config_dir() / "workflows", policy)

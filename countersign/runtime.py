@@ -14,24 +14,23 @@ import httpx
 import psycopg
 from psycopg import AsyncConnection
 
-from engine.closes import start_close
-from engine.dispatch_client import SpecialistClient, open_in_process
+from countersign import migrate
+from countersign.chat import channel_targets
+from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database, open_database
+from countersign.keys import load_trace_signer
+from countersign.settings import Settings, variable
+from countersign.unreachable import DatabaseUnreachable
 from engine.orchestrator import EngineContext
-from engine.specialists.narration import Narrator
+from engine.runs import start_close
 from engine.starting import NoBooksLoaded as NoBooksLoaded  # re-exported: the CLI and the app catch it
 from engine.starting import books_for_close
 from engine.workflows import shipped_handlers
 from models import OpenAICompatibleProvider, Provider, RecordingProvider, ReplayProvider, cassette_set_hash
 from policy import Policy, PolicyError, Workflow, load_policy, load_workflows
 from retrieval import Retriever, load_corpus
+from specialists.client import SpecialistClient, open_in_process
+from specialists.narration import Narrator
 from synthetic import generate_books, load_profile, seed_from_name
-
-from . import migrate
-from .chat import channel_targets
-from .database import CALLBACKS_ROLE, ENGINE_ROLE, Database, open_database
-from .keys import load_trace_signer
-from .settings import Settings, variable
-from .unreachable import DatabaseUnreachable
 
 DEFAULT_PROFILE = "default"
 

@@ -21,8 +21,7 @@ from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
-
-from .actors import ENGINE_ACTOR
+from engine.actors import ENGINE_ACTOR
 
 MAX_FIELD_CHARS = 512
 MAX_AMOUNT = Decimal(10) ** 16  # book amounts are numeric(18,2): at most 16 digits before the point

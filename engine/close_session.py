@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from .leases import Connect
+from engine.leases import Connect
 
 
 def _lock_key(close_id: str) -> int:

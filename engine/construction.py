@@ -22,8 +22,7 @@ from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
 from certificates import Certificate, CertificateDataError, Contract, parse_certificate, parse_contract
-
-from .actors import ENGINE_ACTOR
+from engine.actors import ENGINE_ACTOR
 
 CONTRACTS_FILE = "contracts.json"
 CERTIFICATES_FILE = "certificates.jsonl"

@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from audit.checkpoint import NoteSigner
+from engine.actors import ENGINE_ACTOR
+from engine.dispatch import SpecialistCall
+from engine.outbox import ChannelTarget
+from engine.workflows import Handlers, TaskHandler, UnknownHandler, shipped_handlers
 from policy import Policy, Workflow, WorkflowTask
-
-from .actors import ENGINE_ACTOR
-from .dispatch import SpecialistCall
-from .outbox import ChannelTarget
-from .workflows import Handlers, TaskHandler, UnknownHandler, shipped_handlers
 
 
 class UnknownWorkflow(LookupError):

@@ -19,12 +19,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
-from audit.killpoints import kill_point
 from audit.trace import append_event
-
-from .leases import Connect, connect_to, holder_id, renewing
-from .lifecycle import TaskState
-from .supervisor import move_task
+from drill_hooks.kill_points import kill_point
+from engine.leases import Connect, connect_to, holder_id, renewing
+from engine.lifecycle import TaskState
+from engine.supervisor import move_task
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 

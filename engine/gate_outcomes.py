@@ -10,13 +10,10 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from audit.killpoints import kill_point
 from audit.trace import append_event
-from policy import ESCALATION, EscalationReason, Workflow
-
-from .closes import CloseRecord, lock_task
-from .context import AdvanceReport, EngineContext
-from .gates import (
+from drill_hooks.kill_points import kill_point
+from engine.context import AdvanceReport, EngineContext
+from engine.gates import (
     GateView,
     UnprovenDecision,
     gate_deadline,
@@ -26,11 +23,13 @@ from .gates import (
     mark_gate_expired,
     unproven_decisions,
 )
-from .lifecycle import TaskState
-from .outbox import enqueue_notices
-from .supervisor import move_task
-from .task_runner import complete_task
-from .workflows import TaskContext
+from engine.lifecycle import TaskState
+from engine.outbox import enqueue_notices
+from engine.runs import CloseRecord, lock_task
+from engine.supervisor import move_task
+from engine.task_runner import complete_task
+from engine.workflows import TaskContext
+from policy import ESCALATION, EscalationReason, Workflow
 
 _WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
 

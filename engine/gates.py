@@ -19,11 +19,10 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event
+from engine.lifecycle import GateLifecycle
+from engine.supervisor import move_gate
 from policy import GateRequirement
 from policy.person_proof import decision_message, verify_signature
-
-from .lifecycle import GateLifecycle
-from .supervisor import move_gate
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ class Machine(StrEnum):
 
 
 class RunState(StrEnum):
-    """A close run's status, derived from its tasks and gates (`engine.closes.refresh_close_status`)."""
+    """A close run's status, derived from its tasks and gates (`engine.runs.refresh_close_status`)."""
 
     RUNNING = "running"
     HALTED = "halted"

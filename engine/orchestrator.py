@@ -14,17 +14,16 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from audit.log import sign_log_checkpoint
 from audit.trace import seal_pending
-
-from .close_session import CloseSession
-from .closes import CloseRecord, load_close, refresh_close_status
-from .context import AdvanceReport, EngineContext, UnknownWorkflow, workflows_by_name
-from .gate_outcomes import apply_gate_outcomes, overdue_reminder
-from .leases import Connect, connect_to
-from .lifecycle import RunState
-from .outbox import enqueue_notices
-from .task_runner import run_ready_tasks
+from audit.transparency_log import sign_log_checkpoint
+from engine.close_session import CloseSession
+from engine.context import AdvanceReport, EngineContext, UnknownWorkflow, workflows_by_name
+from engine.gate_outcomes import apply_gate_outcomes, overdue_reminder
+from engine.leases import Connect, connect_to
+from engine.lifecycle import RunState
+from engine.outbox import enqueue_notices
+from engine.runs import CloseRecord, load_close, refresh_close_status
+from engine.task_runner import run_ready_tasks
 
 MAX_ROUNDS = 32
 

@@ -18,8 +18,8 @@ import orjson
 from psycopg import AsyncConnection, errors
 from psycopg.rows import class_row, scalar_row
 
-from audit.killpoints import kill_point
 from audit.trace import append_event
+from drill_hooks.kill_points import kill_point
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from .books import BooksError, LoadedBooks, latest_book_set, load_books, read_manifest
-from .closes import check_entity_and_period
+from engine.books import BooksError, LoadedBooks, latest_book_set, load_books, read_manifest
+from engine.runs import check_entity_and_period
 
 SynthesizeBooks = Callable[[str, str], Path]  # (entity, period) -> a directory of freshly generated books
 

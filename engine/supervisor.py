@@ -16,9 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from policy import EscalationReason
-
-from .lifecycle import (
+from engine.lifecycle import (
     GateLifecycle,
     IllegalTransition,
     Machine,
@@ -26,6 +24,7 @@ from .lifecycle import (
     TaskState,
     check_transition,
 )
+from policy import EscalationReason
 
 
 @dataclass(frozen=True)

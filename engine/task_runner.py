@@ -12,14 +12,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from audit.killpoints import kill_point
 from audit.trace import append_event
-from policy import EscalationReason, Workflow, derive_escalation_gate, derive_gate
-
-from .close_session import CloseSession
-from .closes import CloseRecord, lock_task, task_rows
-from .context import AdvanceReport, EngineContext
-from .dispatch import (
+from drill_hooks.kill_points import kill_point
+from engine.close_session import CloseSession
+from engine.context import AdvanceReport, EngineContext
+from engine.dispatch import (
     AGENT_PRINCIPALS,
     MAX_DISPATCH_FAILURES,
     DispatchBackingOff,
@@ -29,12 +26,14 @@ from .dispatch import (
     dispatch_in_flight,
     dispatch_once,
 )
-from .gates import open_gate
-from .lifecycle import TaskState
-from .outbox import enqueue_gate_cards
-from .postings import PostingRefused
-from .supervisor import move_task
-from .workflows import Escalate, TaskContext, TaskHandler
+from engine.gates import open_gate
+from engine.lifecycle import TaskState
+from engine.outbox import enqueue_gate_cards
+from engine.postings import PostingRefused
+from engine.runs import CloseRecord, lock_task, task_rows
+from engine.supervisor import move_task
+from engine.workflows import Escalate, TaskContext, TaskHandler
+from policy import EscalationReason, Workflow, derive_escalation_gate, derive_gate
 
 
 async def run_ready_tasks(

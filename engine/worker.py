@@ -11,12 +11,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from audit.log import sign_log_checkpoint
-
-from .closes import runnable_close_ids
-from .leases import Connect
-from .orchestrator import AdvanceReport, EngineContext, advance
-from .outbox import enqueue_card_updates
+from audit.transparency_log import sign_log_checkpoint
+from engine.leases import Connect
+from engine.orchestrator import AdvanceReport, EngineContext, advance
+from engine.outbox import enqueue_card_updates
+from engine.runs import runnable_close_ids
 
 WORKER_ACTOR = "countersign-worker"
 CHECKPOINT_MIN_NEW_EVENTS = 2  # signing appends its own event: never sign a checkpoint of only the last one

@@ -1,0 +1,1 @@
+"""Alembic migrations: the schema, roles, grants and triggers that enforce the guarantees in the database."""

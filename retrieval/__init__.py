@@ -4,8 +4,8 @@ Pure: it reads the corpus file and answers queries. It imports nothing of ours a
 model code (an import-linter contract holds it).
 """
 
-from .corpus import Clause, ClauseCorpus, ContractForm, CorpusError, load_corpus
-from .retriever import ARMS, MAX_K, MAX_QUERY_CHARS, OVERFETCH, Hit, Retrieval, Retriever
+from retrieval.corpus import Clause, ClauseCorpus, ContractForm, CorpusError, load_corpus
+from retrieval.retriever import ARMS, MAX_K, MAX_QUERY_CHARS, OVERFETCH, Hit, Retrieval, Retriever
 
 __all__ = [
     "ARMS",

@@ -2,7 +2,7 @@
 
 Set membership, after generation: an explanation may cite only clauses retrieved for its own query. This module
 decides nothing else; the model-facing retry and fallback live with the specialist that asks the model
-(`engine/specialists/citations.py`).
+(`specialists/citations.py`).
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .corpus import ClauseCorpus
-from .dense import DenseIndex
-from .fusion import RRF_K, reciprocal_rank_fusion
-from .lexical import LexicalIndex
+from retrieval.corpus import ClauseCorpus
+from retrieval.dense import DenseIndex
+from retrieval.fusion import RRF_K, reciprocal_rank_fusion
+from retrieval.lexical import LexicalIndex
 
 Arm = Literal["bm25", "dense", "fused"]
 ARMS: tuple[Arm, ...] = ("bm25", "dense", "fused")

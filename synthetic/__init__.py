@@ -1,6 +1,6 @@
 """Deterministic synthetic books for a month-end close (pure: imports nothing of ours)."""
 
-from .clauses import (
+from synthetic.clauses import (
     ClauseProfile,
     ClauseProfileError,
     canonical_corpus_bytes,
@@ -9,12 +9,12 @@ from .clauses import (
     load_clause_profile,
     write_clause_corpus,
 )
-from .construction import ConstructionManifest, generate_construction
-from .construction_profile import ConstructionProfile, load_construction_profile
-from .generator import BooksManifest, generate_books
-from .ground_truth import read_ground_truth
-from .money import format_minor
-from .profile import (
+from synthetic.construction import ConstructionManifest, generate_construction
+from synthetic.construction_profile import ConstructionProfile, load_construction_profile
+from synthetic.generator import BooksManifest, generate_books
+from synthetic.ground_truth import read_ground_truth
+from synthetic.money import format_minor
+from synthetic.profile import (
     Anomaly,
     BankFeedMismatch,
     IntercompanyMismatch,
@@ -24,8 +24,8 @@ from .profile import (
     load_profile,
     parse_profile,
 )
-from .profile_kind import PROFILE_KINDS, profile_kind
-from .seed import seed_from_name
+from synthetic.profile_kind import PROFILE_KINDS, profile_kind
+from synthetic.seed import seed_from_name
 
 __all__ = [
     "PROFILE_KINDS",

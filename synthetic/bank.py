@@ -3,8 +3,8 @@
 import random
 from dataclasses import dataclass
 
-from .gl import CashGlLine
-from .money import format_minor
+from synthetic.gl import CashGlLine
+from synthetic.money import format_minor
 
 BANK_HEADER = ("bank_line_id", "account", "date", "amount", "reference", "description")
 # (bank_line_id, account, date, amount, reference, description)

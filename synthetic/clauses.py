@@ -19,9 +19,9 @@ from typing import Any, Final
 
 import yaml
 
-from .clause_text import TEMPLATES
-from .clause_topics import TOPICS
-from .profile import ProfileError
+from synthetic.clause_text import TEMPLATES
+from synthetic.clause_topics import TOPICS
+from synthetic.profile import ProfileError
 
 SCHEMA: Final = "countersign.clause-corpus/1"
 CORPUS_FILE_NAME: Final = "corpus.json"

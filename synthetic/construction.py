@@ -25,13 +25,13 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
-from .clause_topics import TOPICS
-from .clauses import clause_ids_by_topic
-from .construction_profile import MAX_MONTHS, MIN_MONTHS, ConstructionProfile
-from .ground_truth import GROUND_TRUTH_FILE
-from .money import format_minor
-from .period import parse_period
-from .profile import ProfileError
+from synthetic.clause_topics import TOPICS
+from synthetic.clauses import clause_ids_by_topic
+from synthetic.construction_profile import MAX_MONTHS, MIN_MONTHS, ConstructionProfile
+from synthetic.ground_truth import GROUND_TRUTH_FILE
+from synthetic.money import format_minor
+from synthetic.period import parse_period
+from synthetic.profile import ProfileError
 
 CONTRACTS_FILE = "contracts.json"
 CERTIFICATES_FILE = "certificates.jsonl"

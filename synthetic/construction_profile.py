@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from .period import parse_period
-from .profile import ProfileError
+from synthetic.period import parse_period
+from synthetic.profile import ProfileError
 
 CONSTRUCTION_KIND = "construction"
 MIN_MONTHS = 6

@@ -10,15 +10,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from . import chart
-from .bank import BANK_HEADER, BankFeeds, build_bank_feeds
-from .gl import GlResult, OpenItem, gl_line_id, opening_items, write_gl
-from .ground_truth import GROUND_TRUTH_FILE
-from .money import format_minor
-from .names import company_names
-from .period import parse_period, period_days
-from .pnl import VARIANCE_THRESHOLD_MINOR, VARIANCE_THRESHOLD_PCT, PnlLine, plan_pnl
-from .profile import MIN_GL_LINES, BankFeedMismatch, IntercompanyMismatch, Profile, ProfileError
+from synthetic import chart
+from synthetic.bank import BANK_HEADER, BankFeeds, build_bank_feeds
+from synthetic.gl import GlResult, OpenItem, gl_line_id, opening_items, write_gl
+from synthetic.ground_truth import GROUND_TRUTH_FILE
+from synthetic.money import format_minor
+from synthetic.names import company_names
+from synthetic.period import parse_period, period_days
+from synthetic.pnl import VARIANCE_THRESHOLD_MINOR, VARIANCE_THRESHOLD_PCT, PnlLine, plan_pnl
+from synthetic.profile import MIN_GL_LINES, BankFeedMismatch, IntercompanyMismatch, Profile, ProfileError
 
 ENTITY_FILE = "entity.json"
 GRNI_WINDOW_DAYS = 10

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Protocol
 
-from . import chart
-from .money import format_minor
-from .profile import IntercompanyPair
+from synthetic import chart
+from synthetic.money import format_minor
+from synthetic.profile import IntercompanyPair
 
 # (invoice_id, party, invoice_date, due_date, amount_minor)
 OpenItem = tuple[str, str, str, str, int]

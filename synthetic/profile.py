@@ -6,8 +6,8 @@ from typing import Any
 
 import yaml
 
-from .chart import CASH_ACCOUNTS, INTERCOMPANY_ACCOUNTS
-from .period import parse_period
+from synthetic.chart import CASH_ACCOUNTS, INTERCOMPANY_ACCOUNTS
+from synthetic.period import parse_period
 
 MIN_GL_LINES = 50
 MAX_BANK_LAG_DAYS = 7

@@ -7,7 +7,7 @@ from typing import Final
 
 import yaml
 
-from .profile import ProfileError
+from synthetic.profile import ProfileError
 
 PROFILE_KINDS: Final[tuple[str, ...]] = ("books", "clauses", "construction")
 

@@ -19,7 +19,7 @@ from callbacks.signature import sign
 from countersign.runtime import Runtime
 from countersign.settings import PROJECT_ROOT
 from engine.books import load_books
-from engine.closes import start_close
+from engine.runs import start_close
 from policy.person_proof import decision_message, public_key_raw
 from policy.person_proof import sign as person_sign
 

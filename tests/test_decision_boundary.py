@@ -67,7 +67,7 @@ def _throwaway_copy(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("violation", ["import callbacks.decisions\n", "from bot import *  # noqa: F403\n"])
+@pytest.mark.parametrize("violation", ["import callbacks.decision_writer\n", "from bot import *  # noqa: F403\n"])
 def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp_path: Path, violation: str) -> None:
     root = _throwaway_copy(tmp_path)
     (root / "engine" / "shortcut.py").write_text(violation)
@@ -79,7 +79,7 @@ def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp
 
 def test_an_indirect_path_to_callbacks_also_breaks_the_contract(tmp_path: Path) -> None:
     root = _throwaway_copy(tmp_path)
-    (root / "policy" / "leak.py").write_text("import callbacks.decisions\n")
+    (root / "policy" / "leak.py").write_text("import callbacks.decision_writer\n")
     (root / "engine" / "via_policy.py").write_text("import policy.leak\n")
     done = _lint_imports(root)
     assert done.returncode != 0 and "engine never reaches the decision writer" in done.stdout
@@ -166,7 +166,9 @@ def decision_writers(root: Path) -> list[str]:
 
 def test_only_callbacks_writes_the_decisions_table() -> None:
     writers = decision_writers(PROJECT_ROOT)
-    assert writers, "the scanner found no writer at all: callbacks/decisions.py must be found, or the scan is broken"
+    assert writers, (
+        "the scanner found no writer at all: callbacks/decision_writer.py must be found, or the scan is broken"
+    )
     outside = [w for w in writers if not w.startswith("callbacks/")]
     assert outside == []
 

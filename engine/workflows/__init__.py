@@ -1,8 +1,8 @@
 """Workflow handlers: each workflow's tasks, registered by the names its file in `config/workflows/` uses."""
 
-from .base import Escalate, Handlers, TaskContext, TaskHandler, UnknownHandler
-from .certificates import RetrieverSource, certificate_handlers
-from .close import HANDLERS as CLOSE_HANDLERS
+from engine.workflows.base import Escalate, Handlers, TaskContext, TaskHandler, UnknownHandler
+from engine.workflows.certificates import RetrieverSource, certificate_handlers
+from engine.workflows.close import HANDLERS as CLOSE_HANDLERS
 
 
 def shipped_handlers(retriever: RetrieverSource | None = None) -> Handlers:

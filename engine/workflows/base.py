@@ -14,9 +14,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from engine.runs import CloseRecord
 from policy import EscalationReason, Policy, WorkflowTask
-
-from ..closes import CloseRecord
 
 
 @dataclass(frozen=True)

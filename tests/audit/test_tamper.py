@@ -9,15 +9,15 @@ import pytest
 
 from audit.bundle import BundleInvalid, build_bundle, verify_bundle
 from audit.checkpoint import encode_verifier_key, generate_signer
-from audit.log import (
+from audit.merkle import verify_consistency, verify_inclusion
+from audit.trace import append_event, iter_events, seal_pending, verify_chain
+from audit.transparency_log import (
     LogInconsistent,
     check_against_latest_checkpoint,
     latest_checkpoint,
     load_tree,
     sign_log_checkpoint,
 )
-from audit.merkle import verify_consistency, verify_inclusion
-from audit.trace import append_event, iter_events, seal_pending, verify_chain
 
 ORIGIN = "countersign.test/close-trace"
 

@@ -10,13 +10,13 @@ import pytest
 
 import bot.slack
 import bot.teams
-import callbacks.decide
-import callbacks.exports
-import callbacks.http
-import countersign.cli
+import cli.main
+import services.decide
+import services.exports
+import web.callbacks
 
 ROOT = Path(__file__).resolve().parents[2]
-ADAPTERS = {"bot.slack": "bot/slack.py", "bot.teams": "bot/teams.py", "callbacks.http": "callbacks/http.py"}
+ADAPTERS = {"bot.slack": "bot/slack.py", "bot.teams": "bot/teams.py", "web.callbacks": "web/callbacks.py"}
 CHAT_ADAPTERS = ("bot.slack", "bot.teams")
 
 # Database drivers, and every module of ours that runs SQL an adapter could be tempted to call.
@@ -27,13 +27,13 @@ DATABASE_CODE = (
     "sqlalchemy",
     "sqlmodel",
     "audit.trace",
-    "audit.log",
+    "audit.transparency_log",
     "bot.queries",
-    "callbacks.access",
-    "callbacks.decisions",
+    "callbacks.callers",
+    "callbacks.decision_writer",
     "callbacks.principals",
     "engine.books",
-    "engine.closes",
+    "engine.runs",
     "engine.dispatch",
     "engine.gates",
     "engine.gauges",
@@ -130,22 +130,22 @@ def test_nothing_the_adapter_imports_of_ours_runs_sql_itself(module: str) -> Non
 @pytest.mark.parametrize("module", sorted(ADAPTERS))
 def test_every_door_imports_the_one_decision_function(module: str) -> None:
     package = module.rpartition(".")[0]
-    assert "decide_gate" in _names_imported_from(ADAPTERS[module], "callbacks.decide", package)
+    assert "decide_gate" in _names_imported_from(ADAPTERS[module], "services.decide", package)
 
 
 def test_the_three_doors_reach_the_same_decision_function() -> None:
-    assert bot.slack.decide_gate is callbacks.decide.decide_gate
-    assert bot.teams.decide_gate is callbacks.decide.decide_gate
-    assert callbacks.http.decide_gate is callbacks.decide.decide_gate
+    assert bot.slack.decide_gate is services.decide.decide_gate
+    assert bot.teams.decide_gate is services.decide.decide_gate
+    assert web.callbacks.decide_gate is services.decide.decide_gate
 
 
 def test_slack_teams_and_the_cli_export_through_the_same_function() -> None:
     for module in CHAT_ADAPTERS:
         package = module.rpartition(".")[0]
-        assert "export_trace" in _names_imported_from(ADAPTERS[module], "callbacks.exports", package)
-    assert bot.slack.export_trace is callbacks.exports.export_trace
-    assert bot.teams.export_trace is callbacks.exports.export_trace
-    assert countersign.cli.export_trace is callbacks.exports.export_trace
+        assert "export_trace" in _names_imported_from(ADAPTERS[module], "services.exports", package)
+    assert bot.slack.export_trace is services.exports.export_trace
+    assert bot.teams.export_trace is services.exports.export_trace
+    assert cli.main.export_trace is services.exports.export_trace
 
 
 def _called_names(path: str) -> set[str]:
@@ -163,7 +163,7 @@ def _called_names(path: str) -> set[str]:
 def test_every_door_starts_a_close_through_the_one_composition() -> None:
     """The CLI and the server (for Slack's `/close start`) call `start_close_with_books`; no door opens a close or
     picks its books by itself, and the chat adapter only asks its services."""
-    for door in ("countersign/cli.py", "countersign/app.py"):
+    for door in ("cli/main.py", "countersign/app.py"):
         called = _called_names(door)
         assert "start_close_with_books" in called, door
         assert not called & {"start_close", "books_for_close", "load_books"}, door

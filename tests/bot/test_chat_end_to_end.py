@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from engine.closes import close_status
+from engine.runs import close_status
 from tests.bot.conftest import (
     TEAM,
     TEAMS_APP_ID,
@@ -48,7 +48,7 @@ ROLES = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.ma
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "countersign.cli", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done
@@ -85,7 +85,7 @@ async def test_a_close_runs_from_slash_command_to_signoff_over_signed_platform_r
     people.write_text(PRINCIPALS)
     _cli(env, "principals", "import", str(people))
     server = subprocess.Popen(
-        [sys.executable, "-m", "countersign.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

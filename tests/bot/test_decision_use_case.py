@@ -1,4 +1,4 @@
-"""One decision use case for every door (`callbacks.decide.decide_gate`), on real PostgreSQL as the callbacks role:
+"""One decision use case for every door (`services.decide.decide_gate`), on real PostgreSQL as the callbacks role:
 the decision and its card updates commit in one transaction, or neither does."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pytest
 import pytest_asyncio
 
 from bot.delivery import deliver_due
-from callbacks.decide import DecisionRefused, PlatformIdentity, decide_gate
 from callbacks.principals import upsert_principals
 from countersign.chat import build_senders
 from countersign.database import Database
 from countersign.runtime import engine_context
-from engine.closes import close_status
 from engine.orchestrator import advance
 from engine.outbox import enqueue_card_updates
+from engine.runs import close_status
+from services.decide import DecisionRefused, PlatformIdentity, decide_gate
 from tests.bot.conftest import PEOPLE, TEAM, wait_until
 from tests.support import count, post_decision, start_default_close
 

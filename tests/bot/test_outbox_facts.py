@@ -18,9 +18,9 @@ from bot.delivery import deliver_due
 from callbacks.principals import upsert_principals
 from countersign.chat import build_senders
 from countersign.runtime import engine_context
-from engine.closes import close_status
 from engine.orchestrator import advance
 from engine.outbox import ChannelTarget, NotAFact, enqueue_notices
+from engine.runs import close_status
 from tests.bot.conftest import PEOPLE, SLACK_CHANNEL
 from tests.support import count, start_default_close
 

@@ -19,9 +19,9 @@ from callbacks.principals import upsert_principals
 from countersign.chat import build_senders
 from countersign.runtime import engine_context
 from countersign.settings import PROJECT_ROOT
-from engine.closes import close_status
 from engine.orchestrator import advance
 from engine.outbox import enqueue_card_updates
+from engine.runs import close_status
 from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAM, button_click, slack_headers, slash_command, wait_until
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 
@@ -168,7 +168,7 @@ async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
     assert len(fake_slack.uploads) == 1
     uploaded = next(iter(fake_slack.uploads.values()))
     cli = subprocess.run(
-        [sys.executable, "-m", "countersign.cli", "trace", "export", "--close", close_id, "--format", "csv"],
+        [sys.executable, "-m", "cli.main", "trace", "export", "--close", close_id, "--format", "csv"],
         env={**os.environ, "DATABASE_URL": database.url, "COUNTERSIGN_CONFIG_DIR": str(PROJECT_ROOT / "config")},
         capture_output=True,
         timeout=120,

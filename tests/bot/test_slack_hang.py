@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from bot.delivery import deliver_due
-from callbacks.access import issue_token
+from callbacks.callers import issue_token
 from callbacks.principals import upsert_principals
 from countersign.chat import build_senders
 from countersign.runtime import engine_context
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.bot.conftest import PEOPLE, button_click, slack_headers, wait_until
 from tests.bot.test_teams import _auth, invoke
 from tests.support import count, start_default_close

@@ -13,8 +13,8 @@ from callbacks.principals import upsert_principals
 from countersign.app import MissingSecret, create_app
 from countersign.chat import build_senders
 from countersign.runtime import engine_context
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.bot.conftest import PEOPLE, SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TENANT
 from tests.support import count, start_default_close
 

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from psycopg.types.json import Jsonb
 
 from engine.books import load_bank_feed
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.support import (
     APPROVERS,
     count,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.support import count, person_signature, post_decision, rewrite_gate_as_owner, start_default_close
 
 
@@ -41,7 +41,7 @@ async def test_a_close_started_by_a_person_records_them_as_requester(
     conn: Any, runtime: Any, engine_ctx: Any, api: Any, default_books: Any
 ) -> None:
     from engine.books import load_books
-    from engine.closes import start_close
+    from engine.runs import start_close
     from tests.support import import_default_principals
 
     await import_default_principals(conn)
@@ -115,7 +115,7 @@ async def test_a_nonce_committed_meanwhile_for_another_gate_is_a_conflict_and_re
     import psycopg
     from psycopg.types.json import Jsonb
 
-    from callbacks.decisions import DecisionConflict, DecisionRequest, record_decision
+    from callbacks.decision_writer import DecisionConflict, DecisionRequest, record_decision
     from callbacks.person_signature import ed25519_proof
 
     close_id, gate_id = close_and_gate

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.support import (
     count,
     decision_body,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from certificates import Certificate, Contract, GroundTruth
-from countersign.certificate_files import read_certificates, read_contracts, read_ground_truth
+from certificates import Certificate, Contract
 from countersign.settings import PROJECT_ROOT
+from evals.certificate_files import read_certificates, read_contracts, read_ground_truth
+from evals.certificates import GroundTruth
 from synthetic.construction import generate_construction
 from synthetic.construction_profile import load_construction_profile
 

@@ -22,14 +22,14 @@ from typing import Any
 import httpx
 import pytest
 
-from countersign.http_protocol import head_too_large_body
 from countersign.limits import MAX_HEADER_BYTES, MAX_HEADER_COUNT
 from countersign.runtime import Runtime, engine_context
-from engine.closes import close_status
-from engine.http_limits import MIB
 from engine.orchestrator import advance
+from engine.runs import close_status
+from http_edge.limits import MIB
+from http_edge.protocol import head_too_large_body
 from tests.bot.conftest import free_port
-from tests.countersign.test_body_limits import RSS_BUDGET_BYTES, RssSampler, rss_bytes
+from tests.http_edge.test_body_limits import RSS_BUDGET_BYTES, RssSampler, rss_bytes
 from tests.support import count, decision_body, signed_headers, start_default_close
 
 GIB = 1024 * MIB
@@ -42,7 +42,7 @@ SPECIALIST_TOKEN = "specialist-token-for-tests"
 
 def _serve(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "countersign.cli", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "cli.main", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
 
 

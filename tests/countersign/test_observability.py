@@ -22,8 +22,8 @@ from countersign import migrate, telemetry
 from countersign.app import create_app
 from countersign.database import Database, with_database_name, with_user
 from countersign.runtime import Runtime
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.support import APPROVERS, count, post_decision, start_default_close
 
 # Every label value /metrics may carry: fixed vocabularies, never data from a close.

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from callbacks.access import issue_token, revoke_tokens
+from callbacks.callers import issue_token, revoke_tokens
 from countersign.app import create_app
 from countersign.settings import PROJECT_ROOT
 from policy.person_proof import public_key_raw, read_message, sign
@@ -112,7 +112,7 @@ async def test_openapi_pages_are_off_by_default(api: Any, runtime: Any, path: st
 
 def _cli(database: Any, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "DATABASE_URL": database.url, "COUNTERSIGN_CONFIG_DIR": str(PROJECT_ROOT / "config")}
-    return subprocess.run([sys.executable, "-m", "countersign.cli", *args], env=env, capture_output=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, timeout=120)
 
 
 async def test_cli_token_is_printed_once_and_reads_and_cli_export_is_a_trace_event(

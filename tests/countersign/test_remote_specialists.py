@@ -11,9 +11,9 @@ import pytest
 import uvicorn
 
 from countersign.runtime import MissingSpecialistToken, engine_context
-from engine.agents import build_specialists_app
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
+from specialists.server import build_specialists_app
 from tests.support import count, start_default_close
 
 TOKEN = "specialist-token-for-tests"
@@ -62,7 +62,7 @@ def test_specialists_serve_refuses_to_start_without_a_token(tmp_path: Any) -> No
 
     env = {k: v for k, v in os.environ.items() if k != "COUNTERSIGN_SPECIALIST_TOKEN"}
     done = subprocess.run(
-        [sys.executable, "-m", "countersign.cli", "specialists", "serve", "--port", str(_free_port())],
+        [sys.executable, "-m", "cli.main", "specialists", "serve", "--port", str(_free_port())],
         env=env | {"COUNTERSIGN_STATE_DIR": str(tmp_path)},
         capture_output=True,
         text=True,

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
+from cli.main import app
 from countersign import migrate
-from countersign.cli import app
 from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database, MissingRoleURL, NoOwnerCredentials, with_user
 from countersign.runtime import PasswordFileUnreadable, role_passwords
 from countersign.settings import SettingsError, default_config_dir, load_settings

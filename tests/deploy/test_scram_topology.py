@@ -26,7 +26,7 @@ import pytest
 
 from audit.checkpoint import parse_signer_key
 from audit.trace import verify_chain
-from engine.closes import close_status
+from engine.runs import close_status
 from policy.person_proof import public_key_text
 from tests.deploy import compose
 from tests.deploy.postgres import ScramServer, free_port, scram_postgres
@@ -94,7 +94,7 @@ class Topology:
     def command(self, service: str, instance: str | None = None) -> list[str]:
         ports = self.ports.get(instance or service, {})
         args = compose.service_command(self.compose, service, ports, self.hosts)
-        return [sys.executable, "-m", "countersign.cli", *args]
+        return [sys.executable, "-m", "cli.main", *args]
 
     def healthcheck(self, service: str, instance: str | None = None) -> list[str]:
         return compose.healthcheck_command(self.compose, service, self.ports[instance or service])
@@ -102,7 +102,7 @@ class Topology:
     def run(self, service: str, *args: str) -> subprocess.CompletedProcess[str]:
         """`docker compose run --rm SERVICE ARGS...`: a one-off command with the service's environment."""
         done = subprocess.run(
-            [sys.executable, "-m", "countersign.cli", *args],
+            [sys.executable, "-m", "cli.main", *args],
             env=self.environment(service),
             capture_output=True,
             text=True,

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from engine.dispatch import DispatchInFlight, _call_and_record, dispatch_key, dispatch_once, input_digest
-from engine.dispatch_client import open_in_process
 from engine.orchestrator import EngineContext, advance
+from specialists.client import open_in_process
 from tests.support import count, start_default_close
 
 ENGINE_ROLE = "countersign_engine"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from engine.closes import close_status
-from engine.dispatch_client import open_in_process
 from engine.orchestrator import EngineContext, advance, workflows_by_name
-from engine.specialists import variance
+from engine.runs import close_status
 from policy import EscalationReason, Workflow
+from specialists import variance
+from specialists.client import open_in_process
 from tests.support import count, start_default_close
 
 

@@ -11,13 +11,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.closes import close_status
 from engine.dispatch import NotReplayable, replay_dead_letter
-from engine.dispatch_client import SpecialistError, open_in_process
 from engine.orchestrator import EngineContext, advance
 from engine.postings import JournalLine, JournalRequest, post_journal
-from engine.specialists import reconciliation
+from engine.runs import close_status
 from policy import EscalationReason
+from specialists import reconciliation
+from specialists.client import SpecialistError, open_in_process
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, start_default_close
 

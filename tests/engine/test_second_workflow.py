@@ -14,11 +14,11 @@ import pytest
 from psycopg import AsyncConnection
 
 from audit.trace import append_event, verify_chain
-from engine.closes import close_status
-from engine.dispatch_client import open_in_process
 from engine.orchestrator import EngineContext, UnknownWorkflow, advance
+from engine.runs import close_status
 from engine.workflows import TaskContext, TaskHandler, UnknownHandler
 from policy import PolicyError
+from specialists.client import open_in_process
 from tests.engine.workflow_support import approve_open_gates, start_workflow_close, write_workflow
 from tests.support import count
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
-from engine.closes import runnable_close_ids
 from engine.leases import Connect
+from engine.runs import runnable_close_ids
 from engine.worker import run_worker_pass
 from tests.support import start_default_close
 

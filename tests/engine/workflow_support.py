@@ -10,7 +10,7 @@ from psycopg import AsyncConnection
 from countersign.migrate import seed_policy_async
 from countersign.settings import default_config_dir
 from engine.books import load_books
-from engine.closes import close_status, start_close
+from engine.runs import close_status, start_close
 from policy import Policy, Workflow, load_workflow, load_workflows
 from tests.support import APPROVERS, import_default_principals, post_decision
 

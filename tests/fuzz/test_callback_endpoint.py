@@ -17,12 +17,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from callbacks.http import BodyInvalid, parse_body
 from callbacks.signature import sign
-from engine.closes import close_status
 from engine.orchestrator import advance
+from engine.runs import close_status
 from tests.fuzz.strategies import FUZZ, JSON_DATA, TEXT, mutated
 from tests.support import SECRET, count, person_signature, signed_headers, start_default_close
+from web.callbacks import BodyInvalid, parse_body
 
 PEOPLE = ["alice.chen", "bob.osei", "carol.main", "dana.reyes", "orchestrator", "test-starter"]
 REAL_GATE = "<the accruals gate>"

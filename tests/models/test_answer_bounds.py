@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.specialists.narration import NarrationEscalation, ask_model
 from models import AnswerTooLarge, Limits, LoopStopped, Message, ModelRequest, OpenAICompatibleProvider, run_loop
 from models.openai_compatible import MAX_ANSWER_BYTES
 from policy.escalation import EscalationReason
-from tests.countersign.test_body_limits import RSS_BUDGET_BYTES, RssSampler, rss_bytes
+from specialists.narration import NarrationEscalation, ask_model
+from tests.http_edge.test_body_limits import RSS_BUDGET_BYTES, RssSampler, rss_bytes
 from tests.models.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
 
 GIB = 1024 * 1024 * 1024

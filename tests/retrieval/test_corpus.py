@@ -12,8 +12,14 @@ from hypothesis import strategies as st
 
 from retrieval import CorpusError, load_corpus
 from retrieval.corpus import Clause, ClauseCorpus, parse_corpus
-
-from .corpus_files import REAL_CORPUS, clause_sha256, corpus_version, rehash, small_corpus_document, write_corpus
+from tests.retrieval.corpus_files import (
+    REAL_CORPUS,
+    clause_sha256,
+    corpus_version,
+    rehash,
+    small_corpus_document,
+    write_corpus,
+)
 
 
 def load_document(tmp_path: Path, document: dict[str, Any]) -> ClauseCorpus:

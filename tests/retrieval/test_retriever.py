@@ -14,8 +14,7 @@ from retrieval import MAX_K, MAX_QUERY_CHARS, Retriever, dense
 from retrieval.corpus import ClauseCorpus, parse_corpus
 from retrieval.fusion import reciprocal_rank_fusion
 from retrieval.lexical import s_stem, tokenize
-
-from .corpus_files import rehash, small_corpus_document
+from tests.retrieval.corpus_files import rehash, small_corpus_document
 
 QUERIES = (
     "how much can the employer hold back from each payment",

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.specialists.reconciliation import CashLine, match_bank_lines
+from specialists.reconciliation import CashLine, match_bank_lines
 from synthetic import (
     Profile,
     ProfileError,

@@ -1,13 +1,13 @@
 """The payment-certificate workflow's task handlers, by the names `config/workflows/certificates.yaml` gives them."""
 
-from ..base import Handlers
-from .adjudication import Adjudication
-from .clause_retrieval import ClauseRetrieval, RetrieverSource
-from .duplicate_check import DuplicateCheck
-from .extraction import Extraction
-from .intake import Intake
-from .payment import Payment
-from .reconstruction import Reconstruction
+from engine.workflows.base import Handlers
+from engine.workflows.certificates.adjudication import Adjudication
+from engine.workflows.certificates.clause_retrieval import ClauseRetrieval, RetrieverSource
+from engine.workflows.certificates.duplicate_check import DuplicateCheck
+from engine.workflows.certificates.extraction import Extraction
+from engine.workflows.certificates.intake import Intake
+from engine.workflows.certificates.payment import Payment
+from engine.workflows.certificates.reconstruction import Reconstruction
 
 
 def certificate_handlers(retriever: RetrieverSource | None) -> Handlers:

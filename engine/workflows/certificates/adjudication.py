@@ -9,13 +9,12 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from audit.trace import append_event
+from engine.workflows.base import Escalate, TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import stage_results
+from engine.workflows.certificates.guards import AMOUNT_WORDS, VERDICT_WORDS, forbidden_keys
+from engine.workflows.certificates.stages import CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
 from policy import EscalationReason
 from retrieval.citations import citations_outside, cited_ids
-
-from ..base import Escalate, TaskContext, TaskHandler
-from .evidence import stage_results
-from .guards import AMOUNT_WORDS, VERDICT_WORDS, forbidden_keys
-from .stages import CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
 
 
 def adjudication_facts(reconstruction: Mapping[str, Any], duplicates: Mapping[str, Any]) -> dict[str, Any]:

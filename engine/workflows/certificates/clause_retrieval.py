@@ -8,12 +8,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from engine.workflows.base import Escalate, TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import stage_results
+from engine.workflows.certificates.stages import RECONSTRUCTION
 from policy import EscalationReason
 from retrieval import MAX_QUERY_CHARS, Retriever
-
-from ..base import Escalate, TaskContext, TaskHandler
-from .evidence import stage_results
-from .stages import RECONSTRUCTION
 
 SEARCH_K = 5
 NO_CORPUS = "no clause corpus configured"

@@ -9,10 +9,9 @@ from psycopg import AsyncConnection
 
 from certificates import Certificate
 from certificates.duplicates import DuplicateHold, Thresholds, features, is_duplicate, submission_of
-
-from ...construction import prior_certificates
-from ..base import TaskContext, TaskHandler
-from .evidence import decimal_text, run_evidence
+from engine.construction import prior_certificates
+from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import decimal_text, run_evidence
 
 HOLD_KIND = "duplicate_submission"
 

@@ -15,11 +15,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
 from certificates import Certificate, Contract
-
-from ...closes import task_rows
-from ...construction import CertificateRecord, ContractRecord, certificate_record, contract_record
-from ..base import TaskContext
-from .stages import STAGES
+from engine.construction import CertificateRecord, ContractRecord, certificate_record, contract_record
+from engine.runs import task_rows
+from engine.workflows.base import TaskContext
+from engine.workflows.certificates.stages import STAGES
 
 CENT = Decimal("0.01")
 

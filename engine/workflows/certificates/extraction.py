@@ -8,11 +8,10 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from engine.workflows.base import Escalate, TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import run_evidence
+from engine.workflows.certificates.guards import AMOUNT_WORDS, VERDICT_WORDS, forbidden_keys
 from policy import EscalationReason
-
-from ..base import Escalate, TaskContext, TaskHandler
-from .evidence import run_evidence
-from .guards import AMOUNT_WORDS, VERDICT_WORDS, forbidden_keys
 
 
 class Extraction(TaskHandler):

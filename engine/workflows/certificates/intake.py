@@ -8,10 +8,9 @@ from psycopg import AsyncConnection
 
 from certificates import Contract
 from certificates.invariants import CLAUSE_TOPICS
+from engine.workflows.base import Escalate, TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import run_evidence
 from policy import EscalationReason
-
-from ..base import Escalate, TaskContext, TaskHandler
-from .evidence import run_evidence
 
 
 def missing_parameters(contract: Contract) -> list[str]:

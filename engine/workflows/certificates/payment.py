@@ -11,10 +11,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import scalar_row
 
 from audit.trace import append_event
-
-from ..base import TaskContext, TaskHandler
-from .evidence import run_escalation, stage_results
-from .stages import ADJUDICATION, CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
+from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import run_escalation, stage_results
+from engine.workflows.certificates.stages import ADJUDICATION, CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
 
 CERTIFICATE_KEY = "certificate"
 

@@ -17,10 +17,9 @@ from certificates import (
     opening_position,
 )
 from certificates.pipeline import run_pipeline
-
-from ...construction import contract_records, prior_certificates
-from ..base import TaskContext, TaskHandler
-from .evidence import decimal_text, money, run_evidence
+from engine.construction import contract_records, prior_certificates
+from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.certificates.evidence import decimal_text, money, run_evidence
 
 
 def invariant_title(name: str) -> str:

@@ -15,11 +15,10 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
+from engine.construction import certificate_record, certificates_in_set, construction_set, contract_record
+from engine.runs import start_close
+from engine.workflows.certificates.stages import RECONSTRUCTION, STAGES, WORKFLOW
 from policy import Policy, Workflow
-
-from ...closes import start_close
-from ...construction import certificate_record, certificates_in_set, construction_set, contract_record
-from .stages import RECONSTRUCTION, STAGES, WORKFLOW
 
 MANIFEST_KIND = "payment_certificate"
 

@@ -1,10 +1,14 @@
 """The month-end close's task handlers, by the names `config/workflows/close.yaml` gives them."""
 
-from ..base import Handlers
-from .accruals import Accruals
-from .reconciliation import BankReconciliation, IntercompanyReconciliation, SubledgerReconciliation
-from .signoff import CloseSignoff
-from .variance import VarianceAnalysis
+from engine.workflows.base import Handlers
+from engine.workflows.close.accruals import Accruals
+from engine.workflows.close.reconciliation import (
+    BankReconciliation,
+    IntercompanyReconciliation,
+    SubledgerReconciliation,
+)
+from engine.workflows.close.signoff import CloseSignoff
+from engine.workflows.close.variance import VarianceAnalysis
 
 HANDLERS: Handlers = {
     "close.bank_reconciliation": BankReconciliation(),

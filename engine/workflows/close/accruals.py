@@ -9,9 +9,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from ...postings import JournalLine, JournalRequest, post_journal
-from ..base import TaskContext, TaskHandler
-from . import inputs
+from engine.postings import JournalLine, JournalRequest, post_journal
+from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.close import inputs
 
 
 class Accruals(TaskHandler):

@@ -8,8 +8,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from ..base import TaskContext, TaskHandler
-from . import inputs, queries
+from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.close import inputs, queries
 
 
 class BankReconciliation(TaskHandler):

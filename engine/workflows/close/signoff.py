@@ -8,9 +8,8 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from audit.trace import append_event
-
-from ..base import TaskContext, TaskHandler
-from . import queries
+from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.close import queries
 
 
 class CloseSignoff(TaskHandler):

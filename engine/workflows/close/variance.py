@@ -7,11 +7,10 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from engine.workflows.base import Escalate, TaskContext, TaskHandler
+from engine.workflows.close import inputs
 from policy import EscalationReason
-
-from ...grounding import UngroundedFigureError, ground_figures
-from ..base import Escalate, TaskContext, TaskHandler
-from . import inputs
+from specialists.grounding import UngroundedFigureError, ground_figures
 
 
 class VarianceAnalysis(TaskHandler):

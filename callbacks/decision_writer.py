@@ -1,0 +1,355 @@
+"""The only code that writes gate decisions.
+
+A decision is recorded only for a known human principal holding the role the gate's tier requires, once per
+(gate, principal), with a unique nonce. Every refusal is traced with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import AsyncConnection, errors
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from audit.trace import append_event, seal_pending
+from callbacks.person_signature import SIGNED_CALLBACK, PersonProofRejected, check_person_signature
+from callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
+
+DECISIONS = ("approve", "reject")
+
+
+class GateNotFound(LookupError):
+    def __init__(self, gate_id: str) -> None:
+        super().__init__(f"no gate with id {gate_id!r}")
+        self.gate_id = gate_id
+
+
+class DecisionRefused(Exception):
+    """The responder may not decide this gate. `code` is stable; the message is for people."""
+
+    def __init__(self, gate_id: str, principal: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.gate_id = gate_id
+        self.principal = principal
+        self.code = code
+
+
+class DecisionConflict(Exception):
+    def __init__(self, gate_id: str, principal: str, message: str) -> None:
+        super().__init__(message)
+        self.gate_id = gate_id
+        self.principal = principal
+
+
+@dataclass(frozen=True)
+class DecisionRequest:
+    gate_id: str
+    principal: str
+    decision: str
+    reason: str
+    nonce: str
+    channel: str
+    proof: dict[str, Any] = field(default_factory=dict)
+    """Person-level proof: an Ed25519 signature for signed callbacks, the platform identity for Slack and Teams."""
+
+    def digest(self) -> str:
+        body = f"{self.gate_id}\n{normalise_identity(self.principal)}\n{self.decision}\n{self.reason}\n{self.nonce}"
+        if self.proof:  # a replay under the same nonce with another proof is a different request
+            body += "\n" + json.dumps(self.proof, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    gate_id: str
+    status: str
+    quorum: int
+    approvals: int
+    rejections: int
+    recorded: bool
+    decisions: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gate_id": self.gate_id,
+            "status": self.status,
+            "quorum": self.quorum,
+            "approvals": self.approvals,
+            "rejections": self.rejections,
+            "recorded": self.recorded,
+            "decisions": self.decisions,
+        }
+
+
+def check_may_decide(
+    request: DecisionRequest,
+    principal: Principal | None,
+    *,
+    status: str,
+    role: str,
+    tier: str,
+    preparers: set[str],
+) -> None:
+    """The runtime layer of the decision boundary: raise DecisionRefused (or DecisionConflict) with the reason."""
+    who = normalise_identity(request.principal)
+    gate = request.gate_id
+    if principal is None:
+        raise DecisionRefused(gate, who, "unknown_principal", f"principal {who!r} is not known")
+    if not principal.is_human:
+        raise DecisionRefused(
+            gate, who, "machine_principal", f"principal {who!r} is a machine; only humans decide gates"
+        )
+    if role not in principal.roles:
+        raise DecisionRefused(
+            gate, who, "missing_role", f"principal {who!r} lacks role {role!r} required by tier {tier}"
+        )
+    if principal.principal_id in preparers:
+        raise DecisionRefused(
+            gate,
+            who,
+            "preparer",
+            f"principal {who!r} prepared or requested the work under this gate; someone else must decide it",
+        )
+    if status == "expired":
+        raise DecisionRefused(gate, who, "gate_expired", "the gate expired undecided; the work will be redone")
+    if status == "cancelled":
+        raise DecisionRefused(gate, who, "gate_cancelled", "the gate was cancelled")
+    if status in ("approved", "rejected"):
+        wanted = "approved" if request.decision == "approve" else "rejected"
+        if status != wanted:
+            raise DecisionConflict(gate, who, f"gate already {status}")
+        raise DecisionRefused(gate, who, "already_decided", f"gate already {status}; nothing to add")
+
+
+def _second_vote(request: DecisionRequest, principal_id: str, previous: str) -> DecisionRefused:
+    return DecisionRefused(
+        request.gate_id,
+        principal_id,
+        "already_voted",
+        f"principal {principal_id!r} already decided this gate ({previous})",
+    )
+
+
+def _lock_key(gate_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"gate:{gate_id}".encode()).digest()[:8], "big", signed=True)
+
+
+async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
+    """The gate's state and every decision on it, in the order they were made (one query)."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT s.status, s.quorum, s.approvals, s.rejections,"
+            " d.principal_id, d.decision, d.reason, d.decided_at, d.channel"
+            " FROM gate_state s LEFT JOIN gate_decision d ON d.gate_id = s.gate_id"
+            " WHERE s.gate_id = %s ORDER BY d.decided_at, d.decision_id",
+            (gate_id,),
+        )
+        rows = await cur.fetchall()
+    if not rows:
+        raise GateNotFound(gate_id)
+    status, quorum, approvals, rejections = rows[0][:4]
+    decisions = [
+        {"principal": d[4], "decision": d[5], "reason": d[6], "decided_at": d[7].isoformat(), "channel": d[8]}
+        for d in rows
+        if d[4] is not None
+    ]
+    return GateOutcome(gate_id, status, int(quorum), int(approvals), int(rejections), recorded, decisions)
+
+
+Seal = Callable[[], Awaitable[object]]
+OnRecorded = Callable[[AsyncConnection[Any], str], Awaitable[list[int]]]
+"""Run on the decision's connection, inside its transaction, once a new decision is written: (conn, gate_id) ->
+the outbox message ids it enqueued (the composition root passes `engine.outbox.enqueue_card_updates`)."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A decision's outcome and the outbox messages committed with it (to deliver now)."""
+
+    outcome: GateOutcome
+    message_ids: tuple[int, ...] = ()
+
+
+async def record_decision(
+    conn: AsyncConnection[Any], request: DecisionRequest, *, seal: Seal | None = None
+) -> GateOutcome:
+    """Record one decision, or raise. `conn` must be in autocommit mode; this opens its own transaction.
+
+    The decision (or refusal) and its trace event commit together; the event is then sealed into the chain before
+    this returns, by `seal_pending` on `conn`, or by `seal` (a server passes its `audit.sealer.GroupSealer`).
+    """
+    return (await record_and_announce(conn, request, seal=seal)).outcome
+
+
+async def record_and_announce(
+    conn: AsyncConnection[Any],
+    request: DecisionRequest,
+    *,
+    seal: Seal | None = None,
+    on_recorded: OnRecorded | None = None,
+) -> Recorded:
+    """`record_decision`, and `on_recorded` in the same transaction when a new decision was written: the decision,
+    its trace event and what `on_recorded` writes (the card updates) commit together or not at all. A replay writes
+    nothing and announces nothing."""
+    if request.decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
+    message_ids: list[int] = []
+    try:
+        async with conn.transaction():
+            try:
+                outcome = await _record(conn, request)
+            except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
+                detail = exc.diag.message_primary or str(exc)
+                raise DecisionRefused(
+                    request.gate_id, normalise_identity(request.principal), "refused_by_database", detail
+                ) from None
+            if outcome.recorded and on_recorded is not None:
+                message_ids = await on_recorded(conn, request.gate_id)
+    except DecisionRefused as refused:
+        await _trace_refusal(conn, request, refused)
+        raise
+    finally:
+        await (seal() if seal is not None else seal_pending(conn))
+    return Recorded(outcome, tuple(message_ids))
+
+
+async def refuse(
+    conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str, *, seal: Seal | None = None
+) -> DecisionRefused:
+    """Trace a refusal decided before a principal could be resolved (e.g. a platform says the user is a bot)."""
+    refused = DecisionRefused(request.gate_id, normalise_identity(request.principal), code, message)
+    await _trace_refusal(conn, request, refused)
+    await (seal() if seal is not None else seal_pending(conn))
+    return refused
+
+
+async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, refused: DecisionRefused) -> None:
+    async with conn.transaction():
+        await append_event(
+            conn,
+            actor="callbacks",
+            close_id=await _close_of(conn, request.gate_id),
+            kind="decision_refused",
+            payload={
+                "gate_id": request.gate_id,
+                "principal": request.principal,
+                "decision": request.decision,
+                "code": refused.code,
+                "reason": str(refused),
+                "channel": request.channel,
+            },
+        )
+
+
+async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT close_id FROM gate WHERE gate_id = %s", (gate_id,))
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+# Everything a decision is judged on, read in one round trip under the gate's lock. Always exactly one row: the nonce,
+# the gate and (gate, principal) are unique, and the principal lookup is LIMIT 1.
+_DECISION_CONTEXT = (
+    "SELECT r.gate_id, r.request_digest,"
+    " s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by,"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision, p.public_key"
+    " FROM (SELECT 1) AS one"
+    " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
+    " LEFT JOIN gate g ON g.gate_id = %(gate)s"
+    " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
+    f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
+    " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
+)
+
+
+def _check_person_proof(request: DecisionRequest, principal: Principal, public_key: bytes | None) -> None:
+    """A signed-callback decision carries the person's own Ed25519 signature (callbacks/person_signature.py)."""
+    try:
+        check_person_signature(
+            gate_id=request.gate_id,
+            principal=request.principal,
+            principal_id=principal.principal_id,
+            decision=request.decision,
+            reason=request.reason,
+            nonce=request.nonce,
+            proof=request.proof,
+            public_key=public_key,
+        )
+    except PersonProofRejected as rejected:
+        raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
+
+
+def stored_proof(request: DecisionRequest) -> dict[str, Any]:
+    """The proof as the database checks it: platform identities normalised the way `principal_identity` stores them."""
+    proof = dict(request.proof)
+    if request.channel in ("slack", "teams"):
+        for key in ("tenant", "external_id"):
+            if isinstance(proof.get(key), str):
+                proof[key] = normalise_identity(proof[key])
+    return proof
+
+
+async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
+    digest = request.digest()
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(request.gate_id),))
+        await cur.execute(
+            _DECISION_CONTEXT,
+            {"nonce": request.nonce, "gate": request.gate_id, "key": normalise_identity(request.principal)},
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    replay_gate, replay_digest, status, role, _close, _task, tier, prepared_by, requested_by = row[:9]
+    if replay_gate is not None:
+        if replay_digest != digest or str(replay_gate) != request.gate_id:
+            raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
+        return await gate_outcome(conn, request.gate_id)
+    if status is None:
+        raise GateNotFound(request.gate_id)
+    principal = Principal(row[9], row[10], row[11], tuple(row[12])) if row[9] is not None else None
+    if principal is not None and principal.is_human and request.channel == SIGNED_CALLBACK:
+        _check_person_proof(request, principal, row[14])
+    check_may_decide(request, principal, status=status, role=role, tier=tier, preparers={prepared_by, *requested_by})
+    assert principal is not None
+    if row[13] is not None:
+        raise _second_vote(request, principal.principal_id, row[13])
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO gate_decision"
+            " (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
+            (
+                request.gate_id,
+                principal.principal_id,
+                request.decision,
+                request.reason,
+                request.nonce,
+                digest,
+                request.channel,
+                Jsonb(stored_proof(request)),
+            ),
+        )
+        inserted = await cur.fetchone()
+    if inserted is None:  # a unique key held: the same nonce committed meanwhile for another gate
+        raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
+    # The database traces the decision itself (`gate_decided`, from the row it admitted: migration 0015).
+    return await gate_outcome(conn, request.gate_id, recorded=True)
+
+
+@dataclass(frozen=True)
+class ChannelCount:
+    channel: str
+    decisions: int
+
+
+async def decisions_by_channel(conn: AsyncConnection[Any]) -> dict[str, int]:
+    """How many decisions each door has recorded (the metrics endpoint reads it)."""
+    async with conn.cursor(row_factory=class_row(ChannelCount)) as cur:
+        await cur.execute("SELECT channel, count(*) AS decisions FROM gate_decision GROUP BY channel")
+        return {row.channel: row.decisions for row in await cur.fetchall()}

@@ -1,0 +1,260 @@
+"""`countersign eval`: evals that grade the close's rules and the model guards. Needs no database, no network."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from cli.eval_certificates import certificates_command
+from countersign.runtime import load_rules
+from countersign.settings import load_settings
+from evals.gates import EvalReport, load_cases, negative_control, run_gate_eval
+from evals.narratives import (
+    NarrativeEvalReport,
+    load_scenarios,
+    run_narrative_eval,
+    write_hand_cassettes,
+)
+from evals.narratives import negative_control as narrative_negative_control
+from evals.retrieval import (
+    FUSED_RECALL_AT_5_FLOOR,
+    KINDS,
+    QueryFileError,
+    RetrievalReport,
+    check,
+    evaluate,
+    load_queries,
+    shuffled_labels,
+)
+from policy import PolicyError, UnknownTierError
+from policy.errors import GateInputError
+from retrieval import CorpusError, Retriever, load_corpus
+
+EVAL_HELP = "Evals that grade the close's rules against hand-written expectations."
+eval_app = typer.Typer(help=EVAL_HELP, no_args_is_help=True)
+
+console = Console(highlight=False, soft_wrap=True)  # one line per case, whatever the terminal width
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+SHOWN_CONTROL_FAILURES = 3
+eval_app.command("certificates")(certificates_command)
+
+
+@eval_app.callback()
+def eval_group() -> None:
+    """Evals that grade the close's rules against hand-written expectations."""
+
+
+@eval_app.command("gates")
+def gates(
+    cases: Annotated[
+        Path | None, typer.Option("--cases", help="Case table (default: config/evals/gate_cases.yaml).")
+    ] = None,
+    control_tier: Annotated[
+        str, typer.Option("--control-tier", help="Tier whose gate the negative control deletes.")
+    ] = "medium",
+) -> None:
+    """Check derived gates against the case table; a policy with one tier's gate deleted must fail it."""
+    settings = load_settings()
+    cases_path = cases or settings.config_dir / "evals" / "gate_cases.yaml"
+    try:
+        policy, checklist = load_rules(settings)
+        table = load_cases(cases_path)
+        report = run_gate_eval(policy, checklist, table)
+        control = negative_control(policy, checklist, table, tier=control_tier)
+    except (PolicyError, GateInputError, UnknownTierError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+    print_eval(report, cases_path)
+    print_control(control, control_tier)
+    if not report.passed:
+        err.print("[bold red]the eval is wrong:[/] derived gates disagree with the case table")
+        raise typer.Exit(1)
+    if control.passed:
+        err.print(
+            f"[bold red]the negative control is wrong:[/] the cases still pass with tier "
+            f"{escape(control_tier)}'s gate deleted, so they cannot detect a missing gate"
+        )
+        raise typer.Exit(1)
+
+
+def print_eval(report: EvalReport, cases_path: Path) -> None:
+    where = escape(str(cases_path))
+    if report.passed:
+        console.print(f"gate eval: [bold green]GREEN[/] {report.cases}/{report.cases} cases passed ({where})")
+        return
+    passed = report.cases - len(report.failures)
+    console.print(f"gate eval: [bold red]RED[/] {passed}/{report.cases} cases passed ({where})")
+    for failure in report.failures:
+        console.print(f"  {escape(failure.describe())}")
+
+
+def print_control(control: EvalReport, tier: str) -> None:
+    label = f"negative control (tier {escape(tier)} gate deleted)"
+    if control.passed:
+        console.print(f"{label}: [bold red]GREEN[/] all {control.cases} cases passed; it should have failed")
+        return
+    console.print(
+        f"{label}: [bold green]RED[/] as it should be, with {len(control.failures)} failures of {control.cases} cases"
+    )
+    for failure in control.failures[:SHOWN_CONTROL_FAILURES]:
+        console.print(f"  {escape(failure.describe())}")
+    hidden = len(control.failures) - SHOWN_CONTROL_FAILURES
+    if hidden > 0:
+        console.print(f"  ... and {hidden} more")
+
+
+@eval_app.command("narratives")
+def narratives(
+    scenarios: Annotated[
+        Path | None,
+        typer.Option("--scenarios", help="Scenario table (default: config/evals/narratives/scenarios.yaml)."),
+    ] = None,
+    write_cassettes: Annotated[
+        bool,
+        typer.Option(
+            "--write-cassettes",
+            help="First rewrite every scenario's cassettes from its hand-written responses (after a prompt change).",
+        ),
+    ] = False,
+) -> None:
+    """Replay misbehaving model answers against the guards; the same run with the guards off must fail."""
+    settings = load_settings()
+    table_path = scenarios or settings.config_dir / "evals" / "narratives" / "scenarios.yaml"
+    prompts_dir = settings.config_dir / "prompts"
+    try:
+        table = load_scenarios(table_path)
+        if write_cassettes:
+            written = asyncio.run(write_hand_cassettes(table, prompts_dir))
+            console.print(
+                f"wrote {sum(written.values())} hand-written cassettes for {len(written)} scenarios "
+                f"under {escape(str(table.cassettes_root))}"
+            )
+        report = asyncio.run(run_narrative_eval(table, prompts_dir))
+        control = asyncio.run(narrative_negative_control(table, prompts_dir))
+    except (PolicyError, OSError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+    print_narrative_eval(report, table_path)
+    print_narrative_control(control)
+    if not report.passed:
+        err.print(
+            "[bold red]the eval is wrong:[/] a planted violation was not caught, something moved, "
+            "or a run ended otherwise than the scenario table says"
+        )
+        raise typer.Exit(1)
+    if control.passed:
+        err.print(
+            "[bold red]the negative control is wrong:[/] the scenarios still pass with the guards off, "
+            "so they cannot detect a missing guard"
+        )
+        raise typer.Exit(1)
+
+
+def print_narrative_eval(report: NarrativeEvalReport, table_path: Path) -> None:
+    where = escape(str(table_path))
+    total = len(report.results)
+    passed = total - len(report.failures)
+    verdict = "[bold green]GREEN[/]" if report.passed else "[bold red]RED[/]"
+    console.print(f"narrative eval: {verdict} {passed}/{total} scenarios passed ({where})")
+    print_guard_table(report)
+    print_scenario_failures(report, limit=None)
+
+
+def print_narrative_control(control: NarrativeEvalReport) -> None:
+    label = "negative control (guards off)"
+    total = len(control.results)
+    if control.passed:
+        console.print(f"{label}: [bold red]GREEN[/] all {total} scenarios passed; it should have failed")
+        return
+    console.print(
+        f"{label}: [bold green]RED[/] as it should be, with {len(control.failures)} failures of {total} scenarios"
+    )
+    print_guard_table(control)
+    print_scenario_failures(control, limit=SHOWN_CONTROL_FAILURES)
+
+
+def print_guard_table(report: NarrativeEvalReport) -> None:
+    console.print(f"  {'guard':<18} {'scenarios':>9} {'planted':>7} {'caught':>7} {'moved':>6}")
+    for row in report.tallies():
+        console.print(f"  {row.guard:<18} {row.scenarios:>9} {row.planted:>7} {row.caught:>7} {row.moved:>6}")
+
+
+def print_scenario_failures(report: NarrativeEvalReport, limit: int | None) -> None:
+    failures = report.failures
+    for result in failures[:limit]:
+        scenario = result.scenario
+        console.print(f"  scenarios[{scenario.index}] {escape(scenario.name)}: {escape('; '.join(result.problems()))}")
+    hidden = len(failures) - len(failures[:limit])
+    if hidden > 0:
+        console.print(f"  ... and {hidden} more")
+
+
+@eval_app.command("retrieval")
+def retrieval_eval(
+    queries: Annotated[
+        Path | None,
+        typer.Option("--queries", help="Labelled queries (default: config/evals/retrieval_queries.yaml)."),
+    ] = None,
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Clause corpus (default: corpus.json in the clauses folder).")
+    ] = None,
+    control_seed: Annotated[int, typer.Option("--control-seed", help="Seed of the control's label shuffle.")] = 7,
+) -> None:
+    """Recall@5 and MRR@10 of BM25, dense and fused clause retrieval; the same run with shuffled labels must fail."""
+    settings = load_settings()
+    corpus_path = corpus or settings.clauses_dir / "corpus.json"
+    queries_path = queries or settings.config_dir / "evals" / "retrieval_queries.yaml"
+    try:
+        clause_corpus = load_corpus(corpus_path)
+        table = load_queries(queries_path, clause_corpus)
+        retriever = Retriever.build(clause_corpus)
+    except (CorpusError, QueryFileError, OSError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    report = evaluate(retriever, table)
+    control = evaluate(retriever, shuffled_labels(table, control_seed))
+    failures, control_failures = check(report), check(control)
+
+    verdict = "[bold red]RED[/]" if failures else "[bold green]GREEN[/]"
+    console.print(
+        f"retrieval eval: {verdict} {len(table)} queries, corpus {report.corpus_version[:12]} "
+        f"({escape(str(corpus_path))}, {escape(str(queries_path))})"
+    )
+    print_retrieval_table(report)
+    for failure in failures:
+        console.print(f"  {escape(failure)}")
+    label = f"negative control (labels shuffled within each form, seed {control_seed})"
+    if control_failures:
+        console.print(f"{label}: [bold green]RED[/] as it should be: {escape('; '.join(control_failures))}")
+    else:
+        console.print(f"{label}: [bold red]GREEN[/] it passed every threshold; it should have failed")
+    print_retrieval_table(control)
+    if failures:
+        err.print(
+            f"[bold red]the eval is wrong:[/] fused recall@5 must beat each arm and reach {FUSED_RECALL_AT_5_FLOOR:.2f}"
+        )
+        raise typer.Exit(1)
+    if not control_failures:
+        err.print(
+            "[bold red]the negative control is wrong:[/] shuffled labels still pass, "
+            "so the thresholds cannot tell relevant clauses from any others"
+        )
+        raise typer.Exit(1)
+
+
+def print_retrieval_table(report: RetrievalReport) -> None:
+    kinds = "".join(f" {kind + ' r@5':>16} {'MRR@10':>7}" for kind in KINDS)
+    console.print(f"  {'arm':<7} {'recall@5':>8} {'MRR@10':>7}{kinds}")
+    rows = [(arm.arm, arm.overall, [arm.by_kind[kind] for kind in KINDS]) for arm in report.arms]
+    for name, overall, by_kind in [*rows, ("chance", report.chance, [])]:
+        split = "".join(f" {scores.recall_at_5:>16.3f} {scores.mrr_at_10:>7.3f}" for scores in by_kind)
+        console.print(f"  {name:<7} {overall.recall_at_5:>8.3f} {overall.mrr_at_10:>7.3f}{split}")
+    counts = ", ".join(f"{report.arm('fused').by_kind[kind].queries} {kind}" for kind in KINDS)
+    console.print(f"  ({counts} queries; chance: a random ranking within each query's form)")

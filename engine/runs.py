@@ -1,0 +1,373 @@
+"""Close records: starting a close, reading its status, deriving its overall state from its tasks and gates."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+from psycopg import AsyncConnection, errors
+from psycopg.rows import class_row, scalar_row
+
+from audit.trace import append_event, register_close_versions, seal_pending
+from engine.actors import ENGINE_ACTOR
+from engine.dispatch import dead_letters
+from engine.lifecycle import RunState, TaskState
+from engine.outbox import failed_deliveries
+from engine.supervisor import move_run
+from policy import Policy, Workflow
+
+
+def _app_version() -> str:
+    try:
+        return metadata.version("countersign")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+ENTITY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+PERIOD_PATTERN = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
+
+
+class InvalidCloseKey(ValueError):
+    def __init__(self, field: str, value: str, rule: str) -> None:
+        super().__init__(f"{field}: {value!r} is not valid ({rule})")
+        self.field = field
+        self.value = value
+
+
+def check_entity_and_period(entity: str, period: str) -> None:
+    """Entity codes become folder names and chat text: letters, digits, '.', '_' and '-' only."""
+    if not ENTITY_PATTERN.fullmatch(entity):
+        raise InvalidCloseKey(
+            "entity", entity, "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    if not PERIOD_PATTERN.fullmatch(period):
+        raise InvalidCloseKey("period", period, "YYYY-MM")
+
+
+class CloseNotFound(LookupError):
+    def __init__(self, close_id: str) -> None:
+        super().__init__(f"no close with id {close_id!r}")
+        self.close_id = close_id
+
+
+class CloseAlreadyExists(Exception):
+    def __init__(self, entity: str, period: str, close_id: str) -> None:
+        super().__init__(f"a close for {entity} {period} already exists: {close_id}")
+        self.entity = entity
+        self.period = period
+        self.close_id = close_id
+
+
+class PeriodClosed(Exception):
+    def __init__(self, entity: str, period: str) -> None:
+        super().__init__(f"period {entity} {period} is already closed")
+        self.entity = entity
+        self.period = period
+
+
+@dataclass(frozen=True)
+class CloseRecord:
+    close_id: str
+    entity: str
+    period: str
+    book_set_id: int
+    status: str
+    started_by: str
+    workflow: str
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of one close as the supervisor last left it."""
+
+    task: str
+    status: TaskState
+    attempt: int
+    result: dict[str, Any] | None
+    escalation: str | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", TaskState(self.status))
+
+
+_TASK_COLUMNS = "task, status, attempt, result, escalation"
+
+
+async def task_rows(conn: AsyncConnection[Any], close_id: str) -> dict[str, TaskRow]:
+    async with conn.cursor(row_factory=class_row(TaskRow)) as cur:
+        await cur.execute(f"SELECT {_TASK_COLUMNS} FROM close_task WHERE close_id = %s", (close_id,))
+        return {row.task: row for row in await cur.fetchall()}
+
+
+async def lock_task(conn: AsyncConnection[Any], close_id: str, task: str) -> TaskRow:
+    """The task's row, locked until the caller's transaction ends."""
+    async with conn.cursor(row_factory=class_row(TaskRow)) as cur:
+        await cur.execute(
+            f"SELECT {_TASK_COLUMNS} FROM close_task WHERE close_id = %s AND task = %s FOR UPDATE", (close_id, task)
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise LookupError(f"close {close_id} has no task {task!r}")
+    return row
+
+
+def _valid_uuid(close_id: str) -> str:
+    try:
+        return str(uuid.UUID(str(close_id)))
+    except ValueError:
+        raise CloseNotFound(str(close_id)) from None
+
+
+async def find_close_record(conn: AsyncConnection[Any], close_id: str) -> CloseRecord | None:
+    """The close, or None when there is no such close."""
+    try:
+        return await load_close(conn, close_id)
+    except CloseNotFound:
+        return None
+
+
+async def load_close(conn: AsyncConnection[Any], close_id: str) -> CloseRecord:
+    async with conn.cursor(row_factory=class_row(CloseRecord)) as cur:
+        await cur.execute(
+            "SELECT close_id::text, entity, period, book_set_id, status, started_by, workflow"
+            " FROM close_run WHERE close_id = %s",
+            (_valid_uuid(close_id),),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise CloseNotFound(close_id)
+    return row
+
+
+async def latest_close_id(conn: AsyncConnection[Any], entity: str | None = None) -> str | None:
+    async with conn.cursor() as cur:
+        if entity is None:
+            await cur.execute("SELECT close_id FROM close_run ORDER BY created_at DESC, close_id LIMIT 1")
+        else:
+            await cur.execute(
+                "SELECT close_id FROM close_run WHERE entity = %s ORDER BY created_at DESC, close_id LIMIT 1",
+                (entity,),
+            )
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+async def runnable_close_ids(conn: AsyncConnection[Any], only: str | None = None) -> list[str]:
+    """Every close not yet closed (or just `only`, when it is not closed), oldest first."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "SELECT close_id::text FROM close_run WHERE status <> 'closed'"
+            " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY created_at",
+            (only, only),
+        )
+        ids: Sequence[str] = await cur.fetchall()
+    return list(ids)
+
+
+async def count_closes_with_entity_prefix(conn: AsyncConnection[Any], prefix: str) -> int:
+    """How many closes have an entity starting with `prefix` (the demo numbers its entities with it)."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT count(*) FROM close_run WHERE left(entity, length(%(p)s)) = %(p)s", {"p": prefix})
+        return int(await cur.fetchone() or 0)
+
+
+async def find_close(conn: AsyncConnection[Any], entity: str, period: str) -> str | None:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT close_id FROM close_run WHERE entity = %s AND period = %s", (entity, period))
+        row = await cur.fetchone()
+    return str(row[0]) if row else None
+
+
+async def start_close(
+    conn: AsyncConnection[Any],
+    *,
+    entity: str,
+    period: str,
+    book_set_id: int,
+    policy: Policy,
+    workflow: Workflow,
+    started_by: str,
+    versions: dict[str, Any] | None = None,
+) -> str:
+    """Create the close and its tasks in one transaction. One close per entity and period."""
+    check_entity_and_period(entity, period)
+    close_id = str(uuid.uuid4())
+    try:
+        async with conn.transaction():
+            async with conn.cursor() as cur:
+                await cur.execute(
+                    "INSERT INTO accounting_period (entity, period) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    (entity, period),
+                )
+                await cur.execute(
+                    "SELECT status FROM accounting_period WHERE entity = %s AND period = %s", (entity, period)
+                )
+                row = await cur.fetchone()
+                if row is not None and row[0] == "closed":
+                    raise PeriodClosed(entity, period)
+                await cur.execute(
+                    "INSERT INTO close_run (close_id, entity, period, book_set_id, policy_digest, checklist_digest,"
+                    " started_by, workflow) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    (close_id, entity, period, book_set_id, policy.digest, workflow.digest, started_by, workflow.name),
+                )
+                await cur.executemany(
+                    "INSERT INTO close_task (close_id, task, title) VALUES (%s, %s, %s)",
+                    [(close_id, task_id, workflow.title_of(task_id)) for task_id in workflow.topological_order()],
+                )
+                await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
+                manifest_row = await cur.fetchone()
+            manifest = manifest_row[0] if manifest_row else {}
+            version_set = {
+                "app_version": _app_version(),
+                "risk_yaml_sha256": policy.digest,
+                "checklist_sha256": workflow.digest,
+                "workflow": workflow.name,
+                "synthetic_profile": manifest.get("profile"),
+                "synthetic_seed": manifest.get("seed"),
+                **(versions or {}),
+            }
+            await register_close_versions(conn, close_id, version_set)
+            await append_event(
+                conn,
+                actor=ENGINE_ACTOR,
+                close_id=close_id,
+                kind="close_started",
+                payload={
+                    "requested_by": started_by,
+                    "entity": entity,
+                    "period": period,
+                    "book_set_id": book_set_id,
+                    "workflow": workflow.name,
+                    "tasks": list(workflow.topological_order()),
+                    "to": "orchestrator",
+                },
+            )
+    except errors.UniqueViolation:
+        existing = await find_close(conn, entity, period)
+        raise CloseAlreadyExists(entity, period, existing or "?") from None
+    await seal_pending(conn)
+    return close_id
+
+
+async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor: str) -> str:
+    """Derive the close's status from its tasks and gates and store it when it changed."""
+    async with conn.transaction():
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT status, reason, task FROM close_task WHERE close_id = %s FOR UPDATE", (close_id,))
+            tasks = await cur.fetchall()
+            await cur.execute("SELECT count(*) FROM gate_state WHERE close_id = %s AND status = 'open'", (close_id,))
+            open_row = await cur.fetchone()
+            open_gates = int(open_row[0]) if open_row else 0
+            statuses = {t[0] for t in tasks}
+            reason = None
+            if statuses == {"done"}:
+                status = "closed"
+            elif statuses & {"rejected", "failed"}:
+                status = "blocked"
+                reason = "; ".join(f"{t[2]}: {t[1]}" for t in tasks if t[0] in ("rejected", "failed"))
+            elif "halted" in statuses:
+                status = "halted"
+                reason = "; ".join(f"{t[2]}: {t[1]}" for t in tasks if t[0] == "halted")
+            elif open_gates:
+                status = "awaiting_approval"
+            else:
+                status = "running"
+        changed = await move_run(conn, close_id, RunState(status), reason=reason)
+        if changed:
+            await append_event(
+                conn,
+                actor=actor,
+                close_id=close_id,
+                kind="close_status",
+                payload={"status": status, "reason": reason},
+            )
+    return status
+
+
+async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, Any]:
+    """The documented `close status --json` shape."""
+    close = await load_close(conn, close_id)
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT task, status, attempt, reason, updated_at, title FROM close_task WHERE close_id = %s",
+            (close.close_id,),
+        )
+        tasks_by_name = {r[0]: r for r in await cur.fetchall()}
+        await cur.execute("SELECT status_reason FROM close_run WHERE close_id = %s", (close.close_id,))
+        reason_row = await cur.fetchone()
+        await cur.execute(
+            "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, g.approver_role, g.rule,"
+            " g.opened_at, g.due_at, s.approvals, g.prepared_by, g.requested_by, g.expires_at, s.overdue, t.title"
+            " FROM gate_state s JOIN gate g USING (gate_id)"
+            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
+            " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
+            (close.close_id,),
+        )
+        gate_rows = await cur.fetchall()
+        await cur.execute(
+            "SELECT d.gate_id, d.principal_id, p.display_name, d.decision, d.reason, d.decided_at, d.channel"
+            " FROM gate_decision d JOIN gate g USING (gate_id) JOIN principal p USING (principal_id)"
+            " WHERE g.close_id = %s ORDER BY d.decided_at, d.decision_id",
+            (close.close_id,),
+        )
+        decisions: dict[str, list[dict[str, Any]]] = {}
+        for d in await cur.fetchall():
+            decisions.setdefault(str(d[0]), []).append(
+                {
+                    "principal": d[1],
+                    "name": d[2],
+                    "decision": d[3],
+                    "reason": d[4],
+                    "decided_at": d[5].isoformat(),
+                    "channel": d[6],
+                }
+            )
+    deliveries_failed = await failed_deliveries(conn, close.close_id)
+    dead = await dead_letters(conn, close.close_id)
+    return {
+        "close_id": close.close_id,
+        "entity": close.entity,
+        "period": close.period,
+        "status": close.status,
+        "status_reason": reason_row[0] if reason_row else None,
+        "tasks": [
+            {
+                "task": name,
+                "title": tasks_by_name[name][5] or name,
+                "status": tasks_by_name[name][1],
+                "attempt": int(tasks_by_name[name][2]),
+                "reason": tasks_by_name[name][3],
+            }
+            for name in tasks_by_name
+        ],
+        "gates": [
+            {
+                "gate_id": str(g[0]),
+                "task": g[1],
+                "title": g[16] or g[1],
+                "attempt": int(g[2]),
+                "kind": g[3],
+                "tier": g[4],
+                "quorum": int(g[5]),
+                "status": g[6],
+                "approver_role": g[7],
+                "rule": g[8],
+                "opened_at": g[9].isoformat(),
+                "due_at": g[10].isoformat(),
+                "approvals": int(g[11]),
+                "prepared_by": g[12],
+                "requested_by": list(g[13]),
+                "expires_at": g[14].isoformat() if g[14] else None,
+                "overdue": bool(g[15]),
+                "decisions": decisions.get(str(g[0]), []),
+            }
+            for g in gate_rows
+        ],
+        "deliveries_failed": deliveries_failed,
+        "dead_letters": dead,
+    }

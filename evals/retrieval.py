@@ -1,0 +1,236 @@
+"""The retrieval eval: labelled queries against each arm and the fusion, with a shuffled-label negative control.
+
+Queries (`config/evals/retrieval_queries.yaml`) carry their form, a kind (`paraphrase`: shares few words with the
+clause; `exact`: uses the clause's own terms) and the ids of the clauses that answer them. Each is searched within
+its form, as a contract would be. Per arm: recall@5 (share of a query's relevant clauses in the top 5 of a k=5
+search, the depth the agent uses) and MRR@10 (reciprocal rank of the first relevant clause in a k=10 search),
+averaged over queries, overall and per kind.
+
+`check` fails a report unless the fused recall@5 beats each arm's and reaches FUSED_RECALL_AT_5_FLOOR = 0.62. The
+floor comes from the figures measured on the committed corpus (version 40ecc6d7a1de…) and the 185 committed queries
+on 2026-12-01: fused recall@5 0.703 (BM25 alone 0.632, dense alone 0.676; chance 0.081), less a margin of about
+0.08 (some 15 queries) so that a re-worded corpus does not trip it while a broken arm or fusion still does. The
+negative control (`shuffled_labels`) keeps every query and permutes the relevance labels among queries of the same
+form; it must score near chance (`chance`) and fail `check`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from retrieval.corpus import ClauseCorpus
+from retrieval.retriever import ARMS, MAX_QUERY_CHARS, Retriever
+
+KINDS = ("paraphrase", "exact")
+RECALL_DEPTH = 5
+MRR_DEPTH = 10
+FUSED_RECALL_AT_5_FLOOR = 0.62
+MAX_QUERIES = 10_000
+MAX_QUERY_FILE_BYTES = 8 * 1024 * 1024
+_QUERY_KEYS = ("id", "form", "kind", "query", "relevant")
+
+
+class QueryFileError(ValueError):
+    """The labelled query file is unreadable or wrong; `query_id` names the query when one is at fault."""
+
+    def __init__(self, problem: str, *, query_id: str | None = None) -> None:
+        super().__init__(f"query {query_id}: {problem}" if query_id else problem)
+        self.problem = problem
+        self.query_id = query_id
+
+
+@dataclass(frozen=True)
+class LabelledQuery:
+    id: str
+    form: str
+    kind: str
+    query: str
+    relevant: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Scores:
+    queries: int
+    recall_at_5: float
+    mrr_at_10: float
+
+
+@dataclass(frozen=True)
+class ArmReport:
+    arm: str
+    overall: Scores
+    by_kind: Mapping[str, Scores]
+    missed: tuple[str, ...]  # ids of the queries with no relevant clause in the top 5
+
+
+@dataclass(frozen=True)
+class RetrievalReport:
+    corpus_version: str
+    arms: tuple[ArmReport, ...]
+    chance: Scores  # what a random ranking within each query's form would score on these labels
+
+    def arm(self, name: str) -> ArmReport:
+        return next(report for report in self.arms if report.arm == name)
+
+
+def recall_at(k: int, ranked: Sequence[str], relevant: Set[str]) -> float:
+    """Share of the relevant clause ids that appear in the first k of `ranked`."""
+    if not relevant:
+        raise ValueError("recall of a query with no relevant clauses is undefined")
+    return sum(1 for clause_id in set(ranked[:k]) if clause_id in relevant) / len(relevant)
+
+
+def mrr_at(k: int, ranked: Sequence[str], relevant: Set[str]) -> float:
+    """Reciprocal rank of the first relevant clause id within the first k of `ranked`; 0 when there is none."""
+    for rank, clause_id in enumerate(ranked[:k], start=1):
+        if clause_id in relevant:
+            return 1.0 / rank
+    return 0.0
+
+
+def evaluate(retriever: Retriever, queries: Sequence[LabelledQuery]) -> RetrievalReport:
+    if not queries:
+        raise ValueError("no queries to evaluate")
+    arms = []
+    for arm in ARMS:
+        recalls: dict[str, float] = {}
+        reciprocal_ranks: dict[str, float] = {}
+        for query in queries:
+            top5 = [hit.clause_id for hit in retriever.search(query.query, RECALL_DEPTH, form=query.form, arm=arm).hits]
+            top10 = [hit.clause_id for hit in retriever.search(query.query, MRR_DEPTH, form=query.form, arm=arm).hits]
+            recalls[query.id] = recall_at(RECALL_DEPTH, top5, query.relevant)
+            reciprocal_ranks[query.id] = mrr_at(MRR_DEPTH, top10, query.relevant)
+        by_kind = {
+            kind: _scores([query for query in queries if query.kind == kind], recalls, reciprocal_ranks)
+            for kind in KINDS
+        }
+        missed = tuple(query.id for query in queries if recalls[query.id] == 0.0)
+        arms.append(ArmReport(arm, _scores(queries, recalls, reciprocal_ranks), by_kind, missed))
+    return RetrievalReport(retriever.corpus.version, tuple(arms), chance(retriever.corpus, queries))
+
+
+def check(report: RetrievalReport) -> list[str]:
+    """The thresholds the report fails, one line each; empty when it passes."""
+    failures = []
+    fused = report.arm("fused").overall.recall_at_5
+    for arm in ("bm25", "dense"):
+        alone = report.arm(arm).overall.recall_at_5
+        if not fused > alone:
+            failures.append(f"fused recall@5 {fused:.3f} does not beat {arm} alone ({alone:.3f})")
+    if fused < FUSED_RECALL_AT_5_FLOOR:
+        failures.append(f"fused recall@5 {fused:.3f} is below the floor {FUSED_RECALL_AT_5_FLOOR:.2f}")
+    return failures
+
+
+def shuffled_labels(queries: Sequence[LabelledQuery], seed: int) -> tuple[LabelledQuery, ...]:
+    """The negative control: each query gets the relevance labels of another query of its form (a seeded shuffle,
+    then a rotation by one, so no query keeps its own label list when its form has two or more queries)."""
+    rng = random.Random(seed)
+    by_form: dict[str, list[int]] = defaultdict(list)
+    for index, query in enumerate(queries):
+        by_form[query.form].append(index)
+    relabelled = list(queries)
+    for form in sorted(by_form):
+        order = list(by_form[form])
+        rng.shuffle(order)
+        for position, index in enumerate(order):
+            donor = queries[order[(position + 1) % len(order)]]
+            relabelled[index] = replace(queries[index], relevant=donor.relevant)
+    return tuple(relabelled)
+
+
+def chance(corpus: ClauseCorpus, queries: Sequence[LabelledQuery]) -> Scores:
+    """Expected recall@5 and MRR@10 of a uniformly random ranking of each query's form."""
+    form_sizes: dict[str, int] = defaultdict(int)
+    for clause in corpus.clauses:
+        form_sizes[clause.form] += 1
+    recalls, reciprocal_ranks = [], []
+    for query in queries:
+        size, relevant = form_sizes[query.form], len(query.relevant)
+        recalls.append(min(RECALL_DEPTH, size) / size)
+        # P(first relevant at rank i) = P(the first i-1 are all irrelevant) * P(the i-th is relevant | that)
+        expected, none_yet = 0.0, 1.0
+        for rank in range(1, min(MRR_DEPTH, size) + 1):
+            remaining = size - rank + 1
+            expected += none_yet * (relevant / remaining) / rank
+            none_yet *= max(0, remaining - relevant) / remaining
+        reciprocal_ranks.append(expected)
+    return Scores(len(queries), math.fsum(recalls) / len(queries), math.fsum(reciprocal_ranks) / len(queries))
+
+
+def load_queries(path: Path, corpus: ClauseCorpus) -> tuple[LabelledQuery, ...]:
+    """Read the labelled queries; QueryFileError names the query id and what was wrong."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_QUERY_FILE_BYTES:
+            raise QueryFileError(f"{path}: {size} bytes, more than {MAX_QUERY_FILE_BYTES}")
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise QueryFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise QueryFileError(f"{path}: not UTF-8 YAML ({exc})") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("queries"), list) or not document["queries"]:
+        raise QueryFileError(f"{path}: expected a mapping with a non-empty `queries` list")
+    raw_queries: list[Any] = document["queries"]
+    if len(raw_queries) > MAX_QUERIES:
+        raise QueryFileError(f"{path}: {len(raw_queries)} queries, more than {MAX_QUERIES}")
+    queries: list[LabelledQuery] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_queries):
+        query = _parse_query(raw, index, corpus)
+        if query.id in seen:
+            raise QueryFileError("appears twice", query_id=query.id)
+        seen.add(query.id)
+        queries.append(query)
+    return tuple(queries)
+
+
+def _parse_query(raw: Any, index: int, corpus: ClauseCorpus) -> LabelledQuery:
+    if not isinstance(raw, dict):
+        raise QueryFileError(f"queries[{index}] is not a mapping")
+    query_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else f"queries[{index}]"
+    assert isinstance(query_id, str)
+    unknown = sorted(str(key) for key in raw if key not in _QUERY_KEYS)
+    if unknown:
+        raise QueryFileError(f"unknown keys {', '.join(unknown)}", query_id=query_id)
+    missing = [key for key in ("id", "form", "kind", "query") if not isinstance(raw.get(key), str) or not raw[key]]
+    if missing:
+        raise QueryFileError(f"missing or empty string fields: {', '.join(missing)}", query_id=query_id)
+    form, kind, text = raw["form"], raw["kind"], raw["query"]
+    if form not in corpus.form_codes:
+        raise QueryFileError(f"form {form!r} is not in the corpus", query_id=query_id)
+    if kind not in KINDS:
+        raise QueryFileError(f"kind {kind!r} is not one of {', '.join(KINDS)}", query_id=query_id)
+    if not text.strip() or len(text) > MAX_QUERY_CHARS:
+        raise QueryFileError(f"query text must be 1 to {MAX_QUERY_CHARS} characters", query_id=query_id)
+    relevant = raw.get("relevant")
+    if not isinstance(relevant, list) or not relevant or not all(isinstance(item, str) for item in relevant):
+        raise QueryFileError("`relevant` must be a non-empty list of clause ids", query_id=query_id)
+    if len(set(relevant)) != len(relevant):
+        raise QueryFileError("`relevant` lists a clause id twice", query_id=query_id)
+    for clause_id in relevant:
+        clause = corpus.by_id.get(clause_id)
+        if clause is None:
+            raise QueryFileError(f"relevant clause {clause_id} is not in the corpus", query_id=query_id)
+        if clause.form != form:
+            raise QueryFileError(f"relevant clause {clause_id} is outside the query's form {form}", query_id=query_id)
+    return LabelledQuery(query_id, form, kind, text, frozenset(relevant))
+
+
+def _scores(queries: Sequence[LabelledQuery], recalls: Mapping[str, float], ranks: Mapping[str, float]) -> Scores:
+    if not queries:
+        return Scores(0, math.nan, math.nan)
+    count = len(queries)
+    return Scores(
+        count,
+        math.fsum(recalls[query.id] for query in queries) / count,
+        math.fsum(ranks[query.id] for query in queries) / count,
+    )

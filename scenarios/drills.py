@@ -1,0 +1,491 @@
+"""Adversarial drills a user can run against their own deployment.
+
+`idempotency`: N identical retries of one dispatch and its posting, spread over P operating-system processes, all at
+once against the configured database; then the same retries with a changed payload under the same posting key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+
+from countersign.runtime import Runtime
+from engine.books import load_books
+from engine.dispatch import dispatch_once
+from engine.integrity import (
+    NotPostgres,
+    PostingCounts,
+    ServerIdentity,
+    closed_count,
+    exactly_once_checks,
+    posting_counts,
+    server_identity,
+)
+from engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
+from engine.runs import load_close, start_close
+from engine.workflows.close.inputs import accruals_input
+from scenarios.scripted_people import ScriptedPeople
+from specialists.client import open_in_process
+from synthetic import generate_books, load_profile
+
+CONNECTIONS_PER_PROCESS = 8
+
+__all__ = ["NotPostgres", "run_idempotency_drill", "run_restart_drill", "run_workers_drill"]
+
+
+@dataclass
+class StormCounts:
+    created: int = 0
+    reused: int = 0
+    conflicts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: StormCounts) -> None:
+        self.created += other.created
+        self.reused += other.reused
+        self.conflicts += other.conflicts
+        self.errors.extend(other.errors)
+
+
+@dataclass
+class IdempotencyReport:
+    server: str
+    host: str
+    database: str
+    retries: int
+    processes: int
+    seconds: float
+    storm: StormCounts
+    dispatch_rows: int
+    specialist_calls: int
+    journals: int
+    journal_lines: int
+    changed_storm: StormCounts | None = None
+    changed_seconds: float = 0.0
+    rows_written_by_changed_storm: int = 0
+
+    @property
+    def duplicates(self) -> int:
+        return max(self.dispatch_rows - 1, 0) + max(self.journals - 1, 0) + max(self.specialist_calls - 1, 0)
+
+    @property
+    def passed(self) -> bool:
+        changed_ok = self.changed_storm is None or (
+            self.changed_storm.conflicts == self.retries and self.rows_written_by_changed_storm == 0
+        )
+        return self.duplicates == 0 and self.journals == 1 and not self.storm.errors and changed_ok
+
+
+def database_identity(url: str) -> ServerIdentity:
+    """Server version, host and database behind `url`; raises NotPostgres unless it is PostgreSQL."""
+
+    async def identify() -> ServerIdentity:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return await server_identity(conn)
+
+    return asyncio.run(identify())
+
+
+def _journal_request(
+    close_id: str, entity: str, period: str, result: dict[str, Any], *, changed: bool
+) -> JournalRequest:
+    journal = result["journal"]
+    lines = [JournalLine(line["account"], Decimal(line["amount"]), line["description"]) for line in journal["lines"]]
+    if changed:  # same key, different (still balanced) journal: must be refused
+        bump = Decimal("0.01")
+        lines = [
+            JournalLine(lines[0].account, lines[0].amount + bump, lines[0].description),
+            *lines[1:-1],
+            JournalLine(lines[-1].account, lines[-1].amount - bump, lines[-1].description),
+        ]
+    return JournalRequest(
+        idempotency_key=f"drill:{close_id}:accruals",
+        entity=entity,
+        period=period,
+        journal_date=date.fromisoformat(journal["date"]),
+        memo=journal["memo"],
+        lines=lines,
+        source_close=close_id,
+        source_task="accruals",
+    )
+
+
+async def _storm(
+    url: str, close_id: str, entity: str, period: str, payload: dict[str, Any], retries: int, changed: bool
+) -> StormCounts:
+    counts = StormCounts()
+    connections = [
+        await psycopg.AsyncConnection.connect(url, autocommit=True)
+        for _ in range(min(retries, CONNECTIONS_PER_PROCESS))
+    ]
+    free: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+    for conn in connections:
+        free.put_nowait(conn)
+    start = asyncio.Event()
+    async with open_in_process() as client:
+
+        async def one() -> None:
+            await start.wait()
+            conn = await free.get()
+            try:
+                outcome = await dispatch_once(
+                    conn,
+                    client.call,
+                    close_id=close_id,
+                    task="accruals",
+                    attempt=1,
+                    specialist="accruals",
+                    payload=payload,
+                    actor="countersign-drill",
+                )
+                posted = await post_journal(
+                    conn,
+                    _journal_request(close_id, entity, period, outcome.result, changed=changed),
+                    posted_by="countersign-drill",
+                )
+                if posted.created:
+                    counts.created += 1
+                else:
+                    counts.reused += 1
+            except PostingConflict:
+                counts.conflicts += 1
+            except Exception as exc:  # counted and reported: a drill must not hide a failure
+                counts.errors.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                free.put_nowait(conn)
+
+        tasks = [asyncio.create_task(one()) for _ in range(retries)]
+        start.set()  # release every retry at once
+        await asyncio.gather(*tasks)
+    for conn in connections:
+        await conn.close()
+    return counts
+
+
+def _process_main(args: tuple[str, str, str, str, dict[str, Any], int, bool]) -> StormCounts:
+    url, close_id, entity, period, payload, retries, changed = args
+    return asyncio.run(_storm(url, close_id, entity, period, payload, retries, changed))
+
+
+def _run_storm(
+    url: str,
+    close_id: str,
+    entity: str,
+    period: str,
+    payload: dict[str, Any],
+    retries: int,
+    processes: int,
+    changed: bool,
+) -> tuple[StormCounts, float]:
+    shares = [retries // processes + (1 if i < retries % processes else 0) for i in range(processes)]
+    jobs = [(url, close_id, entity, period, payload, share, changed) for share in shares if share]
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+        results = pool.map(_process_main, jobs)
+    total = StormCounts()
+    for counts in results:
+        total.add(counts)
+    return total, time.perf_counter() - started
+
+
+async def _prepare(rt: Runtime) -> tuple[str, str, str, dict[str, Any]]:
+    """A fresh drill close, and the accruals input its storm dispatches."""
+    close_id, _ = await _prepare_close(rt, "IDEM")
+    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        close = await load_close(conn, close_id)
+        payload = await accruals_input(conn, close.book_set_id, close.period, rt.policy)
+    return close_id, close.entity, close.period, payload
+
+
+def _posting_counts(url: str, close_id: str) -> PostingCounts:
+    async def count() -> PostingCounts:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            return await posting_counts(conn, close_id)
+
+    return asyncio.run(count())
+
+
+def run_idempotency_drill(
+    rt: Runtime, *, retries: int, processes: int, changed_storm: bool = True
+) -> IdempotencyReport:
+    if retries < 1 or processes < 1:
+        raise ValueError("--retries and --processes must be at least 1")
+    server = database_identity(rt.database.owner_url)
+    close_id, entity, period, payload = asyncio.run(_prepare(rt))
+    url = rt.database.engine_url
+    storm, seconds = _run_storm(url, close_id, entity, period, payload, retries, min(processes, retries), False)
+    counts = _posting_counts(url, close_id)
+    report = IdempotencyReport(
+        server=server.version,
+        host=server.host,
+        database=server.database,
+        retries=retries,
+        processes=processes,
+        seconds=seconds,
+        storm=storm,
+        dispatch_rows=counts.dispatch_rows,
+        specialist_calls=counts.specialist_calls,
+        journals=counts.journals,
+        journal_lines=counts.journal_lines,
+    )
+    if changed_storm:
+        changed, changed_seconds = _run_storm(
+            url, close_id, entity, period, payload, retries, min(processes, retries), True
+        )
+        after = _posting_counts(url, close_id)
+        report.changed_storm = changed
+        report.changed_seconds = changed_seconds
+        report.rows_written_by_changed_storm = (
+            after.journals - report.journals + after.journal_lines - report.journal_lines
+        )
+    return report
+
+
+# --- restart drill -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RestartResult:
+    point: str
+    close_id: str
+    killed: bool
+    processes: int
+    closed: bool
+    problems: list[str]
+    skipped: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.skipped is None and self.killed and self.closed and not self.problems
+
+
+def exactly_once_problems(rt: Runtime, close_ids: list[str]) -> list[str]:
+    """Every check of `engine.integrity.exactly_once_checks` for each close, plus the whole trace verifying; empty
+    when all hold."""
+    from audit.trace import verify_chain
+
+    async def problems() -> list[str]:
+        found = []
+        async with await psycopg.AsyncConnection.connect(rt.database.owner_url, autocommit=True) as conn:
+            for close_id in close_ids:
+                for check in await exactly_once_checks(conn, close_id):
+                    if not check.holds:
+                        found.append(f"{close_id[:8]} {check.label}: {check.value}, expected {check.expected}")
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            if not (await verify_chain(conn)).ok:
+                found.append("trace does not verify")
+        return found
+
+    return asyncio.run(problems())
+
+
+_SCRIPTED_BY_PROCESS: list[ScriptedPeople] = []
+
+
+def _scripted_people(people: list[Any]) -> ScriptedPeople:
+    """The drill's scripted approvers and their keys: one set per process, registered by `_prepare_close`."""
+    if not _SCRIPTED_BY_PROCESS:
+        _SCRIPTED_BY_PROCESS.append(ScriptedPeople(people))
+    return _SCRIPTED_BY_PROCESS[0]
+
+
+async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
+    from callbacks.decision_writer import DecisionRequest, record_decision
+    from callbacks.principals import parse_principals
+    from engine.books import load_bank_feed
+    from engine.runs import close_status
+
+    people = parse_principals(rt.settings.principals_path)
+    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        status = await close_status(conn, close_id)
+        for gate in (g for g in status["gates"] if g["status"] == "open"):
+            if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
+                await load_bank_feed(
+                    conn,
+                    (await load_close(conn, close_id)).book_set_id,
+                    books / "corrected" / "bank_lines.csv",
+                    loaded_by="countersign-drill",
+                    close_id=close_id,
+                )
+    async with await psycopg.AsyncConnection.connect(rt.database.callbacks_url, autocommit=True) as conn:
+        for gate in (g for g in status["gates"] if g["status"] == "open"):
+            excluded = {gate["prepared_by"], *gate["requested_by"]}
+            voters = [
+                p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded
+            ]
+            for person in voters[: gate["quorum"] - gate["approvals"]]:
+                nonce = uuid.uuid4().hex
+                proof = _scripted_people(people).proof(
+                    gate["gate_id"], person.principal_id, "approve", "restart drill", nonce
+                )
+                await record_decision(
+                    conn,
+                    DecisionRequest(
+                        gate["gate_id"],
+                        person.principal_id,
+                        "approve",
+                        "restart drill",
+                        nonce,
+                        "signed_callback",
+                        proof,
+                    ),
+                )
+
+
+async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
+    from callbacks.principals import parse_principals, upsert_principals
+
+    profile = load_profile(rt.settings.profile_path("default"))
+    entity = f"DRILL-{tag}-{uuid.uuid4().hex[:6].upper()}"
+    books = rt.settings.state_dir / "drills" / entity
+    generate_books(profile, 11, books, entity=entity, period=profile.period, gl_lines=300)
+    people = parse_principals(rt.settings.principals_path)
+    async with await psycopg.AsyncConnection.connect(rt.database.owner_url, autocommit=True) as owner:
+        await upsert_principals(owner, _scripted_people(people).registered(people))
+    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        loaded = await load_books(conn, books, loaded_by="countersign-drill")
+        close_id = await start_close(
+            conn,
+            entity=entity,
+            period=profile.period,
+            book_set_id=loaded.book_set_id,
+            policy=rt.policy,
+            workflow=rt.workflow,
+            started_by="countersign-drill",
+        )
+    return close_id, books
+
+
+def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int = 30) -> list[RestartResult]:
+    """For each kill point: run the close in worker processes, SIGKILL one at the point, let fresh ones finish."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from countersign.chat import channel_targets
+    from drill_hooks.kill_points import KILL_AT_ENV, MARKER_ENV
+    from engine.runs import close_status
+
+    database_identity(rt.database.owner_url)
+    results = []
+    for point in points:
+        if point == "card.before_post" and not channel_targets(rt.settings):
+            results.append(
+                RestartResult(point, "", False, 0, False, [], skipped="no Slack or Teams channel configured")
+            )
+            continue
+        close_id, books = asyncio.run(_prepare_close(rt, point.split(".")[0][:6].upper()))
+        marker = os.path.join(tempfile.mkdtemp(prefix="countersign-drill-"), "killed")
+        env = {**os.environ, KILL_AT_ENV: point, MARKER_ENV: marker}
+        killed, processes, closed = False, 0, False
+        for _ in range(max_rounds):
+            done = subprocess.run(
+                [sys.executable, "-m", "cli.main", "worker", "--once", "--close", close_id],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            processes += 1
+            if done.returncode == -9:
+                killed = True
+                continue
+            if done.returncode != 0:
+                raise RuntimeError(f"worker failed at {point}: {done.stderr[-2000:]}")
+
+            async def state(close: str = close_id) -> str:
+                async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+                    return str((await close_status(conn, close))["status"])
+
+            if asyncio.run(state()) == "closed":
+                closed = True
+                break
+            asyncio.run(_decide_open_gates(rt, close_id, books))
+        problems = exactly_once_problems(rt, [close_id])
+        if not killed:
+            problems.append(f"kill point {point} was never reached")
+        results.append(RestartResult(point, close_id, killed, processes, closed, problems))
+    return results
+
+
+# --- workers at scale ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkersReport:
+    closes: int
+    workers: int
+    seconds: float
+    closed: int
+    problems: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.closed == self.closes and not self.problems
+
+
+def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: float = 600.0) -> WorkersReport:
+    """`workers` worker processes advance `closes` closes at once while scripted people decide every gate."""
+    import os
+    import subprocess
+    import sys
+
+    from audit.trace import seal_pending
+
+    database_identity(rt.database.owner_url)
+    prepared = [asyncio.run(_prepare_close(rt, f"W{i:03d}")) for i in range(closes)]
+    ids = [close_id for close_id, _ in prepared]
+    books = dict(prepared)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "worker", "--interval-s", "0.2", "--max-passes", "100000"],
+            env=dict(os.environ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(workers)
+    ]
+    started = time.perf_counter()
+
+    async def closed() -> int:
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            return await closed_count(conn, ids)
+
+    try:
+        while time.perf_counter() - started < timeout_s:
+            if asyncio.run(closed()) == closes:
+                break
+            for close_id in ids:
+                asyncio.run(_decide_open_gates(rt, close_id, books[close_id]))
+            time.sleep(0.5)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        crashed = []
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if "Traceback" in stderr:
+                crashed.append(stderr[-1500:])
+    seconds = time.perf_counter() - started
+    problems = [f"a worker crashed: {tail}" for tail in crashed]
+
+    async def seal() -> None:  # a worker stopped between a commit and its seal leaves events queued, not lost
+        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+            await seal_pending(conn)
+
+    asyncio.run(seal())
+    problems += exactly_once_problems(rt, ids)
+    return WorkersReport(closes, workers, seconds, asyncio.run(closed()), problems)
