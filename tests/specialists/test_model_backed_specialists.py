@@ -13,8 +13,8 @@ from models import ModelResponse, ReplayProvider, write_cassette
 from specialists import reconciliation, variance
 from specialists.client import open_in_process
 from specialists.narration import Narrator
-from tests.engine.test_close_end_to_end import _book_set
 from tests.engine.workflow_support import approve_open_gates
+from tests.engine.workflows.test_close_end_to_end import _book_set
 from tests.specialists.test_narration import ScriptedProvider, said
 from tests.specialists.test_reconciliation_matcher import bank_payload, line
 from tests.specialists.test_variance_specialist import MISC_NO_BUDGET, RENT_OVER, TRAVEL_SMALL_AMOUNT, _payload

@@ -10,7 +10,7 @@ import yaml
 
 from policy import SPECIALISTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENGINE = ROOT / "engine"
 # Handler modules may name their workflow's tasks; specialists are A2A agents that never see a task id (they answer
 # the `kind` of the message they are sent).
