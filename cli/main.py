@@ -53,7 +53,6 @@ from countersign.limits import (
 from countersign.migrate import ObjectCreationAllowed, PolicyNotEnforced, SchemaNotAtHead
 from countersign.runtime import (
     MissingSpecialistToken,
-    NoBooksLoaded,
     PasswordFileUnreadable,
     Runtime,
     boot,
@@ -74,6 +73,7 @@ from engine.runs import (
     latest_close_id,
     load_close,
 )
+from engine.starting import NoBooksLoaded
 from policy import PolicyError
 from services.exports import export_trace
 from synthetic import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -21,13 +21,11 @@ from countersign.keys import load_trace_signer
 from countersign.settings import Settings, variable
 from countersign.unreachable import DatabaseUnreachable
 from engine.orchestrator import EngineContext
-from engine.runs import start_close
-from engine.starting import NoBooksLoaded as NoBooksLoaded  # re-exported: the CLI and the app catch it
-from engine.starting import books_for_close
 from engine.workflows import shipped_handlers
 from models import OpenAICompatibleProvider, Provider, RecordingProvider, ReplayProvider, cassette_set_hash
 from policy import Policy, PolicyError, Workflow, load_policy, load_workflows
 from retrieval import Retriever, load_corpus
+from services.starting import StartRules, start_close_on_books
 from specialists.client import SpecialistClient, open_in_process
 from specialists.narration import Narrator
 from synthetic import generate_books, load_profile, seed_from_name
@@ -159,10 +157,15 @@ def boot(
     return Runtime(settings, database, policy, workflows)
 
 
-@asynccontextmanager
-async def connection(runtime: Runtime, role: str = "engine") -> AsyncIterator[AsyncConnection[Any]]:
+def connection(runtime: Runtime, role: str = "engine") -> AbstractAsyncContextManager[AsyncConnection[Any]]:
     """A connection as `role`: "engine" (the default), "callbacks", or "owner" (migrations, principal import)."""
-    url = runtime.database.url_for(role)
+    return role_connection(runtime.database.url_for(role), role)
+
+
+@asynccontextmanager
+async def role_connection(url: str, role: str) -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection to `url`, the URL `Database.url_for(role)` gave, for a process handed the URL instead of the
+    Runtime (a drill's storm processes); one it cannot open raises DatabaseUnreachable naming the role."""
     try:
         conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
     except psycopg.OperationalError as exc:
@@ -256,24 +259,13 @@ def synthesize_for(runtime: Runtime, entity: str, period: str) -> Path:
     return out
 
 
-async def ensure_books(
-    runtime: Runtime,
-    conn: AsyncConnection[Any],
-    entity: str,
-    period: str,
-    books_dir: Path | None,
-    *,
-    synthetic: bool = False,
-) -> int:
-    """Load the given books, or reuse loaded ones, or (asked to) synthesize some; returns the book set id."""
-    return await books_for_close(
-        conn,
-        entity=entity,
-        period=period,
-        books_dir=books_dir,
-        synthetic=synthetic,
-        synthesize=lambda e, p: synthesize_for(runtime, e, p),
-        loaded_by="countersign-cli",
+def start_rules(runtime: Runtime, workflow: str = CLOSE_WORKFLOW) -> StartRules:
+    """What a close of `workflow` starts under here: the policy, the workflow, the versions, the books synthesizer."""
+    return StartRules(
+        policy=runtime.policy,
+        workflow=runtime.workflows[workflow],
+        versions=runtime.versions(),
+        synthesize=lambda entity, period: synthesize_for(runtime, entity, period),
     )
 
 
@@ -287,16 +279,13 @@ async def start_close_with_books(
     started_by: str,
     synthetic: bool = False,
 ) -> str:
-    """`close start` from any door (CLI, Slack): books given, loaded before, or (`synthetic`) generated; then the
-    close and its tasks. No books and not `synthetic` raises NoBooksLoaded. Every door calls this one function."""
-    book_set_id = await ensure_books(runtime, conn, entity, period, books_dir, synthetic=synthetic)
-    return await start_close(
+    """`services.starting.start_close_on_books` under this runtime's rules (the server's chat doors call it)."""
+    return await start_close_on_books(
         conn,
+        start_rules(runtime),
         entity=entity,
         period=period,
-        book_set_id=book_set_id,
-        policy=runtime.policy,
-        workflow=runtime.workflow,
+        books_dir=books_dir,
         started_by=started_by,
-        versions=runtime.versions(),
+        synthetic=synthetic,
     )

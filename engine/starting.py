@@ -1,22 +1,10 @@
-"""Which books a new close runs on, whichever door starts it (CLI, Slack, any HTTP door).
+"""What refuses to start a close: an entity and period with no books, and no synthetic ones asked for.
 
-Books given are loaded; otherwise the latest loaded for the entity and period are reused; otherwise, only when asked,
-synthetic ones are generated. Generating them is the composition root's (the engine cannot import `synthetic`), so it
-comes in as a callable.
+Choosing and loading the books is a use case every door shares (`services.loading.books_for_close`); the error stays
+in the engine so the chat adapters, which may not import the services' loading, can name it.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-from psycopg import AsyncConnection
-
-from engine.books import BooksError, LoadedBooks, latest_book_set, load_books, read_manifest
-from engine.runs import check_entity_and_period
-
-SynthesizeBooks = Callable[[str, str], Path]  # (entity, period) -> a directory of freshly generated books
 
 
 class NoBooksLoaded(RuntimeError):
@@ -29,34 +17,3 @@ class NoBooksLoaded(RuntimeError):
         )
         self.entity = entity
         self.period = period
-
-
-async def books_for_close(
-    conn: AsyncConnection[Any],
-    *,
-    entity: str,
-    period: str,
-    books_dir: Path | None,
-    synthetic: bool,
-    synthesize: SynthesizeBooks,
-    loaded_by: str,
-) -> int:
-    """The book set a close of `entity` `period` starts on: `books_dir` loaded, the latest loaded, or (`synthetic`)
-    books `synthesize` generates, loaded. Neither books nor `synthetic` raises NoBooksLoaded."""
-    check_entity_and_period(entity, period)
-    if books_dir is not None:
-        manifest = read_manifest(books_dir)
-        if (manifest["entity"], manifest["period"]) != (entity, period):
-            raise BooksError(
-                "entity.json",
-                "entity/period",
-                f"books are for {manifest['entity']} {manifest['period']}, not {entity} {period}",
-            )
-        return (await load_books(conn, books_dir, loaded_by=loaded_by)).book_set_id
-    existing = await latest_book_set(conn, entity, period)
-    if existing is not None:
-        return existing
-    if not synthetic:
-        raise NoBooksLoaded(entity, period)
-    loaded: LoadedBooks = await load_books(conn, synthesize(entity, period), loaded_by=loaded_by)
-    return loaded.book_set_id

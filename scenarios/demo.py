@@ -24,12 +24,14 @@ from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from callbacks.signature import sign
 from countersign.app import create_app
-from countersign.runtime import Runtime, connection, engine_context
+from countersign.runtime import Runtime, connection, engine_context, start_rules
 from countersign.timeline import print_timeline
-from engine.books import load_bank_feed, load_books
+from engine.books import load_bank_feed
 from engine.orchestrator import advance
-from engine.runs import TaskRow, close_status, count_closes_with_entity_prefix, load_close, start_close, task_rows
+from engine.runs import TaskRow, close_status, count_closes_with_entity_prefix, load_close, task_rows
 from scenarios.scripted_people import ScriptedPeople
+from services.loading import load_book_set
+from services.starting import start_close_on_book_set
 from synthetic import generate_books, load_profile
 
 MAX_ROUNDS = 20
@@ -101,16 +103,14 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
         async with connection(rt, "owner") as conn:
             await upsert_principals(conn, scripted.registered(people))
         async with connection(rt) as conn:
-            loaded = await load_books(conn, books_dir, loaded_by="countersign-demo")
-            close_id = await start_close(
+            loaded = await load_book_set(conn, books_dir, loaded_by="countersign-demo")
+            close_id = await start_close_on_book_set(
                 conn,
+                start_rules(rt),
                 entity=entity,
                 period=period,
                 book_set_id=loaded.book_set_id,
-                policy=rt.policy,
-                workflow=rt.workflow,
                 started_by=_starter(people).principal_id,
-                versions=rt.versions(),
             )
     console.rule(f"[bold]Close {entity} {period}[/]  ({close_id})")
     console.print(f"books: {loaded.gl_lines:,} GL lines, profile default, seed {seed}")

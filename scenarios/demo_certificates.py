@@ -31,15 +31,16 @@ from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from certificates import assess_contract, parse_certificate, parse_contract
 from countersign.app import create_app
-from countersign.runtime import Runtime, connection, engine_context
+from countersign.runtime import Runtime, connection, engine_context, start_rules
 from countersign.timeline import describe
-from engine.construction import load_construction_set
 from engine.context import EngineContext
 from engine.orchestrator import advance
 from engine.runs import TaskRow, close_status, find_close, task_rows
-from engine.workflows.certificates.runs import payment_run_status, start_payment_runs
+from engine.workflows.certificates.runs import payment_run_status
 from scenarios.demo import SignedClient, _approvers, _starter
 from scenarios.scripted_people import ScriptedPeople
+from services.loading import load_construction
+from services.starting import start_month_of_payment_runs
 from specialists.certificate_cassettes import write_certificate_cassettes
 from synthetic import generate_construction, load_construction_profile
 from synthetic.construction import CERTIFICATES_FILE, CONTRACTS_FILE
@@ -421,7 +422,7 @@ async def write_demo_cassettes(rt: Runtime, out_dir: Path, *, seed: int = 42, co
 async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cassette_dir: Path | None) -> bool:
     secret = rt.settings.callback_secret or secrets.token_hex(32)
     rt = replace(rt, settings=rt.settings.model_copy(update=dict(callback_secret=secret)))
-    workflow = rt.workflows[CERTIFICATES_WORKFLOW]
+    rules = start_rules(rt, CERTIFICATES_WORKFLOW)
     month = synthesize_month(rt, seed, data_dir / "construction")
     people = parse_principals(rt.settings.principals_path)
     scripted = ScriptedPeople(people)
@@ -434,15 +435,13 @@ async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cass
                     f"the certificates demo for seed {seed} already ran in this database ({record['id']} has a"
                     " payment run, and a certificate is certified once): use another database or state directory"
                 )
-        set_id = await load_construction_set(conn, month.data_dir, loaded_by="countersign-demo")
-        close_ids = await start_payment_runs(
+        set_id = await load_construction(conn, month.data_dir, loaded_by="countersign-demo")
+        close_ids = await start_month_of_payment_runs(
             conn,
+            rules,
             set_id=set_id,
             period=month.period,
-            policy=rt.policy,
-            workflow=workflow,
             started_by=_starter(people).principal_id,
-            versions=rt.versions(),
         )
         runs = {close_id: (await close_status(conn, close_id))["entity"] for close_id in close_ids}
     console.rule(f"[bold]Payment runs {month.period}[/]  (construction set {set_id}, seed {seed})")

@@ -7,6 +7,7 @@ once against the configured database; then the same retries with a changed paylo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 import uuid
@@ -15,10 +16,9 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-import psycopg
+from psycopg import AsyncConnection
 
-from countersign.runtime import Runtime
-from engine.books import load_books
+from countersign.runtime import Runtime, connection, role_connection
 from engine.dispatch import dispatch_once
 from engine.integrity import (
     NotPostgres,
@@ -30,9 +30,11 @@ from engine.integrity import (
     server_identity,
 )
 from engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
-from engine.runs import load_close, start_close
+from engine.runs import load_close
 from engine.workflows.close.inputs import accruals_input
 from scenarios.scripted_people import ScriptedPeople
+from services.loading import load_book_set
+from services.starting import StartRules, start_close_on_book_set
 from specialists.client import open_in_process
 from synthetic import generate_books, load_profile
 
@@ -84,11 +86,11 @@ class IdempotencyReport:
         return self.duplicates == 0 and self.journals == 1 and not self.storm.errors and changed_ok
 
 
-def database_identity(url: str) -> ServerIdentity:
-    """Server version, host and database behind `url`; raises NotPostgres unless it is PostgreSQL."""
+def database_identity(rt: Runtime) -> ServerIdentity:
+    """Server version, host and database behind the owner's URL; raises NotPostgres unless it is PostgreSQL."""
 
     async def identify() -> ServerIdentity:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        async with connection(rt, "owner") as conn:
             return await server_identity(conn)
 
     return asyncio.run(identify())
@@ -122,11 +124,12 @@ async def _storm(
     url: str, close_id: str, entity: str, period: str, payload: dict[str, Any], retries: int, changed: bool
 ) -> StormCounts:
     counts = StormCounts()
+    opened = contextlib.AsyncExitStack()
     connections = [
-        await psycopg.AsyncConnection.connect(url, autocommit=True)
+        await opened.enter_async_context(role_connection(url, "engine"))
         for _ in range(min(retries, CONNECTIONS_PER_PROCESS))
     ]
-    free: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+    free: asyncio.Queue[AsyncConnection[Any]] = asyncio.Queue()
     for conn in connections:
         free.put_nowait(conn)
     start = asyncio.Event()
@@ -165,8 +168,7 @@ async def _storm(
         tasks = [asyncio.create_task(one()) for _ in range(retries)]
         start.set()  # release every retry at once
         await asyncio.gather(*tasks)
-    for conn in connections:
-        await conn.close()
+    await opened.aclose()
     return counts
 
 
@@ -199,15 +201,15 @@ def _run_storm(
 async def _prepare(rt: Runtime) -> tuple[str, str, str, dict[str, Any]]:
     """A fresh drill close, and the accruals input its storm dispatches."""
     close_id, _ = await _prepare_close(rt, "IDEM")
-    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+    async with connection(rt) as conn:
         close = await load_close(conn, close_id)
         payload = await accruals_input(conn, close.book_set_id, close.period, rt.policy)
     return close_id, close.entity, close.period, payload
 
 
-def _posting_counts(url: str, close_id: str) -> PostingCounts:
+def _posting_counts(rt: Runtime, close_id: str) -> PostingCounts:
     async def count() -> PostingCounts:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        async with connection(rt) as conn:
             return await posting_counts(conn, close_id)
 
     return asyncio.run(count())
@@ -218,11 +220,11 @@ def run_idempotency_drill(
 ) -> IdempotencyReport:
     if retries < 1 or processes < 1:
         raise ValueError("--retries and --processes must be at least 1")
-    server = database_identity(rt.database.owner_url)
+    server = database_identity(rt)
     close_id, entity, period, payload = asyncio.run(_prepare(rt))
-    url = rt.database.engine_url
+    url = rt.database.url_for("engine")  # the storm processes get the URL: a Runtime does not cross processes
     storm, seconds = _run_storm(url, close_id, entity, period, payload, retries, min(processes, retries), False)
-    counts = _posting_counts(url, close_id)
+    counts = _posting_counts(rt, close_id)
     report = IdempotencyReport(
         server=server.version,
         host=server.host,
@@ -240,7 +242,7 @@ def run_idempotency_drill(
         changed, changed_seconds = _run_storm(
             url, close_id, entity, period, payload, retries, min(processes, retries), True
         )
-        after = _posting_counts(url, close_id)
+        after = _posting_counts(rt, close_id)
         report.changed_storm = changed
         report.changed_seconds = changed_seconds
         report.rows_written_by_changed_storm = (
@@ -274,12 +276,12 @@ def exactly_once_problems(rt: Runtime, close_ids: list[str]) -> list[str]:
 
     async def problems() -> list[str]:
         found = []
-        async with await psycopg.AsyncConnection.connect(rt.database.owner_url, autocommit=True) as conn:
+        async with connection(rt, "owner") as conn:
             for close_id in close_ids:
                 for check in await exactly_once_checks(conn, close_id):
                     if not check.holds:
                         found.append(f"{close_id[:8]} {check.label}: {check.value}, expected {check.expected}")
-        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        async with connection(rt) as conn:
             if not (await verify_chain(conn)).ok:
                 found.append("trace does not verify")
         return found
@@ -304,7 +306,7 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
     from engine.runs import close_status
 
     people = parse_principals(rt.settings.principals_path)
-    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+    async with connection(rt) as conn:
         status = await close_status(conn, close_id)
         for gate in (g for g in status["gates"] if g["status"] == "open"):
             if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
@@ -315,7 +317,7 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
                     loaded_by="countersign-drill",
                     close_id=close_id,
                 )
-    async with await psycopg.AsyncConnection.connect(rt.database.callbacks_url, autocommit=True) as conn:
+    async with connection(rt, "callbacks") as conn:
         for gate in (g for g in status["gates"] if g["status"] == "open"):
             excluded = {gate["prepared_by"], *gate["requested_by"]}
             voters = [
@@ -348,17 +350,16 @@ async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
     books = rt.settings.state_dir / "drills" / entity
     generate_books(profile, 11, books, entity=entity, period=profile.period, gl_lines=300)
     people = parse_principals(rt.settings.principals_path)
-    async with await psycopg.AsyncConnection.connect(rt.database.owner_url, autocommit=True) as owner:
+    async with connection(rt, "owner") as owner:
         await upsert_principals(owner, _scripted_people(people).registered(people))
-    async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
-        loaded = await load_books(conn, books, loaded_by="countersign-drill")
-        close_id = await start_close(
+    async with connection(rt) as conn:
+        loaded = await load_book_set(conn, books, loaded_by="countersign-drill")
+        close_id = await start_close_on_book_set(
             conn,
+            StartRules(rt.policy, rt.workflow, versions={}),  # drill closes carry no versions
             entity=entity,
             period=profile.period,
             book_set_id=loaded.book_set_id,
-            policy=rt.policy,
-            workflow=rt.workflow,
             started_by="countersign-drill",
         )
     return close_id, books
@@ -375,7 +376,7 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
     from drill_hooks.kill_points import KILL_AT_ENV, MARKER_ENV
     from engine.runs import close_status
 
-    database_identity(rt.database.owner_url)
+    database_identity(rt)
     results = []
     for point in points:
         if point == "card.before_post" and not channel_targets(rt.settings):
@@ -403,7 +404,7 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
                 raise RuntimeError(f"worker failed at {point}: {done.stderr[-2000:]}")
 
             async def state(close: str = close_id) -> str:
-                async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+                async with connection(rt) as conn:
                     return str((await close_status(conn, close))["status"])
 
             if asyncio.run(state()) == "closed":
@@ -441,7 +442,7 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
 
     from audit.trace import seal_pending
 
-    database_identity(rt.database.owner_url)
+    database_identity(rt)
     prepared = [asyncio.run(_prepare_close(rt, f"W{i:03d}")) for i in range(closes)]
     ids = [close_id for close_id, _ in prepared]
     books = dict(prepared)
@@ -457,7 +458,7 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
     started = time.perf_counter()
 
     async def closed() -> int:
-        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        async with connection(rt) as conn:
             return await closed_count(conn, ids)
 
     try:
@@ -483,7 +484,7 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
     problems = [f"a worker crashed: {tail}" for tail in crashed]
 
     async def seal() -> None:  # a worker stopped between a commit and its seal leaves events queued, not lost
-        async with await psycopg.AsyncConnection.connect(rt.database.engine_url, autocommit=True) as conn:
+        async with connection(rt) as conn:
             await seal_pending(conn)
 
     asyncio.run(seal())
