@@ -24,6 +24,7 @@ from typing import Any
 
 from cards.formatting import money
 from cards.model import CardDataError
+from cards.platform_limits import SLACK_FIELD_TEXT_CHARS, SLACK_SECTION_TEXT_CHARS
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn
 
 CERTIFICATE_KEY = "certificate"
@@ -39,9 +40,9 @@ TITLE_MAX = 200  # contract and invariant titles
 EXPLANATION_MAX = 800
 REFERENCE_MAX = 40  # contract ids, periods, line ids, clause ids, hold references
 CLAUSE_TITLE_MAX = 100
-SLACK_TEXT_MAX = 3000  # a section's text (cards/slack.py SECTION_TEXT_MAX)
-SLACK_FIELD_MAX = 2000
-TEAMS_SECTION_BYTES_MAX = 12_000  # the whole certificate container, of the card's 28,000 (cards/teams.py)
+TEAMS_SECTION_BYTES_MAX = (
+    12_000  # the whole certificate container, of the card's TEAMS_CARD_BYTES (cards/platform_limits.py)
+)
 
 FALLBACK_FLAG = "Deterministic explanation, flagged for review"
 FALLBACK_DETAIL = (
@@ -328,8 +329,8 @@ def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     heading = f"*Payment certificate {cs.certificate_no}*\n{_contract_line(cs, slack_fit)}"
     overview: Block = {
         "type": "section",
-        "text": slack_mrkdwn(heading, SLACK_TEXT_MAX),
-        "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview_facts(cs)],
+        "text": slack_mrkdwn(heading, SLACK_SECTION_TEXT_CHARS),
+        "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_TEXT_CHARS) for label, value in _overview_facts(cs)],
     }
     blocks = [overview]
     if cs.escalation:
@@ -346,7 +347,7 @@ def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     hidden = len(cs.violations) - VIOLATIONS_SHOWN_MAX
     if hidden > 0:
         more = f"_{_more(hidden, 'violated invariants not shown here; the trace records every one')}_"
-        blocks.append({"type": "context", "elements": [slack_mrkdwn(more, SLACK_FIELD_MAX)]})
+        blocks.append({"type": "context", "elements": [slack_mrkdwn(more, SLACK_FIELD_TEXT_CHARS)]})
     return blocks
 
 
@@ -367,7 +368,7 @@ def _slack_violation(v: Violation, currency: str) -> Block:
 
 
 def _slack_section(text: str) -> Block:
-    return {"type": "section", "text": slack_mrkdwn(text, SLACK_TEXT_MAX)}
+    return {"type": "section", "text": slack_mrkdwn(text, SLACK_SECTION_TEXT_CHARS)}
 
 
 # --- Teams ------------------------------------------------------------------------------------------------

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from cards.platform_limits import SLACK_SECTION_TEXT_CHARS
 from cards.text import fit
-
-NOTICE_MAX = 3000  # Slack's section text limit, also comfortable for a Teams message
 
 
 def _utc(moment: dt.datetime) -> str:
@@ -32,9 +31,12 @@ def overdue_reminder(
         f"Reminder for role {role}: the {task_title} gate of {entity} {period} was due {_utc(due_at)} and still"
         f" needs {max(missing, 0)} approval(s). Waiting never approves it.{expiry}"
     )
-    return fit(text, NOTICE_MAX)
+    return fit(text, SLACK_SECTION_TEXT_CHARS)
 
 
 def checkpoint_notice(*, note: str, entity: str | None, period: str | None) -> str:
     after = f" after sign-off of {entity} {period}" if entity and period else ""
-    return fit(f"Close trace checkpoint{after}. Keep this message: it witnesses the log.\n```\n{note}```", NOTICE_MAX)
+    return fit(
+        f"Close trace checkpoint{after}. Keep this message: it witnesses the log.\n```\n{note}```",
+        SLACK_SECTION_TEXT_CHARS,
+    )

@@ -25,19 +25,20 @@ from typing import Any
 from cards.escape import slack_data, slack_own, teams_markdown
 from cards.formatting import money
 from cards.model import CardDataError
+from cards.platform_limits import (
+    SLACK_BLOCKS_PER_MESSAGE,
+    SLACK_FIELD_TEXT_CHARS,
+    SLACK_HEADER_TEXT_CHARS,
+    SLACK_SECTION_TEXT_CHARS,
+    TEAMS_CARD_BYTES,
+    TEAMS_TEXT_CHARS,
+)
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn, units
 
 SOURCE = "payment runs"
 SLACK_RUNS_SHOWN_MAX = 60
 TEAMS_RUNS_SHOWN_MAX = 60
 REFERENCE_MAX = 40  # certificate ids, contract ids, periods, stages, tiers, gate statuses
-SLACK_HEADER_MAX = 150
-SLACK_TEXT_MAX = 3000
-SLACK_FIELD_MAX = 2000
-SLACK_BLOCKS_MAX = 50
-FALLBACK_MAX = 3000
-TEAMS_TEXT_MAX = 2000
-TEAMS_CARD_BYTES_MAX = 28_000
 TEAMS_BYTES_RESERVED = 1_500  # kept for the "and N more" line and the card's envelope
 SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.5"
@@ -189,32 +190,34 @@ def _more(hidden: int) -> str:
 
 
 def slack_payments_message(card: PaymentsCard) -> Message:
-    """At most SLACK_BLOCKS_MAX blocks, each inside Slack's text limits; every data text escaped."""
+    """At most SLACK_BLOCKS_PER_MESSAGE blocks, each inside Slack's text limits; every data text escaped."""
     headline = _headline(card)
     blocks: list[Block] = [
-        {"type": "header", "text": {"type": "plain_text", "text": fit(headline, SLACK_HEADER_MAX)}},
+        {"type": "header", "text": {"type": "plain_text", "text": fit(headline, SLACK_HEADER_TEXT_CHARS)}},
         {
             "type": "section",
-            "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_MAX) for label, value in _overview(card)],
+            "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_TEXT_CHARS) for label, value in _overview(card)],
         },
     ]
     if not card.runs:
         blocks.append(_section("_No payment runs started._"))
     sections: list[list[str]] = []
     for line in (_slack_line(run) for run in card.runs[:SLACK_RUNS_SHOWN_MAX]):
-        if sections and units("\n".join([*sections[-1], line])) <= SLACK_TEXT_MAX:
+        if sections and units("\n".join([*sections[-1], line])) <= SLACK_SECTION_TEXT_CHARS:
             sections[-1].append(line)
         else:
             sections.append([line])
-    kept = sections[: SLACK_BLOCKS_MAX - len(blocks) - 1]  # one block kept for the "and N more" line
+    kept = sections[: SLACK_BLOCKS_PER_MESSAGE - len(blocks) - 1]  # one block kept for the "and N more" line
     blocks += [_section("\n".join(lines)) for lines in kept]
     shown = sum(len(lines) for lines in kept)
     hidden = len(card.runs) - shown
     if hidden > 0:
-        blocks.append({"type": "context", "elements": [slack_mrkdwn(f"_{slack_own(_more(hidden))}_", SLACK_FIELD_MAX)]})
+        blocks.append(
+            {"type": "context", "elements": [slack_mrkdwn(f"_{slack_own(_more(hidden))}_", SLACK_FIELD_TEXT_CHARS)]}
+        )
     fallback = f"{headline}: {len(card.runs)} certificates, {card.certified} certified"
     fallback += f", {card.awaiting_decision} awaiting a decision"
-    return {"text": fit(slack_data(fallback), FALLBACK_MAX), "blocks": blocks}
+    return {"text": fit(slack_data(fallback), SLACK_SECTION_TEXT_CHARS), "blocks": blocks}
 
 
 def _slack_line(run: PaymentRunLine) -> str:
@@ -237,14 +240,14 @@ def _slack_line(run: PaymentRunLine) -> str:
 
 
 def _section(text: str) -> Block:
-    return {"type": "section", "text": slack_mrkdwn(text, SLACK_TEXT_MAX)}
+    return {"type": "section", "text": slack_mrkdwn(text, SLACK_SECTION_TEXT_CHARS)}
 
 
 # --- Teams ------------------------------------------------------------------------------------------------
 
 
 def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
-    """An Adaptive Card 1.5 of at most TEAMS_CARD_BYTES_MAX bytes; data only in TextRuns."""
+    """An Adaptive Card 1.5 of at most TEAMS_CARD_BYTES bytes; data only in TextRuns."""
     headline = _headline(card)
     body: list[Element] = [
         {"type": "TextBlock", "text": fit(headline, 150), "size": "large", "weight": "bolder", "wrap": True},
@@ -257,14 +260,14 @@ def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
         "type": "AdaptiveCard",
         "version": CARD_VERSION,
         "fallbackText": fit(
-            teams_markdown(f"{headline}: {len(card.runs)} certificates, {card.certified} certified"), TEAMS_TEXT_MAX
+            teams_markdown(f"{headline}: {len(card.runs)} certificates, {card.certified} certified"), TEAMS_TEXT_CHARS
         ),
         "body": body,
     }
     shown = 0
     for run in card.runs[:TEAMS_RUNS_SHOWN_MAX]:
         body.append(_teams_line(run))
-        if _json_bytes(result) + TEAMS_BYTES_RESERVED > TEAMS_CARD_BYTES_MAX:
+        if _json_bytes(result) + TEAMS_BYTES_RESERVED > TEAMS_CARD_BYTES:
             body.pop()
             break
         shown += 1
@@ -299,7 +302,7 @@ def _plain(raw: str) -> str:
 
 def _teams_text(text: str, **options: Any) -> Element:
     """Text we wrote ourselves."""
-    return {"type": "TextBlock", "text": fit(text, TEAMS_TEXT_MAX), "wrap": True, **options}
+    return {"type": "TextBlock", "text": fit(text, TEAMS_TEXT_CHARS), "wrap": True, **options}
 
 
 def _json_bytes(value: Mapping[str, Any]) -> int:

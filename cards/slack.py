@@ -25,19 +25,20 @@ from cards.formatting import (
     waiting_on,
 )
 from cards.model import CardDataError, DecisionLine, GateCard, StatusCard, TraceExportCard
+from cards.platform_limits import (
+    SLACK_BLOCKS_PER_MESSAGE,
+    SLACK_BUTTON_TEXT_CHARS,
+    SLACK_BUTTON_VALUE_CHARS,
+    SLACK_ELEMENTS_PER_CONTEXT,
+    SLACK_FIELD_TEXT_CHARS,
+    SLACK_FIELDS_PER_SECTION,
+    SLACK_HEADER_TEXT_CHARS,
+    SLACK_ID_CHARS,
+    SLACK_SECTION_TEXT_CHARS,
+)
 from cards.refusals import refusal_wording
 from cards.text import ELLIPSIS, fit, units
 
-HEADER_TEXT_MAX = 150
-SECTION_TEXT_MAX = 3000
-SECTION_FIELDS_MAX = 10
-FIELD_TEXT_MAX = 2000
-CONTEXT_ELEMENTS_MAX = 10
-BUTTON_TEXT_MAX = 75
-BUTTON_VALUE_MAX = 2000
-ID_MAX = 255
-BLOCKS_MAX = 50
-FALLBACK_TEXT_MAX = 3000
 LINE_MAX = 600
 
 APPROVE_ACTION_ID = "gate_approve"
@@ -178,7 +179,7 @@ def refusal_text(reason_code: str, detail: str) -> str:
     text = refusal_wording(reason_code)
     if detail and detail != reason_code:
         text += f"\n_{_esc(detail)}_"
-    return _fit(text, FALLBACK_TEXT_MAX)
+    return _fit(text, SLACK_SECTION_TEXT_CHARS)
 
 
 # --- gate pieces ------------------------------------------------------------------------------------------
@@ -217,8 +218,8 @@ def _overdue_prefix(card: GateCard) -> str:
 def _actions(card: GateCard, approve_label: str) -> Block:
     gate_id = card.gate_id
     block_id = BLOCK_ID_PREFIX + gate_id
-    if _units(block_id) > ID_MAX or _units(gate_id) > BUTTON_VALUE_MAX:
-        raise CardDataError("gate_id", f"too long to round-trip in a Slack block_id ({ID_MAX} max)", "GateCard")
+    if _units(block_id) > SLACK_ID_CHARS or _units(gate_id) > SLACK_BUTTON_VALUE_CHARS:
+        raise CardDataError("gate_id", f"too long to round-trip in a Slack block_id ({SLACK_ID_CHARS} max)", "GateCard")
     return {
         "type": "actions",
         "block_id": block_id,
@@ -242,7 +243,7 @@ def _button(action_id: str, label: str, value: str, style: str) -> Block:
     return {
         "type": "button",
         "action_id": action_id,
-        "text": _plain(_fit(label, BUTTON_TEXT_MAX)),
+        "text": _plain(_fit(label, SLACK_BUTTON_TEXT_CHARS)),
         "value": value,
         "style": style,
     }
@@ -283,7 +284,7 @@ def _evidence_blocks(evidence: Iterable[Evidence]) -> list[Block]:
         elif not item.facts:
             blocks.append(_section(f"{title}\n_Nothing to show._"))
         if item.narrative:
-            blocks.append(_section(_long_text("*Narrative*\n", item.narrative, SECTION_TEXT_MAX)))
+            blocks.append(_section(_long_text("*Narrative*\n", item.narrative, SLACK_SECTION_TEXT_CHARS)))
         if item.narrative_note:
             blocks.append(_context([f":warning: {_own(item.narrative_note)}"]))  # our words and flag names
     return blocks
@@ -299,15 +300,15 @@ def _fallback(card: GateCard, headline: str, detail: str | None = None) -> str:
 
 def _message(fallback: str, blocks: list[Block], actions: Block | None) -> Message:
     """Assemble the message, keeping the actions block whatever else has to go to stay under 50 blocks."""
-    room = BLOCKS_MAX - (1 if actions else 0)
+    room = SLACK_BLOCKS_PER_MESSAGE - (1 if actions else 0)
     if len(blocks) > room:
         hidden = len(blocks) - (room - 1)
         blocks = [*blocks[: room - 1], _context([f"_+{hidden} more sections not shown_"])]
-    return {"text": _esc_fit(fallback, FALLBACK_TEXT_MAX), "blocks": [*blocks, *([actions] if actions else [])]}
+    return {"text": _esc_fit(fallback, SLACK_SECTION_TEXT_CHARS), "blocks": [*blocks, *([actions] if actions else [])]}
 
 
 def _header(text: str) -> Block:
-    return {"type": "header", "text": _plain(_fit(text, HEADER_TEXT_MAX))}
+    return {"type": "header", "text": _plain(_fit(text, SLACK_HEADER_TEXT_CHARS))}
 
 
 def _plain(text: str) -> Block:
@@ -315,24 +316,24 @@ def _plain(text: str) -> Block:
 
 
 def _section(mrkdwn: str) -> Block:
-    return {"type": "section", "text": slack_mrkdwn_object(_fit(mrkdwn or " ", SECTION_TEXT_MAX))}
+    return {"type": "section", "text": slack_mrkdwn_object(_fit(mrkdwn or " ", SLACK_SECTION_TEXT_CHARS))}
 
 
 def _fields_section(title: str | None, facts: Sequence[Fact], escaped: bool = False) -> Block:
-    shown = list(facts[:SECTION_FIELDS_MAX])
+    shown = list(facts[:SLACK_FIELDS_PER_SECTION])
     fields = []
     for fact in shown:
         label = fact.label if escaped else _esc(fact.label)
         value = fact.value if escaped else _esc(fact.value)
-        fields.append(slack_mrkdwn_object(_fit(f"*{label}*\n{value or '—'}", FIELD_TEXT_MAX)))
+        fields.append(slack_mrkdwn_object(_fit(f"*{label}*\n{value or '—'}", SLACK_FIELD_TEXT_CHARS)))
     block: Block = {"type": "section", "fields": fields}
     if title:
-        block["text"] = slack_mrkdwn_object(_fit(title, SECTION_TEXT_MAX))
+        block["text"] = slack_mrkdwn_object(_fit(title, SLACK_SECTION_TEXT_CHARS))
     return block
 
 
 def _context(mrkdwn: Sequence[str]) -> Block:
-    elements = [slack_mrkdwn_object(_fit(text, FIELD_TEXT_MAX)) for text in mrkdwn[:CONTEXT_ELEMENTS_MAX]]
+    elements = [slack_mrkdwn_object(_fit(text, SLACK_FIELD_TEXT_CHARS)) for text in mrkdwn[:SLACK_ELEMENTS_PER_CONTEXT]]
     return {"type": "context", "elements": elements}
 
 
@@ -344,7 +345,7 @@ def _bullets(heading: str, lines: Sequence[str], escaped: bool) -> str:
         candidate = f"{text}\n• {line}" if text else f"• {line}"
         remaining = len(items) - index - 1
         reserve = _units(f"\n_+{len(items)} more_") if remaining else 0
-        if _units(candidate) + reserve > SECTION_TEXT_MAX:
+        if _units(candidate) + reserve > SLACK_SECTION_TEXT_CHARS:
             note = f"_+{len(items) - index} more_"
             return f"{text}\n{note}" if text else note
         text = candidate

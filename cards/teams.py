@@ -19,6 +19,7 @@ from cards.escape import teams_data_block, teams_data_run, teams_markdown
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
 from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
+from cards.platform_limits import SLACK_SECTION_TEXT_CHARS, TEAMS_CARD_BYTES, TEAMS_TEXT_CHARS
 from cards.refusals import refusal_wording
 from cards.text import ELLIPSIS, fit
 
@@ -28,10 +29,7 @@ INVOKE_RESPONSE_TYPE = "application/vnd.microsoft.card.adaptive"
 APPROVE_VERB = "gate.approve"
 REJECT_VERB = "gate.reject"
 
-# Teams rejects bot messages over about 28 KB; these caps keep every card well under that.
-CARD_BYTES_MAX = 28_000
-TEXT_MAX = 2000
-NARRATIVE_MAX = 3000
+# Our caps, which keep every card well under TEAMS_CARD_BYTES (cards/platform_limits.py).
 LINE_MAX = 400
 LINES_SHOWN_MAX = 15
 GATES_SHOWN_MAX = 20
@@ -49,7 +47,7 @@ def gate_message(card: GateCard) -> Card:
     headline = f"Approval needed: {card.task_title}"
     body = [
         *_gate_heading(card, headline),
-        _titled("Why policy requires it", [_verbatim(card.rule, TEXT_MAX)]),
+        _titled("Why policy requires it", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _gate_facts(card),
         *_overdue_banner(card),
         *teams_certificate_section(card.summary),
@@ -64,8 +62,8 @@ def halt_message(card: GateCard) -> Card:
     headline = f"Halted: {card.task_title}"
     body = [
         *_gate_heading(card, headline),
-        _titled("What halted", [_verbatim(reason, TEXT_MAX)], style="attention"),
-        _titled("Why a person must look", [_verbatim(card.rule, TEXT_MAX)]),
+        _titled("What halted", [_verbatim(reason, TEAMS_TEXT_CHARS)], style="attention"),
+        _titled("Why a person must look", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _gate_facts(card),
         *_overdue_banner(card),
         *teams_certificate_section(card.summary),
@@ -86,8 +84,8 @@ def decided_message(card: GateCard) -> Card:
     ]
     body = [
         *_gate_heading(card, headline),
-        *([_titled("What halted", [_verbatim(reason, TEXT_MAX)])] if reason else []),
-        _titled("Why policy required it", [_verbatim(card.rule, TEXT_MAX)]),
+        *([_titled("What halted", [_verbatim(reason, TEAMS_TEXT_CHARS)])] if reason else []),
+        _titled("Why policy required it", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _fact_set(facts),
         *teams_certificate_section(card.summary),
         *_evidence(evidence_for(card.summary)),
@@ -105,7 +103,7 @@ def status_message(status: StatusCard) -> Card:
         _data_line(f"Close {status.close_id}", isSubtle=True, spacing="none"),
     ]
     if status.status_reason:
-        body.append(_titled("Why", [_verbatim(status.status_reason, TEXT_MAX)], style="attention"))
+        body.append(_titled("Why", [_verbatim(status.status_reason, TEAMS_TEXT_CHARS)], style="attention"))
     body.append(
         _fact_set(
             [
@@ -156,7 +154,7 @@ def error_card(title: str, detail: str) -> Card:
             "wrap": True,
             "style": "heading",
         },
-        _verbatim(detail, TEXT_MAX),
+        _verbatim(detail, TEAMS_TEXT_CHARS),
     ]
     return _card(body, None, f"{title}: {detail}")
 
@@ -258,9 +256,10 @@ def _evidence(evidence: Iterable[Evidence]) -> list[Element]:
         items += [_verbatim(line, LINE_MAX) for line in item.lines[:LINES_SHOWN_MAX]]
         items += _more(len(item.lines) - LINES_SHOWN_MAX, "more")
         if item.narrative:
-            items.append(_verbatim(_cut_note(item.narrative, NARRATIVE_MAX), NARRATIVE_MAX + 40))
+            # cut where Slack's narrative section cuts it, so both doors show the same words
+            items.append(_verbatim(_cut_note(item.narrative, SLACK_SECTION_TEXT_CHARS), SLACK_SECTION_TEXT_CHARS + 40))
         if item.narrative_note:
-            items.append(_verbatim(item.narrative_note, TEXT_MAX))
+            items.append(_verbatim(item.narrative_note, TEAMS_TEXT_CHARS))
         containers.append(_titled(item.title, items or [_text("Nothing to show.", isSubtle=True)]))
     return containers
 
@@ -279,12 +278,12 @@ def _card(body: list[Element], actions: list[Element] | None, fallback_text: str
         "type": "AdaptiveCard",
         "version": CARD_VERSION,
         # The schema lets a client read fallbackText as markdown, and it names the entity: every special escaped.
-        "fallbackText": fit(teams_markdown(fallback_text), TEXT_MAX),
+        "fallbackText": fit(teams_markdown(fallback_text), TEAMS_TEXT_CHARS),
         "body": body,
     }
     if actions:
         card["actions"] = actions
-    if len(json.dumps(card, ensure_ascii=False).encode("utf-8")) > CARD_BYTES_MAX:
+    if len(json.dumps(card, ensure_ascii=False).encode("utf-8")) > TEAMS_CARD_BYTES:
         # Unreachable with the caps above for any realistic summary; if it happens, keep the decision path.
         card["body"] = [*body[:3], _text("Some figures are too large for a Teams card; see the close status.")]
     return card
@@ -309,7 +308,7 @@ def _data_heading(text: str) -> Element:
 def _data_line(text: str, **options: Any) -> Element:
     """One line that may hold data, as a TextRun; `color`, `weight` and `isSubtle` style the run itself."""
     run_options = {key: options.pop(key) for key in ("color", "weight", "isSubtle") if key in options}
-    return teams_data_block([teams_data_run(fit(text, TEXT_MAX), **run_options)], **options)
+    return teams_data_block([teams_data_run(fit(text, TEAMS_TEXT_CHARS), **run_options)], **options)
 
 
 def _data_facts(facts: Iterable[Fact]) -> list[Element]:
@@ -327,7 +326,7 @@ def _data_facts(facts: Iterable[Fact]) -> list[Element]:
 
 def _text(text: str, **options: Any) -> Element:
     """Text we wrote ourselves (markdown allowed)."""
-    return {"type": "TextBlock", "text": fit(text, TEXT_MAX), "wrap": True, **options}
+    return {"type": "TextBlock", "text": fit(text, TEAMS_TEXT_CHARS), "wrap": True, **options}
 
 
 def _verbatim(text: str, limit: int, monospace: bool = False) -> Element:

@@ -89,7 +89,7 @@ def assert_adaptive_card_valid(card: dict[str, Any]) -> None:
     assert card["type"] == "AdaptiveCard"
     assert card["version"] == "1.5"
     assert card["$schema"] == "http://adaptivecards.io/schemas/adaptive-card.json"
-    assert len(json.dumps(card, ensure_ascii=False).encode("utf-8")) <= teams.CARD_BYTES_MAX
+    assert len(json.dumps(card, ensure_ascii=False).encode("utf-8")) <= teams.TEAMS_CARD_BYTES
 
 
 def slack_actions(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,21 @@
+"""The platform limits in cards/platform_limits.py are Slack's own, as slack_sdk's block models enforce them."""
+
+from slack_sdk.models.blocks import Block, ButtonElement, ContextBlock, HeaderBlock, SectionBlock
+
+from cards import platform_limits as limits
+
+
+def test_slack_limits_match_the_slack_sdk_block_models() -> None:
+    assert limits.SLACK_HEADER_TEXT_CHARS == HeaderBlock.text_max_length
+    assert limits.SLACK_SECTION_TEXT_CHARS == SectionBlock.text_max_length
+    assert limits.SLACK_FIELDS_PER_SECTION == SectionBlock.fields_max_length
+    assert limits.SLACK_ELEMENTS_PER_CONTEXT == ContextBlock.elements_max_length
+    assert limits.SLACK_BUTTON_TEXT_CHARS == ButtonElement.text_max_length
+    assert limits.SLACK_BUTTON_VALUE_CHARS == ButtonElement.value_max_length
+    assert limits.SLACK_ID_CHARS == Block.block_id_max_length == ButtonElement.action_id_max_length
+
+
+def test_every_limit_names_its_unit() -> None:
+    names = [name for name in vars(limits) if name.isupper()]
+    assert names, "no limits found"
+    assert all(name.endswith(("_CHARS", "_BYTES")) or "_PER_" in name for name in names), names
