@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from cards.formatting import money
 from cards.model import CardDataError
+from cards.money import format_money
 from cards.platform_limits import SLACK_FIELD_TEXT_CHARS, SLACK_SECTION_TEXT_CHARS
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn
 
@@ -265,10 +265,6 @@ def _label(identifier: str) -> str:
     return words[:1].upper() + words[1:]
 
 
-def _amount(value: Decimal, currency: str) -> str:
-    return f"{currency} {money(value)}"
-
-
 def escalation_headline(reason: str) -> str:
     return f"Escalated: {reason.replace('_', ' ')}"
 
@@ -279,11 +275,11 @@ def escalation_wording(reason: str) -> str:
 
 def _overview_facts(cs: CertificateSummary) -> list[tuple[str, str]]:
     return [
-        ("Amount to certify", _amount(cs.amount_to_certify, cs.currency)),
-        ("Previously certified", _amount(cs.previously_certified, cs.currency)),
-        ("Gross to date", _amount(cs.gross_to_date, cs.currency)),
-        ("Retention to date", _amount(cs.retention_to_date, cs.currency)),
-        ("Advance repaid to date", _amount(cs.advance_repaid_to_date, cs.currency)),
+        ("Amount to certify", format_money(cs.amount_to_certify, cs.currency)),
+        ("Previously certified", format_money(cs.previously_certified, cs.currency)),
+        ("Gross to date", format_money(cs.gross_to_date, cs.currency)),
+        ("Retention to date", format_money(cs.retention_to_date, cs.currency)),
+        ("Advance repaid to date", format_money(cs.advance_repaid_to_date, cs.currency)),
         ("Invariants violated", str(len(cs.violations)) if cs.violations else "none"),
         ("Holds", str(len(cs.holds)) if cs.holds else "none"),
     ]
@@ -302,7 +298,7 @@ def _contract_line(cs: CertificateSummary, cut: Cut) -> str:
 
 def _hold_line(hold: Hold, currency: str, cut: Cut) -> str:
     other = cut(hold.other, REFERENCE_MAX)
-    return f"{_label(hold.kind)}: {other}, overlap {_amount(hold.overlap, currency)}"
+    return f"{_label(hold.kind)}: {other}, overlap {format_money(hold.overlap, currency)}"
 
 
 def _more(hidden: int, noun: str) -> str:
@@ -357,7 +353,7 @@ def _slack_violation(v: Violation, currency: str) -> Block:
         slack_fit(v.explanation, EXPLANATION_MAX),
     ]
     if v.amounts:
-        amounts = [f"{_label(name)} {_amount(value, currency)}" for name, value in v.amounts]
+        amounts = [f"{_label(name)} {format_money(value, currency)}" for name, value in v.amounts]
         lines.append(f"*Amounts:* {_listed(amounts, AMOUNTS_SHOWN_MAX, 'amounts', ' · ')}")
     if v.lines:
         refs = [slack_fit(line, REFERENCE_MAX) for line in v.lines]
@@ -433,7 +429,7 @@ def _teams_violation(v: Violation, currency: str) -> Element:
         _teams_runs([_run(_plain(v.explanation, EXPLANATION_MAX))], spacing="small"),
     ]
     if v.amounts:
-        facts = [(_label(name), _amount(value, currency)) for name, value in v.amounts[:AMOUNTS_SHOWN_MAX]]
+        facts = [(_label(name), format_money(value, currency)) for name, value in v.amounts[:AMOUNTS_SHOWN_MAX]]
         hidden = len(v.amounts) - AMOUNTS_SHOWN_MAX
         items.append(_teams_facts(facts + ([("…", _more(hidden, "amounts"))] if hidden > 0 else [])))
     if v.lines:

@@ -25,6 +25,7 @@ from typing import Any
 from cards.escape import slack_data, slack_own, teams_markdown
 from cards.formatting import money
 from cards.model import CardDataError
+from cards.money import format_money
 from cards.platform_limits import (
     SLACK_BLOCKS_PER_MESSAGE,
     SLACK_FIELD_TEXT_CHARS,
@@ -168,7 +169,9 @@ def _overview(card: PaymentsCard) -> list[tuple[str, str]]:
 def _amount(run: PaymentRunLine) -> str:
     if run.amount_to_certify is None:
         return "amount not yet computed"
-    return f"{run.currency or ''} {money(run.amount_to_certify)}".strip()
+    if run.currency is None:
+        return money(run.amount_to_certify)
+    return format_money(run.amount_to_certify, run.currency)
 
 
 def _gate(run: PaymentRunLine, cut: Cut) -> str:

@@ -6,12 +6,12 @@ from cards import platform_limits as limits
 
 
 def test_slack_limits_match_the_slack_sdk_block_models() -> None:
-    assert limits.SLACK_HEADER_TEXT_CHARS == HeaderBlock.text_max_length
-    assert limits.SLACK_SECTION_TEXT_CHARS == SectionBlock.text_max_length
-    assert limits.SLACK_FIELDS_PER_SECTION == SectionBlock.fields_max_length
-    assert limits.SLACK_ELEMENTS_PER_CONTEXT == ContextBlock.elements_max_length
-    assert limits.SLACK_BUTTON_TEXT_CHARS == ButtonElement.text_max_length
-    assert limits.SLACK_BUTTON_VALUE_CHARS == ButtonElement.value_max_length
+    assert HeaderBlock.text_max_length == limits.SLACK_HEADER_TEXT_CHARS
+    assert SectionBlock.text_max_length == limits.SLACK_SECTION_TEXT_CHARS
+    assert SectionBlock.fields_max_length == limits.SLACK_FIELDS_PER_SECTION
+    assert ContextBlock.elements_max_length == limits.SLACK_ELEMENTS_PER_CONTEXT
+    assert ButtonElement.text_max_length == limits.SLACK_BUTTON_TEXT_CHARS
+    assert ButtonElement.value_max_length == limits.SLACK_BUTTON_VALUE_CHARS
     assert limits.SLACK_ID_CHARS == Block.block_id_max_length == ButtonElement.action_id_max_length
 
 
