@@ -1,21 +1,31 @@
-"""One worker pass: advance every runnable close, sign a log checkpoint, announce gate changes, deliver the outbox.
+"""The worker: passes until told to stop, each advancing every runnable close, signing a log checkpoint, announcing
+gate changes and delivering the outbox.
 
 Many workers may run passes against one database at once: `advance` takes a per-close lock, the outbox is claimed
 with leases. Delivery to Slack and Teams lives in `bot/`, which the engine may not import, so the caller passes it
 in as `deliver`. No connection is held across a specialist, Slack or Teams call: each step takes one from `connect`.
+
+A stop signal (SIGTERM, Ctrl-C) starts no new close or delivery; the pass in flight gets `grace_s` seconds to finish,
+then is cancelled; every outbox claim and dispatch lease this process still holds is released. What the process
+prints or counts comes in as a `WorkerWatch`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from opentelemetry import trace
 
 from audit.transparency_log import sign_log_checkpoint
 from engine.leases import Connect
 from engine.orchestrator import AdvanceReport, EngineContext, advance
 from engine.outbox import enqueue_card_updates
 from engine.runs import runnable_close_ids
+from engine.shutdown import Released, StopSignal, finish_or_cancel, release_claims
 
 WORKER_ACTOR = "countersign-worker"
 CHECKPOINT_MIN_NEW_EVENTS = 2  # signing appends its own event: never sign a checkpoint of only the last one
@@ -82,3 +92,73 @@ async def run_worker_pass(
         await enqueue_card_updates(conn)
     report.delivery = await deliver(connect)
     return report
+
+
+OpenEngine = Callable[[], AbstractAsyncContextManager[EngineContext]]  # the engine context, for one pass
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    once: bool = False  # one pass, then return
+    interval_s: float = 5.0  # between passes
+    max_passes: int = 0  # 0: no limit
+    only_close: str | None = None
+    grace_s: float = 30.0  # what the pass in flight gets after a stop signal
+
+
+class WorkerWatch(Protocol):
+    """What a worker tells its process about (the CLI prints lines and counts metrics)."""
+
+    def advanced(self, report: AdvanceReport) -> None: ...
+
+    def delivered(self, outcome: DeliveryOutcome) -> None: ...
+
+    def passed(self, seconds: float, *, completed: bool) -> None: ...
+
+    def stopping(self, signal: int | None, released: Released) -> None: ...
+
+
+async def run_worker(
+    connect: Connect, open_engine: OpenEngine, deliver: Deliver, plan: WorkerPlan, watch: WorkerWatch
+) -> int:
+    """Run passes until a stop signal, `plan.once` or `plan.max_passes`; returns the number of passes run."""
+    tracer = trace.get_tracer("countersign.worker")
+    stop = StopSignal()
+    stop.install()
+    passes = 0
+    try:
+        while not stop.is_set:
+            started = time.perf_counter()
+            with tracer.start_as_current_span("worker.pass"):
+                done = await finish_or_cancel(
+                    _one_pass(connect, open_engine, deliver, plan, watch, stop), stop, grace_s=plan.grace_s
+                )
+            watch.passed(time.perf_counter() - started, completed=done is not None)
+            passes += 1
+            if plan.once or (plan.max_passes and passes >= plan.max_passes):
+                return passes
+            await stop.sleep(plan.interval_s)
+    finally:
+        if stop.is_set:
+            async with connect() as conn:
+                released = await release_claims(conn)
+            watch.stopping(stop.received, released)
+        stop.uninstall()
+    return passes
+
+
+async def _one_pass(
+    connect: Connect, open_engine: OpenEngine, deliver: Deliver, plan: WorkerPlan, watch: WorkerWatch, stop: StopSignal
+) -> int:
+    async with open_engine() as ctx:
+        report = await run_worker_pass(
+            connect,
+            ctx,
+            deliver,
+            only_close=plan.only_close,
+            should_stop=lambda: stop.is_set,
+            on_advanced=watch.advanced,
+        )
+    if report.delivery is not None:
+        watch.delivered(report.delivery)
+    return len(report.advanced)

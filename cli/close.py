@@ -1,0 +1,207 @@
+"""`countersign close`, `payments` and `dispatch`: start, advance and inspect closes and payment runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from audit.trace import seal_pending
+from cli.common import console, fail, resolve_close_id, run, runtime
+from countersign.runtime import connection, engine_context, start_rules
+from engine.books import load_bank_feed
+from engine.orchestrator import advance
+from engine.runs import close_status, load_close
+from services.starting import start_close_on_books
+
+close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
+
+
+payments_app = typer.Typer(help="Payment runs: one per submitted construction certificate.", no_args_is_help=True)
+
+
+dispatch_app = typer.Typer(help="Specialist dispatches.", no_args_is_help=True)
+
+
+@close_app.command("start")
+def close_start(
+    entity: Annotated[str, typer.Option(help="Entity code.")],
+    period: Annotated[str, typer.Option(help="Period, YYYY-MM.")],
+    books: Annotated[Path | None, typer.Option(help="Books directory (from `countersign synth`).")] = None,
+    synthetic: Annotated[
+        bool, typer.Option("--synthetic", help="No books loaded: generate synthetic ones seeded from the entity.")
+    ] = False,
+) -> None:
+    """Start a close on the given books or the ones loaded before; refuses an entity with none unless --synthetic."""
+    rt = runtime()
+
+    async def go() -> str:
+        async with connection(rt) as conn:
+            return await start_close_on_books(
+                conn,
+                start_rules(rt),
+                entity=entity,
+                period=period,
+                books_dir=books,
+                started_by="countersign-cli",
+                synthetic=synthetic,
+            )
+
+    close_id = run(go)
+    console.print(f"started close [bold]{close_id}[/] for {entity} {period}")
+
+
+@close_app.command("advance")
+def close_advance(
+    close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+) -> None:
+    """Run every step that is ready; stop at gates and halts."""
+    rt = runtime()
+
+    async def go() -> Any:
+        close_id = await resolve_close_id(rt, close)
+        async with engine_context(rt) as ctx:  # a connection per step: none is held while a specialist works
+            return await advance(lambda: connection(rt), close_id, ctx)
+
+    report = run(go)
+    for step in report.steps:
+        console.print(f"  {escape(step)}", highlight=False)
+    console.print(f"close {report.close_id}: [bold]{report.status}[/]")
+
+
+@close_app.command("status")
+def close_status_command(
+    close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Tasks, gates and who they wait on."""
+    rt = runtime()
+
+    async def go() -> dict[str, Any]:
+        close_id = await resolve_close_id(rt, close)
+        async with connection(rt) as conn:
+            return await close_status(conn, close_id)
+
+    status = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(status, indent=2) + "\n")
+        return
+    print_status(status)
+
+
+def print_status(status: dict[str, Any]) -> None:
+    console.print(
+        f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "
+        f"[bold]{status['status']}[/]" + (f" — {status['status_reason']}" if status.get("status_reason") else "")
+    )
+    tasks = Table("task", "status", "attempt", "note", title="tasks")
+    for t in status["tasks"]:
+        tasks.add_row(t["task"], t["status"], str(t["attempt"]), (t["reason"] or "")[:80])
+    console.print(tasks)
+    gates = Table("gate", "task", "kind", "tier", "status", "approvals", "waiting on / decided by", title="gates")
+    for g in status["gates"]:
+        who = ", ".join(f"{d['principal']} ({d['decision']})" for d in g["decisions"])
+        if g["status"] == "open":
+            who = (who + "; " if who else "") + f"needs {g['quorum'] - g['approvals']} more: role {g['approver_role']}"
+        gates.add_row(
+            g["gate_id"][:8],
+            g["task"],
+            g["kind"],
+            g["tier"],
+            g["status"],
+            f"{g['approvals']}/{g['quorum']}",
+            who,
+        )
+    console.print(gates)
+
+
+@payments_app.command("status")
+def payments_status_command(
+    period: Annotated[str | None, typer.Option("--period", help="Month YYYY-MM (default: every month).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """One line per certificate: amount to certify, stage, gate tier and status, escalation, certified."""
+    from cards.model import CardDataError
+    from cards.payments import payments_card
+    from engine.workflows.certificates.runs import payment_run_status
+
+    if period is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
+        fail(f"--period must be a month YYYY-MM, got {period!r}")
+    rt = runtime()
+
+    async def go() -> list[dict[str, Any]]:
+        async with connection(rt) as conn:
+            return await payment_run_status(conn, period=period)
+
+    rows = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    try:
+        card = payments_card(rows, period)
+    except CardDataError as exc:
+        fail(str(exc))
+        return
+    table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
+    for line in card.runs:
+        amount = "—" if line.amount_to_certify is None else f"{line.currency or ''} {line.amount_to_certify:,.2f}"
+        gate = "—" if line.gate_status is None else f"{line.gate_tier}: {line.gate_status}"
+        table.add_row(
+            escape(line.certificate_id),
+            escape(line.contract_id),
+            amount.strip(),
+            escape(line.stage),
+            escape(gate),
+            (line.escalation or "").replace("_", " "),
+            "yes" if line.certified else "no",
+        )
+    console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")
+    console.print(table)
+
+
+@close_app.command("load-bank-feed")
+def close_load_bank_feed(
+    file: Annotated[Path, typer.Argument(help="Corrected bank_lines.csv.")],
+    close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+    by: Annotated[str, typer.Option(help="Who loads it (recorded in the trace).")] = "countersign-cli",
+) -> None:
+    """Load a corrected bank feed for a close's books; the next bank reconciliation reads it."""
+    rt = runtime()
+
+    async def go() -> int:
+        close_id = await resolve_close_id(rt, close)
+        async with connection(rt) as conn:
+            record = await load_close(conn, close_id)
+            return await load_bank_feed(conn, record.book_set_id, file, loaded_by=by, close_id=close_id)
+
+    version = run(go)
+    console.print(f"bank feed version {version} loaded")
+
+
+@dispatch_app.command("replay")
+def dispatch_replay(
+    dispatch_id: Annotated[int, typer.Argument(help="A dead-lettered dispatch id (close status).")],
+) -> None:
+    """Give a dead-lettered dispatch fresh attempts; the next advance retries its task."""
+    from engine.dispatch import NotDeadLettered, NotReplayable, replay_dead_letter
+
+    rt = runtime()
+
+    async def go() -> tuple[str, str]:
+        async with connection(rt) as conn:
+            replayed = await replay_dead_letter(conn, dispatch_id, actor="countersign-cli")
+            await seal_pending(conn)
+            return replayed
+
+    try:
+        close_id, task = run(go)
+    except (NotDeadLettered, NotReplayable) as exc:
+        fail(str(exc))
+        return
+    console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")

@@ -1,0 +1,194 @@
+"""`countersign trace`: verify, export, show and prove the close trace."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from audit.bundle import BundleInvalid, verify_bundle
+from audit.export import FORMATS
+from audit.merkle import MerkleTree
+from audit.trace import iter_events, seal_pending, verify_chain
+from audit.transparency_log import (
+    LogInconsistent,
+    check_extends,
+    consistency_json,
+    inclusion_json,
+    latest_checkpoint,
+    load_tree,
+    tree_root,
+)
+from cli.common import ProofRequestError, console, err, fail, run, runtime
+from countersign.keys import load_trace_signer
+from countersign.runtime import connection
+from engine.runs import load_close
+from services.exports import BUNDLE, export_bundle, export_trace
+
+trace_app = typer.Typer(help="The close trace.", no_args_is_help=True)
+
+
+@trace_app.command("verify")
+def trace_verify(
+    close: Annotated[str | None, typer.Option("--close", help="Also report this close's events.")] = None,
+    bundle: Annotated[Path | None, typer.Option(help="Verify an evidence bundle offline (no database).")] = None,
+    key: Annotated[str | None, typer.Option(help="With --bundle: the verifier key you trust (pins it).")] = None,
+) -> None:
+    """Recompute the hash chain and check it against the last signed checkpoint; exit 1 naming what broke."""
+    if bundle is not None:
+        _verify_bundle_offline(bundle, key)
+        return
+    rt = runtime()
+
+    async def go() -> tuple[Any, Any, Any, int | None]:
+        async with connection(rt) as conn:
+            await seal_pending(conn)
+            result = await verify_chain(conn, collect_leaves=True)
+            tree = MerkleTree(result.leaf_hashes) if result.leaf_hashes is not None else None
+            checkpoint_error = None
+            latest = await latest_checkpoint(conn)
+            if tree is not None:
+                try:
+                    check_extends(tree, latest)
+                except LogInconsistent as exc:
+                    checkpoint_error = exc
+            count = None
+            if close is not None:
+                await load_close(conn, close)
+                count = len([e async for e in iter_events(conn, close_id=close)])
+        return result, tree, checkpoint_error or latest, count
+
+    result, tree, checkpoint, close_events = run(go)
+    if not result.ok:
+        err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {escape(result.problem or '')}")
+        raise typer.Exit(1)
+    if isinstance(checkpoint, LogInconsistent):
+        err.print(f"[bold red]trace broken:[/] {escape(str(checkpoint))}")
+        raise typer.Exit(1)
+    console.print(f"trace intact: tree size {tree.size}, root {tree_root(tree).hex()}")
+    if checkpoint is not None:
+        console.print(
+            f"consistent with the checkpoint signed at tree size {checkpoint.tree_size} ({checkpoint.key_name})"
+        )
+    if close_events is not None:
+        console.print(f"close {close}: {close_events} events")
+
+
+def _verify_bundle_offline(path: Path, key: str | None) -> None:
+    try:
+        report = verify_bundle(path.read_bytes(), pinned_key=key)
+    except OSError as exc:
+        fail(f"{path.name}: {exc.strerror}")
+        return
+    except BundleInvalid as exc:
+        err.print(f"[bold red]bundle invalid:[/] {escape(exc.reason)}")
+        raise typer.Exit(1) from exc
+    console.print(
+        f"bundle verified: {report.events} events of close {report.close_id} included in tree size "
+        f"{report.tree_size}, root {report.root.hex()}, signed by {report.key_name} ({report.origin})"
+    )
+    if key is None:
+        console.print("note: checked against the key inside the bundle; pin the key you trust with --key")
+
+
+@trace_app.command("export")
+def trace_export(
+    close: Annotated[str, typer.Option("--close", help="Close id.")],
+    fmt: Annotated[str, typer.Option("--format", help="json, csv or bundle.")] = "json",
+    out: Annotated[Path | None, typer.Option(help="Output file (default: stdout; required for bundle).")] = None,
+) -> None:
+    """Export one close's trace events, or an evidence bundle an auditor verifies offline."""
+    if fmt not in (*FORMATS, BUNDLE):
+        fail(f"--format: must be one of {', '.join((*FORMATS, BUNDLE))}, not {fmt!r}")
+    if fmt == BUNDLE and out is None:
+        fail("--out: a bundle is a zip file; name where to write it")
+    rt = runtime()
+
+    async def go() -> tuple[int, bytes]:
+        if fmt == BUNDLE:
+            bundle = await export_bundle(
+                lambda role: connection(rt, role),
+                close_id=close,
+                signer=load_trace_signer(rt.settings),
+                origin=rt.settings.trace_origin,
+                requested_by="countersign-cli",
+                platform="cli",
+            )
+            return bundle.events, bundle.data
+        # The export every door shares; it records `trace_exported` (as the owner: the engine role may not).
+        async with connection(rt, "owner") as conn:
+            await load_close(conn, close)
+            await seal_pending(conn)
+            exported = await export_trace(conn, close_id=close, fmt=fmt, requested_by="countersign-cli", platform="cli")
+        return exported.events, exported.data
+
+    count, data = run(go)
+    if out is None:
+        sys.stdout.buffer.write(data)
+    else:
+        out.write_bytes(data)
+        console.print(f"wrote {count} events to {out}")
+
+
+@trace_app.command("show")
+def trace_show(close: Annotated[str, typer.Option("--close", help="Close id.")]) -> None:
+    """The close as a readable timeline of who handed what to whom."""
+    from countersign.timeline import print_timeline
+
+    rt = runtime()
+
+    async def go() -> list[Any]:
+        async with connection(rt) as conn:
+            await load_close(conn, close)
+            await seal_pending(conn)
+            return [e async for e in iter_events(conn, close_id=close)]
+
+    print_timeline(run(go), console)
+
+
+@trace_app.command("prove")
+def trace_prove(
+    seq: Annotated[int, typer.Option(help="Sequence number of the event.")],
+    size: Annotated[int | None, typer.Option(help="Tree size (default: the whole log).")] = None,
+) -> None:
+    """An RFC 9162 inclusion proof for one event, as JSON (hashes in hex)."""
+    rt = runtime()
+
+    async def go() -> dict[str, Any]:
+        async with connection(rt) as conn:
+            await seal_pending(conn)
+            try:
+                tree = await load_tree(conn, size=size)
+            except ValueError as exc:
+                raise ProofRequestError(f"--size: {exc}") from exc
+        if not 1 <= seq <= tree.size:
+            raise ProofRequestError(f"--seq: {seq} is not in a tree of size {tree.size}")
+        return inclusion_json(tree, seq - 1)
+
+    sys.stdout.write(json.dumps(run(go), indent=2) + "\n")
+
+
+@trace_app.command("consistency")
+def trace_consistency(
+    from_size: Annotated[int, typer.Option("--from", help="The older tree size.")],
+    to_size: Annotated[int, typer.Option("--to", help="The newer tree size.")],
+) -> None:
+    """An RFC 9162 consistency proof between two tree sizes, as JSON (hashes in hex)."""
+    rt = runtime()
+
+    async def go() -> dict[str, Any]:
+        if not 0 <= from_size <= to_size:
+            raise ProofRequestError(f"--from/--to: need 0 <= from ({from_size}) <= to ({to_size})")
+        async with connection(rt) as conn:
+            await seal_pending(conn)
+            try:
+                tree = await load_tree(conn, size=to_size)
+            except ValueError as exc:
+                raise ProofRequestError(f"--to: {exc}") from exc
+        return consistency_json(tree, from_size)
+
+    sys.stdout.write(json.dumps(run(go), indent=2) + "\n")

@@ -1,0 +1,100 @@
+"""Stopping a worker or server gracefully: let what is in flight finish (within a bound), then give back its claims.
+
+A worker or server claims outbox messages (`claimed_by`, `claimed_until`) and dispatches (`leased_by`, `lease_until`)
+under holder ids made by `engine.leases.holder_id()`: host, process id, a random part. A process that stops sets the
+expiry of every claim its own id prefix still holds to now, so another worker takes the rows over at once instead of
+after the lease runs out. The holder stays written (the constraints want holder and expiry together), and a holder
+whose lease has passed holds nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from psycopg import AsyncConnection
+
+from engine.dispatch import release_dispatch_leases
+from engine.leases import holder_id
+from engine.outbox import release_outbox_claims
+
+T = TypeVar("T")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def process_holder_prefix() -> str:
+    """The part of every holder id this process writes that names the process (host and pid), with the separator."""
+    return holder_id().rsplit(":", 1)[0] + ":"
+
+
+@dataclass(frozen=True)
+class Released:
+    outbox_messages: int
+    dispatches: int
+
+
+async def release_claims(conn: AsyncConnection[Any], prefix: str | None = None) -> Released:
+    """End now every live outbox claim and dispatch lease held under this process's holder ids."""
+    prefix = prefix or process_holder_prefix()
+    async with conn.transaction():
+        messages = await release_outbox_claims(conn, prefix)
+        dispatches = await release_dispatch_leases(conn, prefix)
+    return Released(messages, dispatches)
+
+
+class StopSignal:
+    """SIGTERM and SIGINT set an event in the running loop instead of raising where the process happens to be."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.received: int | None = None
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, self._set, sig)
+
+    def uninstall(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    def _set(self, sig: int) -> None:
+        self.received = sig
+        self.event.set()
+
+    @property
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep `seconds` or until a stop signal, whichever comes first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), timeout=seconds)
+
+
+async def finish_or_cancel(work: Coroutine[Any, Any, T], stop: StopSignal, *, grace_s: float) -> T | None:
+    """Run `work`; after a stop signal give it `grace_s` more seconds, then cancel it. None when it was cancelled."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.event.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait({task}, timeout=grace_s)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
+        return task.result()
+    finally:
+        if not task.done():  # we were cancelled ourselves: take the work down with us
+            task.cancel()
+        stopped.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopped
