@@ -17,7 +17,8 @@ from cli.common import console, fail, resolve_close_id, run, runtime
 from countersign.runtime import connection, engine_context, start_rules
 from engine.books import load_bank_feed
 from engine.orchestrator import advance
-from engine.runs import close_status, load_close
+from engine.runs import load_close
+from services.reading import LOCAL_OPERATOR, read_close_status
 from services.starting import start_close_on_books
 
 close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
@@ -85,8 +86,8 @@ def close_status_command(
 
     async def go() -> dict[str, Any]:
         close_id = await resolve_close_id(rt, close)
-        async with connection(rt) as conn:
-            return await close_status(conn, close_id)
+        async with connection(rt) as conn:  # the read every door shares, as the local operator
+            return await read_close_status(conn, rt.policy, LOCAL_OPERATOR, close_id)
 
     status = run(go)
     if as_json:

@@ -22,6 +22,7 @@ from engine.books import BooksError
 from engine.runs import CloseAlreadyExists, CloseNotFound, InvalidCloseKey, PeriodClosed, latest_close_id
 from engine.starting import NoBooksLoaded
 from policy import PolicyError
+from services.errors import ServiceError
 from synthetic import ProfileError
 
 console = Console()
@@ -53,6 +54,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     NoBooksLoaded,
     NoOwnerCredentials,
     MissingRoleURL,
+    ServiceError,  # the use cases' refusals (services/errors.py): their message is safe to show
 )
 
 

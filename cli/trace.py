@@ -28,6 +28,7 @@ from countersign.keys import load_trace_signer
 from countersign.runtime import connection
 from engine.runs import load_close
 from services.exports import BUNDLE, export_bundle, export_trace
+from services.reading import LOCAL_OPERATOR, close_to_export
 
 trace_app = typer.Typer(help="The close trace.", no_args_is_help=True)
 
@@ -121,7 +122,7 @@ def trace_export(
             return bundle.events, bundle.data
         # The export every door shares; it records `trace_exported` (as the owner: the engine role may not).
         async with connection(rt, "owner") as conn:
-            await load_close(conn, close)
+            await close_to_export(conn, rt.policy, LOCAL_OPERATOR, close)
             await seal_pending(conn)
             exported = await export_trace(conn, close_id=close, fmt=fmt, requested_by="countersign-cli", platform="cli")
         return exported.events, exported.data

@@ -1,4 +1,4 @@
-"""Exporting a close's trace from any door: the one use case Slack, Teams and the CLI call.
+"""Exporting a close's trace from any door: the one use case Slack, Teams and the CLI call; and an evidence bundle.
 
 The export is itself a trace event (`trace_exported`: who, which close, the format, the SHA-256 and size of the
 bytes), recorded before the bytes are handed back, so no door can hand out a trace the trace does not know of.
@@ -6,15 +6,23 @@ bytes), recorded before the bytes are handed back, so no door can hand out a tra
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from audit.bundle import build_bundle
+from audit.checkpoint import NoteSigner, encode_verifier_key
 from audit.export import FORMATS, export_events
-from audit.trace import iter_events
+from audit.trace import iter_events, seal_pending
+from audit.transparency_log import latest_checkpoint, load_tree, sign_log_checkpoint
 from callbacks.callers import record_trace_exported
 from callbacks.decision_writer import Seal
+from engine.runs import load_close
+
+BUNDLE = "bundle"  # the export format that is a zip an auditor verifies offline, beside audit.export.FORMATS
 
 
 class UnknownExportFormat(ValueError):
@@ -61,3 +69,40 @@ async def export_trace(
         last_seq=events[-1].seq if events else 0,
         head_hash_hex=events[-1].hash.hex() if events else "",
     )
+
+
+RoleConnect = Callable[[str], AbstractAsyncContextManager[AsyncConnection[Any]]]  # "engine" / "owner" -> connection
+
+
+@dataclass(frozen=True)
+class ExportedBundle:
+    close_id: str
+    data: bytes  # the zip file an auditor verifies offline (audit.bundle.verify_bundle)
+    events: int
+
+
+async def export_bundle(
+    connect: RoleConnect, *, close_id: str, signer: NoteSigner, origin: str, requested_by: str, platform: str
+) -> ExportedBundle:
+    """An evidence bundle of the close: its sealed events, the log tree and a checkpoint `signer` signs now, and the
+    key to verify it. Then the export is recorded as a trace event, as the owner (the engine role may not write it)."""
+    async with connect("engine") as conn:
+        await load_close(conn, close_id)
+        await seal_pending(conn)
+        await sign_log_checkpoint(conn, signer, origin, actor=requested_by)
+        latest = await latest_checkpoint(conn)
+        assert latest is not None
+        tree = await load_tree(conn, size=latest.tree_size)
+        events = [e async for e in iter_events(conn, close_id=close_id, upto_seq=latest.tree_size)]
+        data = build_bundle(
+            close_id=close_id,
+            events=events,
+            tree=tree,
+            checkpoint_note=latest.note,
+            verifier_key=encode_verifier_key(signer.verifier()),
+        )
+    async with connect("owner") as conn:
+        await record_trace_exported(
+            conn, principal_id=requested_by, close_id=close_id, fmt=BUNDLE, data=data, platform=platform
+        )
+    return ExportedBundle(close_id=close_id, data=data, events=len(events))

@@ -244,11 +244,6 @@ def _cli_calls() -> set[str]:
     return called
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 20: `close status` and `trace export` are wired to services.reading with the CLI split;"
-    " remove this mark then",
-)
 def test_the_cli_reads_a_close_and_checks_an_export_through_the_same_functions() -> None:
     assert {"read_close_status", "close_to_export", "LOCAL_OPERATOR"} <= _cli_imports("services.reading")
     assert {"read_close_status", "close_to_export"} <= _cli_calls()
