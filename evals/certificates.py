@@ -19,7 +19,9 @@ from certificates.duplicates import Thresholds, score_holds
 from certificates.model import Certificate, Contract
 from certificates.mutations import MUTATIONS
 from certificates.pipeline import run_pipeline
+from evals.scoring import Confusion, Summary, ratio, reaches, score_text
 
+HARNESS = "certificate eval"
 TARGET_RECALL = Decimal("0.95")
 TARGET_PRECISION = Decimal("0.95")
 CRAFTED_PER_INVARIANT = 25
@@ -76,24 +78,12 @@ def _items(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return items
 
 
-@dataclass(frozen=True)
-class Confusion:
+@dataclass(frozen=True, kw_only=True)
+class InvariantConfusion(Confusion):
+    """One invariant's verdicts over the assessed certificates against the seeded faults."""
+
     invariant: str
-    true_positives: int
-    false_positives: int
-    false_negatives: int
-    true_negatives: int
     disabled: bool = False
-
-    @property
-    def precision(self) -> Decimal | None:
-        flagged = self.true_positives + self.false_positives
-        return None if flagged == 0 else Decimal(self.true_positives) / Decimal(flagged)
-
-    @property
-    def recall(self) -> Decimal | None:
-        seeded = self.true_positives + self.false_negatives
-        return None if seeded == 0 else Decimal(self.true_positives) / Decimal(seeded)
 
 
 @dataclass(frozen=True)
@@ -106,7 +96,7 @@ class ClassScore:
 
     @property
     def recall(self) -> Decimal | None:
-        return None if self.seeded == 0 else Decimal(self.caught) / Decimal(self.seeded)
+        return ratio(self.caught, self.seeded)
 
 
 @dataclass(frozen=True)
@@ -117,25 +107,14 @@ class CraftedScore:
 
     @property
     def recall(self) -> Decimal | None:
-        return None if self.planted == 0 else Decimal(self.caught) / Decimal(self.planted)
+        return ratio(self.caught, self.planted)
 
 
-@dataclass(frozen=True)
-class DuplicateScore:
+@dataclass(frozen=True, kw_only=True)
+class DuplicateScore(Confusion):
+    """Duplicate holds against the seeded duplicate submissions (no true negatives are counted)."""
+
     thresholds: Thresholds
-    true_positives: int
-    false_positives: int
-    false_negatives: int
-
-    @property
-    def precision(self) -> Decimal | None:
-        flagged = self.true_positives + self.false_positives
-        return None if flagged == 0 else Decimal(self.true_positives) / Decimal(flagged)
-
-    @property
-    def recall(self) -> Decimal | None:
-        seeded = self.true_positives + self.false_negatives
-        return None if seeded == 0 else Decimal(self.true_positives) / Decimal(seeded)
 
 
 @dataclass(frozen=True)
@@ -143,7 +122,7 @@ class CertificateEvalReport:
     certificates: int
     assessed: int
     disabled: tuple[str, ...]
-    confusion: tuple[Confusion, ...]
+    confusion: tuple[InvariantConfusion, ...]
     classes: tuple[ClassScore, ...]
     crafted: tuple[CraftedScore, ...]
     duplicates: DuplicateScore
@@ -154,29 +133,42 @@ class CertificateEvalReport:
             if score.seeded == 0:
                 problems.append(f"class {score.fault_class}: nothing seeded, so nothing measured")
                 continue
-            if score.recall is None or score.recall < TARGET_RECALL:
-                problems.append(f"class {score.fault_class}: recall {_fmt(score.recall)} < {TARGET_RECALL}")
-            if score.precision is None or score.precision < TARGET_PRECISION:
-                problems.append(f"class {score.fault_class}: precision {_fmt(score.precision)} < {TARGET_PRECISION}")
+            problems += _misses(f"class {score.fault_class}", score.recall, score.precision)
         for crafted in self.crafted:
-            if crafted.recall is None or crafted.recall < TARGET_RECALL:
+            if not reaches(crafted.recall, TARGET_RECALL):
                 problems.append(
                     f"invariant {crafted.invariant}: caught {crafted.caught} of {crafted.planted} crafted violations"
                 )
-        duplicates = self.duplicates
-        if duplicates.recall is None or duplicates.recall < TARGET_RECALL:
-            problems.append(f"duplicates: recall {_fmt(duplicates.recall)} < {TARGET_RECALL}")
-        if duplicates.precision is None or duplicates.precision < TARGET_PRECISION:
-            problems.append(f"duplicates: precision {_fmt(duplicates.precision)} < {TARGET_PRECISION}")
+        problems += _misses("duplicates", self.duplicates.recall, self.duplicates.precision)
         return tuple(problems)
 
     @property
     def passed(self) -> bool:
         return not self.failures()
 
+    def summary(self) -> tuple[Summary, ...]:
+        """The lowest recall and precision over the seeded classes, then the duplicate detector's."""
+        recalls = [score.recall for score in self.classes]
+        precisions = [score.precision for score in self.classes]
+        return (
+            Summary(HARNESS, "lowest class recall", _lowest(recalls), TARGET_RECALL),
+            Summary(HARNESS, "lowest class precision", _lowest(precisions), TARGET_PRECISION),
+            Summary(HARNESS, "duplicate recall", self.duplicates.recall, TARGET_RECALL),
+            Summary(HARNESS, "duplicate precision", self.duplicates.precision, TARGET_PRECISION),
+        )
 
-def _fmt(value: Decimal | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
+
+def _misses(what: str, recall: Decimal | None, precision: Decimal | None) -> list[str]:
+    problems = []
+    if not reaches(recall, TARGET_RECALL):
+        problems.append(f"{what}: recall {score_text(recall)} < {TARGET_RECALL}")
+    if not reaches(precision, TARGET_PRECISION):
+        problems.append(f"{what}: precision {score_text(precision)} < {TARGET_PRECISION}")
+    return problems
+
+
+def _lowest(scores: Sequence[Decimal | None]) -> Decimal | None:
+    return None if not scores or any(score is None for score in scores) else min(s for s in scores if s is not None)
 
 
 def assess_all(
@@ -229,7 +221,7 @@ def evaluate(
         found = flagged[name]
         true_positives = len(found & expected)
         confusion.append(
-            Confusion(
+            InvariantConfusion(
                 invariant=name,
                 true_positives=true_positives,
                 false_positives=len(found - expected),

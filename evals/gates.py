@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from evals.scoring import Summary, ratio
 from policy.errors import GateInputError, UnknownTaskError, UnknownTierError
 from policy.escalation import EscalationReason
 from policy.fields import Fields, describe
@@ -26,6 +27,10 @@ _CASE_KEYS = ("task", "tier", "amount", "anomaly", "expect")
 # before this run, for an approval case (default: it was not).
 _OPTIONAL_CASE_KEYS = ("reason", "escalated")
 _GATE_KEYS = ("kind", "tier", "quorum", "approver_role")
+
+
+HARNESS = "gate eval"
+EVERY_CASE = Decimal(1)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,18 @@ class EvalReport:
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @property
+    def passed_share(self) -> Decimal | None:
+        return ratio(self.cases - len(self.failures), self.cases)
+
+
+def summary(report: EvalReport, control: EvalReport) -> tuple[Summary, ...]:
+    """Every case must pass; with one gate removed (the control), some must fail."""
+    return (
+        Summary(HARNESS, "share of cases passed", report.passed_share, EVERY_CASE),
+        Summary(HARNESS, "share of cases passed", control.passed_share, EVERY_CASE, control=True),
+    )
 
 
 def load_cases(path: Path) -> tuple[GateCase, ...]:

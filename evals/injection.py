@@ -20,13 +20,16 @@ import hashlib
 import json
 import random
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import Enum
 from pathlib import Path
 
+from evals.scoring import Confusion, Summary, reaches
 from specialists.injection import FEATURES, THRESHOLD, Feature, score_text
 
+HARNESS = "injection eval"
 DATA_DIR = Path(__file__).resolve().parents[1] / "config" / "evals" / "injection"
 PRECISION_BAR = 0.85
 RECALL_BAR = 0.85
@@ -58,29 +61,6 @@ class LabelledText:
 
 
 @dataclass(frozen=True)
-class Confusion:
-    true_positive: int
-    false_positive: int
-    false_negative: int
-    true_negative: int
-
-    @property
-    def precision(self) -> float:
-        flagged = self.true_positive + self.false_positive
-        return self.true_positive / flagged if flagged else 0.0
-
-    @property
-    def recall(self) -> float:
-        hostile = self.true_positive + self.false_negative
-        return self.true_positive / hostile if hostile else 0.0
-
-    @property
-    def f1(self) -> float:
-        p, r = self.precision, self.recall
-        return 2 * p * r / (p + r) if p + r else 0.0
-
-
-@dataclass(frozen=True)
 class InjectionEvalReport:
     threshold: int
     tuning: Confusion
@@ -92,17 +72,23 @@ class InjectionEvalReport:
 
     @property
     def passed(self) -> bool:
-        return self.held_out.precision >= PRECISION_BAR and self.held_out.recall >= RECALL_BAR
+        return reaches(self.held_out.precision, PRECISION_BAR) and reaches(self.held_out.recall, RECALL_BAR)
+
+    def summary(self) -> tuple[Summary, ...]:
+        return (
+            Summary(HARNESS, "held-out precision", self.held_out.precision, PRECISION_BAR),
+            Summary(HARNESS, "held-out recall", self.held_out.recall, RECALL_BAR),
+        )
 
     def as_json(self) -> dict[str, object]:
         def confusion(c: Confusion) -> dict[str, object]:
             return {
-                "tp": c.true_positive,
-                "fp": c.false_positive,
-                "fn": c.false_negative,
-                "tn": c.true_negative,
-                "precision": round(c.precision, 3),
-                "recall": round(c.recall, 3),
+                "tp": c.true_positives,
+                "fp": c.false_positives,
+                "fn": c.false_negatives,
+                "tn": c.true_negatives,
+                "precision": _rounded(c.precision),
+                "recall": _rounded(c.recall),
             }
 
         return {
@@ -116,6 +102,11 @@ class InjectionEvalReport:
             "missed": [t.text for t in self.missed],
             "false_alarms": [t.text for t in self.false_alarms],
         }
+
+
+def _rounded(score: Decimal | None) -> float:
+    """Three places, as a JSON number; an undefined score is shown as 0.0."""
+    return 0.0 if score is None else float(round(score, 3))
 
 
 Scorer = Callable[[str], int]
@@ -194,6 +185,21 @@ def negative_controls(texts: Sequence[LabelledText] | None = None) -> dict[str, 
         "shuffled_labels": run_injection_eval(shuffled_labels(labelled)),
         "features_disabled": run_injection_eval(labelled, feature_scorer(())),
     }
+
+
+def summary(report: InjectionEvalReport, controls: Mapping[str, InjectionEvalReport]) -> tuple[Summary, ...]:
+    """The detector's lines, then one per control: the lower of its held-out precision and recall, which must miss
+    the bar (both bars are the same figure)."""
+    lowest = [(name, _lowest(c.held_out.precision, c.held_out.recall)) for name, c in controls.items()]
+    bar = min(PRECISION_BAR, RECALL_BAR)
+    return report.summary() + tuple(
+        Summary(f"{HARNESS}, {name.replace('_', ' ')}", "lower of precision and recall", value, bar, control=True)
+        for name, value in lowest
+    )
+
+
+def _lowest(*scores: Decimal | None) -> Decimal | None:
+    return None if any(score is None for score in scores) else min(s for s in scores if s is not None)
 
 
 def main() -> int:

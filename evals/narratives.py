@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from evals.scoring import Summary, ratio
 from models import (
     Limits,
     ModelRequest,
@@ -50,6 +52,8 @@ GUARDS = (
     "malformed_output",
     "missing_recording",
 )
+HARNESS = "narrative eval"
+EVERY_SCENARIO = Decimal(1)
 ORDINARY = "ordinary"  # the tally row of scenarios that plant nothing
 SHIPS = ("model", "fallback", "escalation")
 # Keys that would carry a verdict, an amount or a gate if a model managed to set one.
@@ -138,6 +142,10 @@ class NarrativeEvalReport:
     @property
     def failures(self) -> tuple[ScenarioResult, ...]:
         return tuple(result for result in self.results if not result.passed)
+
+    @property
+    def passed_share(self) -> Decimal | None:
+        return ratio(len(self.results) - len(self.failures), len(self.results))
 
     def tallies(self) -> tuple[GuardTally, ...]:
         rows: list[GuardTally] = []
@@ -382,6 +390,14 @@ async def run_narrative_eval(table: ScenarioTable, prompts_dir: Path, *, guards:
         baseline = PATHS[scenario.path].template(dict(scenario.payload))
         results.append(grade(scenario, outcome, baseline, provider))
     return NarrativeEvalReport(guards=guards, results=tuple(results))
+
+
+def summary(report: NarrativeEvalReport, control: NarrativeEvalReport) -> tuple[Summary, ...]:
+    """Every scenario must pass with the guards on; with them off (the control), some must fail."""
+    return (
+        Summary(HARNESS, "share of scenarios passed", report.passed_share, EVERY_SCENARIO),
+        Summary(HARNESS, "share of scenarios passed", control.passed_share, EVERY_SCENARIO, control=True),
+    )
 
 
 async def negative_control(table: ScenarioTable, prompts_dir: Path) -> NarrativeEvalReport:

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from evals.scoring import Summary
 from retrieval.corpus import ClauseCorpus
 from retrieval.retriever import ARMS, MAX_QUERY_CHARS, Retriever
 
@@ -33,6 +34,7 @@ KINDS = ("paraphrase", "exact")
 RECALL_DEPTH = 5
 MRR_DEPTH = 10
 FUSED_RECALL_AT_5_FLOOR = 0.62
+HARNESS = "retrieval eval"
 MAX_QUERIES = 10_000
 MAX_QUERY_FILE_BYTES = 8 * 1024 * 1024
 _QUERY_KEYS = ("id", "form", "kind", "query", "relevant")
@@ -128,6 +130,17 @@ def check(report: RetrievalReport) -> list[str]:
     if fused < FUSED_RECALL_AT_5_FLOOR:
         failures.append(f"fused recall@5 {fused:.3f} is below the floor {FUSED_RECALL_AT_5_FLOOR:.2f}")
     return failures
+
+
+def summary(report: RetrievalReport, control: RetrievalReport) -> tuple[Summary, ...]:
+    """The fused arm's recall@5 against the floor; on shuffled labels (the control) it must stay below it. `check`
+    also asks the fusion to beat each arm alone."""
+    return (
+        Summary(HARNESS, "fused recall@5", report.arm("fused").overall.recall_at_5, FUSED_RECALL_AT_5_FLOOR),
+        Summary(
+            HARNESS, "fused recall@5", control.arm("fused").overall.recall_at_5, FUSED_RECALL_AT_5_FLOOR, control=True
+        ),
+    )
 
 
 def shuffled_labels(queries: Sequence[LabelledQuery], seed: int) -> tuple[LabelledQuery, ...]:
