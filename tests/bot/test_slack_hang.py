@@ -1,14 +1,17 @@
-"""A Slack that hangs for 45 s must not take the other doors with it.
+"""A Slack that hangs must not take the other doors with it.
 
 Issue 9 reproduced it: after 28 clicks the card updates held every engine pool connection while chat.update hung,
 `GET /closes` took 27 s and Teams returned 500. Now a delivery holds no connection during the call and a click's
-answer waits for its card updates only briefly, so Teams decisions and `GET /closes` keep answering within 1 s.
+answer waits for its card updates only briefly, so Teams decisions and `GET /closes` answer while Slack still hangs.
+
+Slack hangs here for longer than the test may run (`stop` releases it), so an answer that waited for Slack never
+comes: the test asserts that the doors answer, and answer correctly, not how fast (issue 20). `ANSWER_BOUND_S` only
+keeps such a regression from hanging the suite for an hour; it is minutes, far inside the hang.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -24,14 +27,15 @@ from tests.bot.conftest import PEOPLE, button_click, slack_headers, wait_until
 from tests.bot.test_teams import _auth, invoke
 from tests.support import count, start_default_close
 
-LIVENESS_S = 1.0  # the bound the issue asks for
+SLACK_HANG_S = 3600.0  # Slack answers the hung methods only when the fake stops, after the test
+ANSWER_BOUND_S = 300.0  # a door that waited for Slack would wait SLACK_HANG_S; this fails it long before
 SLACK_USERS = ("U0ALICE", "U0BOB", "U0CAROL", "U0DANA", "U0MALLORY")
 
 
 @pytest.mark.parametrize(
     "hung", [("chat.update", "chat.postMessage"), ("users.info", "chat.update", "chat.postMessage")]
 )
-async def test_a_hung_slack_leaves_teams_decisions_and_get_closes_answering_within_a_second(
+async def test_a_hung_slack_leaves_teams_decisions_and_get_closes_answering_while_slack_still_hangs(
     conn: Any,
     chat_api: Any,
     chat_runtime: Any,
@@ -51,7 +55,7 @@ async def test_a_hung_slack_leaves_teams_decisions_and_get_closes_answering_with
     others = [g["gate_id"] for g in status["gates"] if g["gate_id"] != accruals]
     token = await issue_token(conn, "alice.chen")  # GET /closes needs a principal's credentials
 
-    fake_slack.hang(*hung, seconds=45.0)
+    fake_slack.hang(*hung, seconds=SLACK_HANG_S)
     clicks = [
         button_click(gate, user, decision, action_ts=f"1700000{n:03d}.000001")
         for n, (gate, user, decision) in enumerate(
@@ -63,20 +67,19 @@ async def test_a_hung_slack_leaves_teams_decisions_and_get_closes_answering_with
         *(chat_api.post("/slack/events", content=body, headers=slack_headers(body)) for body in clicks)
     )
     assert {a.status_code for a in answers} == {200}
-    await wait_until(lambda: any(fake_slack.calls_to(method) for method in hung), timeout_s=10)  # Slack is hanging
+    # Slack is hanging: a call to a hung method has arrived and will not be answered before the test ends.
+    await wait_until(lambda: any(fake_slack.calls_to(method) for method in hung), timeout_s=ANSWER_BOUND_S)
 
-    started = time.monotonic()
-    decided = await chat_api.post("/api/messages", json=invoke(accruals, "aad-alice"), headers=_auth(fake_teams_auth))
-    teams_s = time.monotonic() - started
+    async with asyncio.timeout(ANSWER_BOUND_S):
+        decided = await chat_api.post(
+            "/api/messages", json=invoke(accruals, "aad-alice"), headers=_auth(fake_teams_auth)
+        )
     assert decided.status_code == 200 and decided.json()["statusCode"] == 200
     assert await count(conn, f"SELECT count(*) FROM gate_decision WHERE gate_id = '{accruals}'") == 1
 
     for _ in range(3):
-        started = time.monotonic()
-        read = await chat_api.get(f"/closes/{close_id}", headers={"Authorization": f"Bearer {token}"})
-        read_s = time.monotonic() - started
+        async with asyncio.timeout(ANSWER_BOUND_S):
+            read = await chat_api.get(f"/closes/{close_id}", headers={"Authorization": f"Bearer {token}"})
         assert read.status_code == 200 and read.json()["close_id"] == close_id
-        assert read_s < LIVENESS_S, f"GET /closes took {read_s:.2f} s while Slack hangs"
-    assert teams_s < LIVENESS_S, f"a Teams decision took {teams_s:.2f} s while Slack hangs"
     # Teams' own card was updated for everyone, Slack's waits in the outbox for the worker's retry.
-    await wait_until(lambda: any(c.request.method == "PUT" for c in teams_connector.calls), timeout_s=5)
+    await wait_until(lambda: any(c.request.method == "PUT" for c in teams_connector.calls), timeout_s=ANSWER_BOUND_S)

@@ -6,6 +6,7 @@ Issue 9: `dispatch` held a pool connection and an advisory lock across an A2A ca
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,6 +20,19 @@ from specialists.client import open_in_process
 from tests.support import count, start_default_close
 
 ENGINE_ROLE = "countersign_engine"
+SHORT_LEASE_S = 3.0  # renewed every second; a loaded machine still renews well inside it
+BOUND_S = 300.0  # hang guard on waits for a state; no assertion here is about speed
+
+
+async def _lease_until(owner: Any) -> Any:
+    row = await (await owner.execute("SELECT max(lease_until) FROM dispatch WHERE leased_by IS NOT NULL")).fetchone()
+    assert row is not None and row[0] is not None
+    return row[0]
+
+
+async def _outlived(owner: Any, until: Any) -> bool:
+    row = await (await owner.execute("SELECT clock_timestamp() > %s", (until,))).fetchone()
+    return bool(row and row[0])
 
 
 class HangingSpecialist:
@@ -66,7 +80,7 @@ async def test_a_hanging_specialist_holds_no_engine_connection_and_no_lock(
         specialist = HangingSpecialist(client)
         ctx = EngineContext(runtime.policy, runtime.workflows, specialist)
         advancing = asyncio.create_task(advance(connect, close_id, ctx))
-        await asyncio.wait_for(specialist.entered.wait(), timeout=30)
+        await asyncio.wait_for(specialist.entered.wait(), timeout=BOUND_S)
         await asyncio.sleep(0.3)  # the specialist is "working"
         try:
             assert await _engine_sessions(conn) == (0, 0, 0)
@@ -74,7 +88,7 @@ async def test_a_hanging_specialist_holds_no_engine_connection_and_no_lock(
             assert leased is not None and leased[0] and leased[1]  # the lease row is the claim
         finally:
             specialist.release.set()
-        report = await asyncio.wait_for(advancing, timeout=120)
+        report = await asyncio.wait_for(advancing, timeout=BOUND_S)
     assert not report.busy and any("awaiting" in step or "HALTED" in step for step in report.steps)
     assert await count(conn, "SELECT count(*) FROM dispatch WHERE leased_by IS NOT NULL") == 0
 
@@ -91,12 +105,12 @@ async def test_a_borrowed_connection_is_idle_and_unlocked_while_the_specialist_w
         advancing = asyncio.create_task(
             advance(engine, close_id, EngineContext(runtime.policy, runtime.workflows, specialist))
         )
-        await asyncio.wait_for(specialist.entered.wait(), timeout=30)
+        await asyncio.wait_for(specialist.entered.wait(), timeout=BOUND_S)
         try:
             assert await _engine_sessions(conn) == (1, 0, 0)  # the caller's connection: idle, no lock
         finally:
             specialist.release.set()
-        await asyncio.wait_for(advancing, timeout=120)
+        await asyncio.wait_for(advancing, timeout=BOUND_S)
 
 
 async def _echo(specialist: str, payload: dict[str, Any], key: str) -> dict[str, Any]:
@@ -169,11 +183,18 @@ async def test_a_duplicate_waits_for_the_live_holders_result_without_calling(
         return {"kind": "echo", "n": payload["n"], "halted": False}
 
     async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as other:
-        first = asyncio.create_task(dispatch_once(conn, slow, close_id=close_id, payload={"n": 5}, lease_s=0.6, **ARGS))  # type: ignore[arg-type]
+        first = asyncio.create_task(
+            dispatch_once(conn, slow, close_id=close_id, payload={"n": 5}, lease_s=SHORT_LEASE_S, **ARGS)
+        )  # type: ignore[arg-type]
         while not calls:
             await asyncio.sleep(0.05)
+        first_until = await _lease_until(conn)
         second = asyncio.create_task(dispatch_once(other, slow, close_id=close_id, payload={"n": 5}, **ARGS))  # type: ignore[arg-type]
-        await asyncio.sleep(1.5)  # longer than the lease: the holder's renewals keep it
+        # Past the first claim's expiry by the database's clock: only the holder's renewals can keep the lease.
+        deadline = time.monotonic() + BOUND_S
+        while not await _outlived(conn, first_until):
+            assert time.monotonic() < deadline, "the first lease never expired by the database's clock"
+            await asyncio.sleep(0.1)
         release.set()
         a, b = await asyncio.gather(first, second)
     assert len(calls) == 1
