@@ -47,18 +47,16 @@ if str(REPO_ROOT) not in sys.path:
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
+from _support import exit_code, prepare_open_gates, stop_embedded  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 from audit.trace import verify_chain  # noqa: E402
 from callbacks.decision_writer import DecisionRequest, record_decision  # noqa: E402
-from callbacks.principals import parse_principals, upsert_principals  # noqa: E402
+from callbacks.principals import parse_principals  # noqa: E402
 from callbacks.signature import sign  # noqa: E402
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded  # noqa: E402
-from countersign.runtime import load_rules  # noqa: E402
 from countersign.settings import load_settings  # noqa: E402
-from engine.books import load_books  # noqa: E402
-from engine.runs import start_close  # noqa: E402
 from scenarios.scripted_people import ScriptedPeople  # noqa: E402
 from synthetic import generate_books, load_profile  # noqa: E402
 
@@ -181,38 +179,16 @@ def free_port() -> int:
 async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[str, int]) -> dict[str, list[str]]:
     """Principals, books, one close, and `count` open controller gates per gate set (named in each gate's rule).
     Returns gate ids."""
-    policy, checklist = load_rules(load_settings())
-    async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
-        await upsert_principals(conn, SCRIPTED.registered(PEOPLE))
-        loaded = await load_books(conn, books_dir, loaded_by="bench")
-        close_id = await start_close(
-            conn,
-            entity=loaded.entity,
-            period=loaded.period,
-            book_set_id=loaded.book_set_id,
-            policy=policy,
-            workflow=checklist,
-            started_by="bench",
-        )
-        gates: dict[str, list[str]] = {}
-        attempts = 0
-        for prefix, count in gate_sets.items():
-            # One real task of the close (the database admits gates only for tasks its policy names: migration
-            # 0015), a fresh attempt per gate so each is its own (close, task, attempt).
-            ids = [str(uuid.uuid4()) for _ in range(count)]
-            numbers = list(range(attempts + 1, attempts + count + 1))
-            attempts += count
-            await conn.execute(
-                "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
-                " prepared_by, requested_by, due_at, expires_at)"
-                " SELECT g, %s, 'bank_reconciliation', n, 'approval', 'medium', 1, 'controller', %s, '{}'::jsonb,"
-                " 'reconciliation-agent', '{}', now() + interval '1 day', now() + interval '2 days'"
-                " FROM unnest(%s::uuid[], %s::int[]) AS x(g, n)",
-                (close_id, f"bench {prefix}", ids, numbers),
-            )
-            gates[prefix] = ids
-        await conn.execute("ANALYZE")
-    return gates
+    return await prepare_open_gates(
+        database,
+        books_dir,
+        gate_sets,
+        people=SCRIPTED,
+        registered=PEOPLE,
+        task="bank_reconciliation",
+        tier="medium",
+        analyze=True,
+    )
 
 
 # --- the server ----------------------------------------------------------------------------------------------
@@ -690,13 +666,9 @@ def main(argv: list[str] | None = None) -> int:
                 healthz = gate_sets["bench"] + HEALTHZ_WARMUP
                 counts = {"decision": decided, "healthz request": healthz, "request": decided + healthz}
                 print_profile(profile_out, counts, 20)
-            if database is not None and database.embedded_server is not None:
-                database.embedded_server.cleanup()
-                print("embedded postgres stopped and deleted")
+            stop_embedded(database)
             signal.alarm(0)
-    for problem in problems:
-        print(f"FAIL: {problem}")
-    return 1 if problems else 0
+    return exit_code(problems)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,14 +41,10 @@ import bench_callbacks as callbacks_bench  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
+from _support import exit_code, prepare_open_gates  # noqa: E402
 
-from callbacks.principals import upsert_principals  # noqa: E402
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded  # noqa: E402
-from countersign.runtime import load_rules  # noqa: E402
-from countersign.settings import load_settings  # noqa: E402
-from engine.books import load_books  # noqa: E402
-from engine.runs import start_close  # noqa: E402
 from synthetic import generate_books, load_profile  # noqa: E402
 
 GIB = 1024 * 1024 * 1024
@@ -205,35 +200,16 @@ def _unbounded_command(port: int, workers: int, profile_out: Path | None) -> lis
 async def prepare_gates(database: Database, books_dir: Path, gate_sets: dict[str, int]) -> dict[str, list[str]]:
     """Principals, books, one close, and open gates on one of its real tasks (attempts 1..N), tier high, quorum 1,
     approver role controller."""
-    policy, checklist = load_rules(load_settings())
-    async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
-        await upsert_principals(conn, callbacks_bench.SCRIPTED.registered(callbacks_bench.PEOPLE))
-        loaded = await load_books(conn, books_dir, loaded_by="bench")
-        close_id = await start_close(
-            conn,
-            entity=loaded.entity,
-            period=loaded.period,
-            book_set_id=loaded.book_set_id,
-            policy=policy,
-            workflow=checklist,
-            started_by="bench",
-        )
-        gates: dict[str, list[str]] = {}
-        attempt = 0
-        for prefix, count in gate_sets.items():
-            ids = [str(uuid.uuid4()) for _ in range(count)]
-            attempts = list(range(attempt + 1, attempt + count + 1))
-            attempt += count
-            await conn.execute(
-                "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
-                " prepared_by, requested_by, due_at, expires_at)"
-                " SELECT g, %s, %s, a, 'approval', 'high', 1, 'controller', 'bench', '{}'::jsonb,"
-                " 'reconciliation-agent', '{}', now() + interval '1 day', now() + interval '2 days'"
-                " FROM unnest(%s::uuid[], %s::int[]) AS x(g, a)",
-                (close_id, GATED_TASK, ids, attempts),
-            )
-            gates[prefix] = ids
-    return gates
+    return await prepare_open_gates(
+        database,
+        books_dir,
+        gate_sets,
+        people=callbacks_bench.SCRIPTED,
+        registered=callbacks_bench.PEOPLE,
+        task=GATED_TASK,
+        tier="high",
+        rule="bench",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,9 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"server stopped (exit code {server.stop()})")
             if database is not None and database.embedded_server is not None:
                 database.embedded_server.cleanup()
-    for problem in problems:
-        print(f"FAIL: {problem}")
-    return 1 if problems else 0
+    return exit_code(problems)
 
 
 if __name__ == "__main__":

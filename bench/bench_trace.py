@@ -50,6 +50,7 @@ if str(REPO_ROOT) not in sys.path:
 import orjson  # noqa: E402
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
+from _support import exit_code, stop_embedded  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
 from audit.canonical import canonical_bytes, normalise  # noqa: E402
@@ -71,6 +72,9 @@ from audit.trace import (  # noqa: E402
 from audit.transparency_log import load_tree  # noqa: E402
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded, with_database_name  # noqa: E402
+
+# EVENT_COLUMNS is a SELECT list (`close_id::text AS close_id`); COPY takes the bare column names.
+COPY_COLUMNS = ", ".join(column.split(" AS ")[-1] for column in EVENT_COLUMNS.split(", "))
 
 ABORT_AFTER_SECONDS = 360
 PHASE_LIMIT_S = 90.0
@@ -369,7 +373,7 @@ async def fill_log(url: str, n: int) -> dict[str, float]:
             rows, prev = prechained_rows(start, count, prev, base, closes)
             t1 = time.perf_counter()
             async with conn.transaction(), conn.cursor() as cur:
-                async with cur.copy(f"COPY trace_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
+                async with cur.copy(f"COPY trace_event ({COPY_COLUMNS}) FROM STDIN") as copy:
                     for record in rows:
                         await copy.write_row(record)
                 await cur.execute(
@@ -593,13 +597,9 @@ def main(argv: list[str] | None = None) -> int:
         except (BenchAborted, KeyboardInterrupt, AssertionError, psycopg.Error) as exc:
             problems.append(f"{type(exc).__name__}: {exc}")
         finally:
-            if database is not None and database.embedded_server is not None:
-                database.embedded_server.cleanup()
-                print("embedded postgres stopped and deleted")
+            stop_embedded(database)
             signal.alarm(0)
-    for problem in problems:
-        print(f"FAIL: {problem}")
-    return 1 if problems else 0
+    return exit_code(problems)
 
 
 if __name__ == "__main__":
