@@ -24,12 +24,11 @@ clause's SHA-256.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from models import Limits, Message, ModelRequest, Provider
+from models import Limits, ModelRequest, Provider
 from models.messages import canonical_json
 from retrieval.citations import citations_outside, cited_ids
 from specialists.narration import (
@@ -38,6 +37,8 @@ from specialists.narration import (
     SOURCE_MODEL,
     PromptTemplate,
     ask_model,
+    data_request,
+    json_object,
     judged_answer,
     steering_claims,
     verdict_claims,
@@ -115,16 +116,7 @@ def build_request(
 ) -> ModelRequest:
     """System prompt, then the facts, then the retrieved clauses as one quoted-data message."""
     quoted = [{"id": clause.id, "title": clause.title, "text": clause.text} for clause in clauses]
-    return ModelRequest(
-        model=model,
-        template_hash=template.sha256,
-        messages=(
-            Message(role="system", content=template.text),
-            Message(role="user", content=_json({"facts": facts})),
-            Message(role="user", content=_json({"data": quoted})),
-        ),
-        max_tokens=max_tokens,
-    )
+    return data_request(template, model, _json({"facts": facts}), _json({"data": quoted}), max_tokens)
 
 
 async def explain_with_citations(
@@ -179,14 +171,7 @@ async def explain_with_citations(
         return judgement
 
     judgement = await judged_answer(
-        provider,
-        request,
-        limits=limits,
-        steps=steps,
-        flags=flags,
-        purpose=template.name,
-        judge=judge,
-        retry_on=("malformed", "citation"),
+        provider, request, limits, steps, flags, template.name, judge=judge, retry_on=("malformed", "citation")
     )
     if judgement.failure is not None or judgement.explanation is None:
         flags.append(f"{judgement.failure}_fallback")
@@ -248,11 +233,8 @@ def _judge(answer: str, retrieved: Mapping[str, CitableClause]) -> _Judgement:
 
 def _parse(answer: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """(explanation, citations, dropped keys); None unless the answer is one JSON object of the asked shape."""
-    try:
-        value = json.loads(answer)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
+    value = json_object(answer)
+    if value is None:
         return None
     explanation = value.get(EXPLANATION_KEY)
     citations = value.get(CITATIONS_KEY)
@@ -269,11 +251,8 @@ def _parse(answer: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
 
 def _unguarded(answer: str) -> tuple[str, tuple[str, ...]]:
     """Guards off: the model's explanation and citations as it wrote them, or its raw text citing nothing."""
-    try:
-        value = json.loads(answer)
-    except ValueError:
-        return answer, ()
-    if not isinstance(value, dict):
+    value = json_object(answer)
+    if value is None:
         return answer, ()
     citations = value.get(CITATIONS_KEY)
     cited = tuple(str(clause_id) for clause_id in citations) if isinstance(citations, list) else ()

@@ -146,13 +146,19 @@ def build_request(
     template: PromptTemplate, model: str, facts: Mapping[str, Any], quoted: Sequence[str], max_tokens: int
 ) -> ModelRequest:
     """System prompt, then the facts, then the book text as one quoted-data message."""
+    return data_request(template, model, _json({"facts": facts}), _json({"data": list(quoted)}), max_tokens)
+
+
+def data_request(template: PromptTemplate, model: str, facts: str, data: str, max_tokens: int) -> ModelRequest:
+    """The request every specialist sends: the template as the system prompt, then the facts, then the quoted data
+    (each already JSON, in the caller's own encoding), one user message each."""
     return ModelRequest(
         model=model,
         template_hash=template.sha256,
         messages=(
             Message(role="system", content=template.text),
-            Message(role="user", content=_json({"facts": facts})),
-            Message(role="user", content=_json({"data": list(quoted)})),
+            Message(role="user", content=facts),
+            Message(role="user", content=data),
         ),
         max_tokens=max_tokens,
     )
@@ -180,15 +186,12 @@ async def narrate(
         first = await ask_model(provider, request, limits, steps, template.name)
         text, extra = _unguarded(first.text)
         return _narration(text, SOURCE_MODEL, flags, model, template, steps, extra)
+
+    def judge(answer: str) -> _Verdict:
+        return _judge(answer, allowed_values, tolerance)
+
     verdict = await judged_answer(
-        provider,
-        request,
-        limits=limits,
-        steps=steps,
-        flags=flags,
-        purpose=template.name,
-        judge=lambda answer: _judge(answer, allowed_values, tolerance),
-        retry_on=("malformed", "ungrounded"),
+        provider, request, limits, steps, flags, template.name, judge=judge, retry_on=("malformed", "ungrounded")
     )
     if verdict.failure is not None or verdict.narrative is None:
         flags.append(f"{verdict.failure}_fallback")
@@ -228,11 +231,11 @@ JudgementT = TypeVar("JudgementT", bound=Judgement)
 async def judged_answer(
     provider: Provider,
     request: ModelRequest,
-    *,
     limits: Limits,
     steps: list[Mapping[str, Any]],
     flags: list[str],
     purpose: str,
+    *,
     judge: Callable[[str], JudgementT],
     retry_on: Collection[str],
 ) -> JudgementT:
@@ -330,11 +333,8 @@ def _judge(answer: str, allowed_values: Sequence[Decimal], tolerance: Decimal) -
 
 def _parse(answer: str) -> tuple[str, tuple[str, ...]] | None:
     """The narrative and the keys dropped beside it; None unless the answer is one JSON object with a narrative."""
-    try:
-        value = json.loads(answer)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
+    value = json_object(answer)
+    if value is None:
         return None
     narrative = value.get(NARRATIVE_KEY)
     if not isinstance(narrative, str) or not narrative.strip():
@@ -372,6 +372,15 @@ def _narration(
         steps=tuple(steps),
         extra=extra,
     )
+
+
+def json_object(answer: str) -> dict[str, Any] | None:
+    """The answer as one JSON object; None when it is not JSON or not an object."""
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _json(value: Any) -> str:

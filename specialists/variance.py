@@ -42,7 +42,7 @@ class VarianceLine:
     budget: Decimal
     variance_prior: Decimal
     variance_budget: Decimal
-    variance_budget_pct: Decimal | None
+    variance_budget_pct: Decimal | None  # None when there is no budget to compare with
 
     def cited_values(self) -> list[Decimal]:
         values = [self.actual, self.prior, self.budget, self.variance_prior, self.variance_budget]

@@ -11,7 +11,7 @@ from psycopg import AsyncConnection
 from audit.trace import append_event
 from engine.workflows.base import Escalate, TaskContext, TaskHandler
 from engine.workflows.certificates.evidence import stage_results
-from engine.workflows.certificates.guards import AMOUNT_WORDS, VERDICT_WORDS, forbidden_keys
+from engine.workflows.certificates.guards import check_answer
 from engine.workflows.certificates.stages import CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
 from policy import EscalationReason
 from retrieval.citations import citations_outside, cited_ids
@@ -49,14 +49,7 @@ class Adjudication(TaskHandler):
         """The guard ran in the specialist; the engine checks again, against the set it sent."""
         if result.get("halted"):
             return  # the engine escalates a halted result with the specialist's own reason
-        forbidden = forbidden_keys(result, AMOUNT_WORDS | VERDICT_WORDS)
-        if forbidden:
-            raise Escalate(
-                EscalationReason.CONTRADICTORY_EVIDENCE,
-                f"the adjudication specialist returned figures or verdicts it may not set: {', '.join(forbidden[:5])}",
-            )
-        if result.get("kind") != "adjudication":
-            raise ValueError(f"the adjudication specialist answered kind {result.get('kind')!r}, not 'adjudication'")
+        check_answer(result, "adjudication")
         sent = {clause["id"] for clause in payload["clauses"]}
         cited = cited_ids(str(result.get("explanation", "")), [str(c) for c in result.get("citations") or []])
         outside = citations_outside(cited, sent)

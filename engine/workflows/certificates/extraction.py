@@ -10,7 +10,7 @@ from psycopg import AsyncConnection
 
 from engine.workflows.base import Escalate, TaskContext, TaskHandler
 from engine.workflows.certificates.evidence import run_evidence
-from engine.workflows.certificates.guards import AMOUNT_WORDS, VERDICT_WORDS, forbidden_keys
+from engine.workflows.certificates.guards import check_answer
 from policy import EscalationReason
 
 
@@ -31,14 +31,7 @@ class Extraction(TaskHandler):
     def check_result(self, tc: TaskContext, payload: Mapping[str, Any], result: Mapping[str, Any]) -> None:
         if result.get("halted"):
             return  # the engine escalates a halted result with the specialist's own reason
-        forbidden = forbidden_keys(result, AMOUNT_WORDS | VERDICT_WORDS)
-        if forbidden:
-            raise Escalate(
-                EscalationReason.CONTRADICTORY_EVIDENCE,
-                f"the extraction specialist returned figures or verdicts it may not set: {', '.join(forbidden[:5])}",
-            )
-        if result.get("kind") != "extraction":
-            raise ValueError(f"the extraction specialist answered kind {result.get('kind')!r}, not 'extraction'")
+        check_answer(result, "extraction")
         sent = {text["field"] for text in payload["texts"]}
         fields = [str(field) for field in result.get("injection_fields") or []]
         if result.get("suspected_injection") is True and tc.escalation != EscalationReason.SUSPECTED_INJECTION:

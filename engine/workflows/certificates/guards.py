@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from engine.workflows.base import Escalate
+from policy import EscalationReason
+
 AMOUNT_WORDS = frozenset(
     {
         "amount",
@@ -74,3 +77,16 @@ def _keys(value: Any, path: str) -> Iterator[tuple[str, str]]:
 def forbidden_keys(result: Mapping[str, Any], words: frozenset[str]) -> list[str]:
     """Paths of every key in `result` with one of `words` among its snake_case words."""
     return [where for key, where in _keys(result, "") if words & set(key.lower().replace("-", "_").split("_"))]
+
+
+def check_answer(result: Mapping[str, Any], kind: str) -> None:
+    """A `kind` specialist's result sets no figure or verdict (else Escalate: contradictory evidence) and answers
+    as its own kind (else ValueError)."""
+    forbidden = forbidden_keys(result, AMOUNT_WORDS | VERDICT_WORDS)
+    if forbidden:
+        raise Escalate(
+            EscalationReason.CONTRADICTORY_EVIDENCE,
+            f"the {kind} specialist returned figures or verdicts it may not set: {', '.join(forbidden[:5])}",
+        )
+    if result.get("kind") != kind:
+        raise ValueError(f"the {kind} specialist answered kind {result.get('kind')!r}, not {kind!r}")

@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 
 from policy import Policy
+from specialists.variance import VarianceLine  # the row the variance query returns is the line the specialist reads
 
 Row = TypeVar("Row")
 
@@ -253,18 +254,6 @@ SELECT account, name, actual, prior, budget,
        CASE WHEN budget = 0 THEN NULL ELSE round(100 * (actual - budget) / abs(budget), 1) END AS variance_budget_pct
   FROM pnl ORDER BY account
 """
-
-
-@dataclass(frozen=True)
-class VarianceLine:
-    account: str
-    name: str
-    actual: Decimal
-    prior: Decimal
-    budget: Decimal
-    variance_prior: Decimal
-    variance_budget: Decimal
-    variance_budget_pct: Decimal | None  # None when there is no budget to compare with
 
 
 async def variance_input(
