@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from synthetic.period import parse_period
-from synthetic.profile import ProfileError
+from synthetic.profile import ProfileError, read_count
 
 CONSTRUCTION_KIND = "construction"
 MIN_MONTHS = 6
@@ -87,18 +87,18 @@ def parse_construction_profile(data: object, source: str) -> ConstructionProfile
     lines = data["boq_lines"]
     if not isinstance(lines, dict) or sorted(lines) != ["max", "min"]:
         raise ProfileError(source, "boq_lines", "expected a mapping {min, max}")
-    min_lines = _count(lines["min"], source, "boq_lines.min", minimum=4)
-    max_lines = _count(lines["max"], source, "boq_lines.max", minimum=min_lines)
-    months = _count(data["months"], source, "months", minimum=MIN_MONTHS, maximum=MAX_MONTHS)
+    min_lines = read_count(lines["min"], source, "boq_lines.min", minimum=4)
+    max_lines = read_count(lines["max"], source, "boq_lines.max", minimum=min_lines)
+    months = read_count(data["months"], source, "months", minimum=MIN_MONTHS, maximum=MAX_MONTHS)
     fault_month = data.get("fault_month")
     if fault_month is not None:
-        fault_month = _count(fault_month, source, "fault_month", minimum=FIRST_FAULT_MONTH, maximum=months)
+        fault_month = read_count(fault_month, source, "fault_month", minimum=FIRST_FAULT_MONTH, maximum=months)
     return ConstructionProfile(
         name=Path(source).stem,
         source=source,
         currency=currency,
         start_period=start_period,
-        contracts=_count(data["contracts"], source, "contracts", minimum=1),
+        contracts=read_count(data["contracts"], source, "contracts", minimum=1),
         months=months,
         fault_rate=fault_rate,
         duplicate_rate=duplicate_rate,
@@ -106,16 +106,6 @@ def parse_construction_profile(data: object, source: str) -> ConstructionProfile
         max_boq_lines=max_lines,
         fault_month=fault_month,
     )
-
-
-def _count(value: Any, source: str, field: str, *, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ProfileError(source, field, f"expected an integer, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ProfileError(source, field, f"must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ProfileError(source, field, f"must be <= {maximum}, got {value}")
-    return value
 
 
 def _rate(value: Any, source: str, field: str) -> Decimal:

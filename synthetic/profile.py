@@ -143,17 +143,17 @@ def parse_profile(data: object, source: str) -> Profile:
         entity=entity,
         period=period,
         currency=currency,
-        gl_lines=_count(mapping["gl_lines"], source, "gl_lines", minimum=MIN_GL_LINES),
-        customers=_count(mapping["customers"], source, "customers", minimum=1),
-        vendors=_count(mapping["vendors"], source, "vendors", minimum=1),
-        opening_ar_invoices=_count(mapping["opening_ar_invoices"], source, "opening_ar_invoices"),
-        opening_ap_invoices=_count(mapping["opening_ap_invoices"], source, "opening_ap_invoices"),
-        grni_receipts=_count(mapping["grni_receipts"], source, "grni_receipts"),
+        gl_lines=read_count(mapping["gl_lines"], source, "gl_lines", minimum=MIN_GL_LINES),
+        customers=read_count(mapping["customers"], source, "customers", minimum=1),
+        vendors=read_count(mapping["vendors"], source, "vendors", minimum=1),
+        opening_ar_invoices=read_count(mapping["opening_ar_invoices"], source, "opening_ar_invoices"),
+        opening_ap_invoices=read_count(mapping["opening_ap_invoices"], source, "opening_ap_invoices"),
+        grni_receipts=read_count(mapping["grni_receipts"], source, "grni_receipts"),
         bank_accounts=bank_accounts,
-        bank_lag_days=_count(mapping["bank_lag_days"], source, "bank_lag_days", maximum=MAX_BANK_LAG_DAYS),
-        outstanding_items=_count(mapping["outstanding_items"], source, "outstanding_items"),
+        bank_lag_days=read_count(mapping["bank_lag_days"], source, "bank_lag_days", maximum=MAX_BANK_LAG_DAYS),
+        outstanding_items=read_count(mapping["outstanding_items"], source, "outstanding_items"),
         intercompany=intercompany,
-        variance_flags=_count(mapping["variance_flags"], source, "variance_flags"),
+        variance_flags=read_count(mapping["variance_flags"], source, "variance_flags"),
         anomalies=_anomalies(mapping["anomalies"], source, bank_accounts, intercompany),
     )
 
@@ -175,7 +175,8 @@ def _text(value: object, source: str, field: str) -> str:
     return value
 
 
-def _count(value: object, source: str, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+def read_count(value: object, source: str, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer (never a bool) within [minimum, maximum], or ProfileError naming the field."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ProfileError(source, field, f"expected an integer, got {type(value).__name__} {value!r}")
     if value < minimum:
@@ -248,7 +249,7 @@ def _anomalies(
                 raise ProfileError(source, f"{field}.account", f"{account!r} is not in bank_accounts")
             if any(isinstance(a, BankFeedMismatch) and a.account == account for a in anomalies):
                 raise ProfileError(source, f"{field}.account", f"second bank_feed_mismatch for {account!r}")
-            bank_lines = _count(mapping["bank_lines"], source, f"{field}.bank_lines", minimum=1)
+            bank_lines = read_count(mapping["bank_lines"], source, f"{field}.bank_lines", minimum=1)
             anomalies.append(BankFeedMismatch(account=account, bank_lines=bank_lines))
         elif kind == "intercompany_mismatch":
             _exact_keys(mapping, ("kind", "counterparty", "difference"), source, field)
