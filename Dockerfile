@@ -11,6 +11,7 @@ COPY audit audit
 COPY drill_hooks drill_hooks
 COPY http_edge http_edge
 COPY specialists specialists
+COPY records records
 COPY engine engine
 COPY callbacks callbacks
 COPY services services

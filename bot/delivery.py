@@ -26,11 +26,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.transparency_log import checkpoint_note
-from bot.gate_cards import card_state, slack_gate_message, teams_gate_card
-from bot.queries import load_gate_card
+from bot.gate_cards import slack_gate_message, teams_gate_card
+from bot.queries import gate_card, load_gate
 from cards import notices
 from drill_hooks.kill_points import kill_point
-from engine.gates import overdue_gate
 from engine.leases import Connect, connect_to, holder_id, renewing
 from engine.outbox import (
     CLAIM_S,
@@ -43,6 +42,8 @@ from engine.outbox import (
     renew_claim,
 )
 from engine.runs import find_close_record
+from records.gates import read_gate
+from records.states import OutboxKind, OutboxStatus
 
 log = logging.getLogger("countersign.delivery")
 tracer = trace.get_tracer("countersign.delivery")  # a no-op unless the process installed a tracer provider
@@ -294,28 +295,29 @@ class _Rendered:
     card: Any = None
     text: str | None = None
     platform_message_id: str | None = None
+    state: str | None = None  # the card's state key (`records.gates.card_state`), stored once the card is sent
 
 
 async def _read(conn: AsyncConnection[Any], message: OutboxMessage) -> _Rendered:
-    if message.kind == "notice":
+    if message.kind == OutboxKind.NOTICE:
         return _Rendered(text=await notice_text(conn, message))
     if message.gate_id is None:
         raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
-    card = await load_gate_card(conn, message.gate_id)
-    if message.kind == "gate_card":
-        return _Rendered(card=card)
-    if message.kind == "card_update":
+    gate = await load_gate(conn, message.gate_id)
+    if message.kind == OutboxKind.GATE_CARD:
+        return _Rendered(card=gate_card(gate), state=gate.card_state)
+    if message.kind == OutboxKind.CARD_UPDATE:
         posted = await posted_message_id(conn, message.gate_id, message.platform, message.channel)
         if posted is None:
             raise DeliveryError("the card to update has not been posted yet", permanent=False)
-        return _Rendered(card=card, platform_message_id=posted)
+        return _Rendered(card=gate_card(gate), platform_message_id=posted, state=gate.card_state)
     raise DeliveryError(f"unknown outbox kind {message.kind!r}", permanent=True)
 
 
 async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str:
     """A notice's words, rendered by `cards/notices.py` from the rows its template names (never from the outbox)."""
     if message.template == "gate_overdue" and message.gate_id is not None:
-        gate = await overdue_gate(conn, message.gate_id)
+        gate = await read_gate(conn, message.gate_id)
         if gate is None:
             raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
         return notices.overdue_reminder(
@@ -339,10 +341,10 @@ async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str
 
 
 async def _send(sender: Sender, message: OutboxMessage, rendered: _Rendered) -> str | None:
-    if message.kind == "notice":
+    if message.kind == OutboxKind.NOTICE:
         assert rendered.text is not None
         return await sender.post_text(message.channel, rendered.text)
-    if message.kind == "gate_card":
+    if message.kind == OutboxKind.GATE_CARD:
         kill_point("card.before_post")
         return await sender.post(message.channel, rendered.card)
     assert rendered.platform_message_id is not None
@@ -387,8 +389,8 @@ async def _deliver_one(
                 status = await mark_retry(
                     conn, message, error=exc.reason, retry_after_s=exc.retry_after_s, holder=holder
                 )
-                report.failed += status == "failed"
-                report.retried += status == "pending"
+                report.failed += status is OutboxStatus.FAILED
+                report.retried += status is OutboxStatus.PENDING
         report.errors.append(f"{message.platform} {message.kind} {message.message_id}: {exc.reason}")
         return
     async with connect() as conn:
@@ -396,7 +398,7 @@ async def _deliver_one(
             conn,
             message.message_id,
             platform_message_id=platform_id,
-            rendered_state=card_state(rendered.card) if rendered.card is not None else None,
+            rendered_state=rendered.state,
             holder=holder,
         )
     report.sent += 1

@@ -8,27 +8,24 @@ from typing import Any
 from cards import slack as slack_cards
 from cards import teams as teams_cards
 from cards.model import GateCard, StatusCard
+from policy import ESCALATION
+from records.states import GateStatus
 
 PERIOD = re.compile(r"\d{4}-(0[1-9]|1[0-2])")  # a month as `close payments` takes it
 
 
-def card_state(card: GateCard) -> str:
-    rejections = sum(1 for d in card.decisions if d.decision == "reject")
-    return f"{card.status}:{card.approvals}:{rejections}"
-
-
 def slack_gate_message(card: GateCard) -> dict[str, Any]:
-    if card.status != "open":
+    if card.status != GateStatus.OPEN:
         return slack_cards.decided_message(card)
-    if card.kind == "escalation":
+    if card.kind == ESCALATION:
         return slack_cards.halt_message(card)
     return slack_cards.gate_message(card)
 
 
 def teams_gate_card(card: GateCard) -> dict[str, Any]:
-    if card.status != "open":
+    if card.status != GateStatus.OPEN:
         return teams_cards.decided_message(card)
-    if card.kind == "escalation":
+    if card.kind == ESCALATION:
         return teams_cards.halt_message(card)
     return teams_cards.gate_message(card)
 

@@ -1,6 +1,6 @@
-"""The bot's reads and its one table: a gate card built from the engine's gate row, and the Slack event ids already
-handled. The adapters never run these themselves: they reach them through `bot/services.py`, the delivery through its
-own short connections."""
+"""The bot's reads and its one table: a gate card built from the gate's one typed read (`records.gates`), and the
+Slack event ids already handled. The adapters never run these themselves: they reach them through `bot/wiring.py`,
+the delivery through its own short connections."""
 
 from __future__ import annotations
 
@@ -9,17 +9,26 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from cards.model import DecisionLine, GateCard
-from engine.gates import gate_for_card
+from records.gates import GateRecord, read_gate
 
 
 class UnknownGate(LookupError):
     pass
 
 
-async def load_gate_card(conn: AsyncConnection[Any], gate_id: str) -> GateCard:
-    gate = await gate_for_card(conn, gate_id)
+async def load_gate(conn: AsyncConnection[Any], gate_id: str) -> GateRecord:
+    gate = await read_gate(conn, gate_id)
     if gate is None:
         raise UnknownGate(gate_id)
+    return gate
+
+
+async def load_gate_card(conn: AsyncConnection[Any], gate_id: str) -> GateCard:
+    return gate_card(await load_gate(conn, gate_id))
+
+
+def gate_card(gate: GateRecord) -> GateCard:
+    """What a gate card shows, from the gate's one typed read."""
     return GateCard(
         gate_id=gate.gate_id,
         close_id=gate.close_id,
@@ -33,12 +42,14 @@ async def load_gate_card(conn: AsyncConnection[Any], gate_id: str) -> GateCard:
         quorum=gate.quorum,
         approvals=gate.approvals,
         approver_role=gate.approver_role,
-        status=gate.status,
+        status=gate.status.value,
         due_at=gate.due_at.isoformat(),
         overdue=gate.overdue,
         summary=gate.summary or {},
         decisions=tuple(
-            DecisionLine(d.principal_id, d.display_name, d.decision, d.reason, d.decided_at.isoformat(), d.channel)
+            DecisionLine(
+                d.principal_id, d.display_name, d.decision.value, d.reason, d.decided_at.isoformat(), d.channel
+            )
             for d in gate.decisions
         ),
     )

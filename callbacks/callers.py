@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row, scalar_row
 
 from audit.trace import append_event, seal_pending
 from callbacks.decision_writer import Seal
@@ -18,6 +19,7 @@ from callbacks.principals import CHANNELS, PRINCIPAL_LOOKUP, normalise_identity
 from policy.command_roles import AccessDecision, check_access
 from policy.model import Policy
 from policy.person_proof import read_message, verify_signature
+from records.states import PrincipalKind
 
 TOKEN_PREFIX = "cs_"
 MAX_TOKEN_CHARS = 200
@@ -35,9 +37,13 @@ class Caller:
     roles: tuple[str, ...]
     active: bool
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "roles", tuple(self.roles))
+        object.__setattr__(self, "active", bool(self.active))
+
     @property
     def is_human(self) -> bool:
-        return self.kind == "human"
+        return self.kind == PrincipalKind.HUMAN
 
 
 def access_for(command: str, policy: Policy, caller: Caller | None) -> AccessDecision:
@@ -49,35 +55,44 @@ def access_for(command: str, policy: Policy, caller: Caller | None) -> AccessDec
 _CALLER_COLUMNS = "p.principal_id, p.kind, p.display_name, p.roles, p.active"
 
 
-def _caller(row: tuple[Any, ...] | None) -> Caller | None:
-    return Caller(row[0], row[1], row[2], tuple(row[3]), bool(row[4])) if row else None
+@dataclass(frozen=True)
+class _CallerWithKey:
+    principal_id: str
+    kind: str
+    display_name: str
+    roles: tuple[str, ...]
+    active: bool
+    public_key: bytes | None
+
+    @property
+    def caller(self) -> Caller:
+        return Caller(self.principal_id, self.kind, self.display_name, self.roles, self.active)
 
 
 async def resolve_chat_caller(conn: AsyncConnection[Any], channel: str, external_id: str, tenant: str) -> Caller | None:
     """The principal behind a Slack user in a team or a Teams AAD object in a tenant; None when unmapped."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(Caller)) as cur:
         await cur.execute(
             f"SELECT {_CALLER_COLUMNS} FROM principal_identity i JOIN principal p USING (principal_id)"
             " WHERE i.channel = %s AND i.tenant = %s AND i.external_id = %s",
             (channel, normalise_identity(tenant), normalise_identity(external_id)),
         )
-        return _caller(await cur.fetchone())
+        return await cur.fetchone()
 
 
 async def find_caller(conn: AsyncConnection[Any], raw_id: str) -> tuple[Caller, bytes | None] | None:
     """A principal by id (or login identity) with its registered Ed25519 public key, if any."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(_CallerWithKey)) as cur:
         await cur.execute(
             f"SELECT principal_id, kind, display_name, roles, active, public_key FROM ({PRINCIPAL_LOOKUP}) AS found",
             {"key": normalise_identity(raw_id)},
         )
         row = await cur.fetchone()
-    caller = _caller(row)
-    if caller is None or row is None:
+    if row is None:
         return None
-    return caller, bytes(row[5]) if row[5] is not None else None
+    return row.caller, bytes(row.public_key) if row.public_key is not None else None
 
 
 async def record_command_refused(
@@ -148,16 +163,16 @@ def token_digest(token: str) -> bytes:
 
 async def issue_token(conn: AsyncConnection[Any], principal: str) -> str:
     """A new API token for a principal. Only its SHA-256 is stored: the token is shown once, to the caller."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "SELECT principal_id FROM principal WHERE principal_id = %s", (normalise_identity(principal),)
         )
-        row = await cur.fetchone()
-        if row is None:
+        principal_id: str | None = await cur.fetchone()
+        if principal_id is None:
             raise UnknownPrincipal(principal)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         await cur.execute(
-            "INSERT INTO api_token (token_sha256, principal_id) VALUES (%s, %s)", (token_digest(token), row[0])
+            "INSERT INTO api_token (token_sha256, principal_id) VALUES (%s, %s)", (token_digest(token), principal_id)
         )
     return token
 
@@ -176,13 +191,13 @@ async def caller_for_token(conn: AsyncConnection[Any], token: str) -> Caller | N
     """The principal holding a live (unrevoked) token; None for an unknown, revoked or malformed token."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_CHARS or not token.isascii():
         return None
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(Caller)) as cur:
         await cur.execute(
             f"SELECT {_CALLER_COLUMNS} FROM api_token t JOIN principal p USING (principal_id)"
             " WHERE t.token_sha256 = %s AND t.revoked_at IS NULL",
             (token_digest(token),),
         )
-        return _caller(await cur.fetchone())
+        return await cur.fetchone()
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection, errors
-from psycopg.rows import class_row
+from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event, seal_pending
 from callbacks.person_signature import SIGNED_CALLBACK, PersonProofRejected, check_person_signature
 from callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
+from records.gates import GateRecord, read_gate
+from records.states import DECIDED, Decision, GateStatus
 
-DECISIONS = ("approve", "reject")
+DECISIONS = tuple(decision.value for decision in Decision)
 
 
 class GateNotFound(LookupError):
@@ -66,18 +68,48 @@ class DecisionRequest:
 
 @dataclass(frozen=True)
 class GateOutcome:
-    gate_id: str
-    status: str
-    quorum: int
-    approvals: int
-    rejections: int
+    """The gate as its one typed read (`records.gates`) shows it after a request, and whether the request wrote."""
+
+    gate: GateRecord
     recorded: bool
-    decisions: list[dict[str, Any]]
+
+    @property
+    def gate_id(self) -> str:
+        return self.gate.gate_id
+
+    @property
+    def status(self) -> GateStatus:
+        return self.gate.status
+
+    @property
+    def quorum(self) -> int:
+        return self.gate.quorum
+
+    @property
+    def approvals(self) -> int:
+        return self.gate.approvals
+
+    @property
+    def rejections(self) -> int:
+        return self.gate.rejections
+
+    @property
+    def decisions(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "principal": d.principal_id,
+                "decision": d.decision.value,
+                "reason": d.reason,
+                "decided_at": d.decided_at.isoformat(),
+                "channel": d.channel,
+            }
+            for d in self.gate.decisions
+        ]
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "gate_id": self.gate_id,
-            "status": self.status,
+            "status": self.status.value,
             "quorum": self.quorum,
             "approvals": self.approvals,
             "rejections": self.rejections,
@@ -90,7 +122,7 @@ def check_may_decide(
     request: DecisionRequest,
     principal: Principal | None,
     *,
-    status: str,
+    status: GateStatus,
     role: str,
     tier: str,
     preparers: set[str],
@@ -115,13 +147,12 @@ def check_may_decide(
             "preparer",
             f"principal {who!r} prepared or requested the work under this gate; someone else must decide it",
         )
-    if status == "expired":
+    if status is GateStatus.EXPIRED:
         raise DecisionRefused(gate, who, "gate_expired", "the gate expired undecided; the work will be redone")
-    if status == "cancelled":
+    if status is GateStatus.CANCELLED:
         raise DecisionRefused(gate, who, "gate_cancelled", "the gate was cancelled")
-    if status in ("approved", "rejected"):
-        wanted = "approved" if request.decision == "approve" else "rejected"
-        if status != wanted:
+    if status in DECIDED:
+        if status is not Decision(request.decision).outcome:
             raise DecisionConflict(gate, who, f"gate already {status}")
         raise DecisionRefused(gate, who, "already_decided", f"gate already {status}; nothing to add")
 
@@ -140,25 +171,11 @@ def _lock_key(gate_id: str) -> int:
 
 
 async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
-    """The gate's state and every decision on it, in the order they were made (one query)."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT s.status, s.quorum, s.approvals, s.rejections,"
-            " d.principal_id, d.decision, d.reason, d.decided_at, d.channel"
-            " FROM gate_state s LEFT JOIN gate_decision d ON d.gate_id = s.gate_id"
-            " WHERE s.gate_id = %s ORDER BY d.decided_at, d.decision_id",
-            (gate_id,),
-        )
-        rows = await cur.fetchall()
-    if not rows:
+    """The gate's state and every decision on it, in the order they were made (one query: `records.gates`)."""
+    gate = await read_gate(conn, gate_id)
+    if gate is None:
         raise GateNotFound(gate_id)
-    status, quorum, approvals, rejections = rows[0][:4]
-    decisions = [
-        {"principal": d[4], "decision": d[5], "reason": d[6], "decided_at": d[7].isoformat(), "channel": d[8]}
-        for d in rows
-        if d[4] is not None
-    ]
-    return GateOutcome(gate_id, status, int(quorum), int(approvals), int(rejections), recorded, decisions)
+    return GateOutcome(gate, recorded)
 
 
 Seal = Callable[[], Awaitable[object]]
@@ -247,18 +264,18 @@ async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, r
 
 
 async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
-    async with conn.cursor() as cur:
-        await cur.execute("SELECT close_id FROM gate WHERE gate_id = %s", (gate_id,))
-        row = await cur.fetchone()
-    return str(row[0]) if row else None
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT close_id::text FROM gate WHERE gate_id = %s", (gate_id,))
+        close_id: str | None = await cur.fetchone()
+    return close_id
 
 
 # Everything a decision is judged on, read in one round trip under the gate's lock. Always exactly one row: the nonce,
 # the gate and (gate, principal) are unique, and the principal lookup is LIMIT 1.
 _DECISION_CONTEXT = (
-    "SELECT r.gate_id, r.request_digest,"
-    " s.status, g.approver_role, g.close_id, g.task, g.tier, g.prepared_by, g.requested_by,"
-    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision, p.public_key"
+    "SELECT r.gate_id::text AS replay_gate, r.request_digest AS replay_digest,"
+    " s.status, g.approver_role AS role, g.tier, g.prepared_by, g.requested_by,"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision AS previous, p.public_key"
     " FROM (SELECT 1) AS one"
     " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
     " LEFT JOIN gate g ON g.gate_id = %(gate)s"
@@ -266,6 +283,31 @@ _DECISION_CONTEXT = (
     f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
     " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
 )
+
+
+@dataclass(frozen=True)
+class _DecisionContext:
+    """One row of `_DECISION_CONTEXT`: a replayed nonce's request, the gate, the principal and their earlier vote."""
+
+    replay_gate: str | None
+    replay_digest: str | None
+    status: str | None
+    role: str | None
+    tier: str | None
+    prepared_by: str | None
+    requested_by: list[str] | None
+    principal_id: str | None
+    kind: str | None
+    display_name: str | None
+    roles: list[str] | None
+    previous: str | None
+    public_key: bytes | None
+
+    @property
+    def principal(self) -> Principal | None:
+        if self.principal_id is None:
+            return None
+        return Principal(self.principal_id, self.kind or "", self.display_name or "", tuple(self.roles or ()))
 
 
 def _check_person_proof(request: DecisionRequest, principal: Principal, public_key: bytes | None) -> None:
@@ -299,26 +341,34 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
     digest = request.digest()
     async with conn.cursor() as cur:
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(request.gate_id),))
+    async with conn.cursor(row_factory=class_row(_DecisionContext)) as cur:
         await cur.execute(
             _DECISION_CONTEXT,
             {"nonce": request.nonce, "gate": request.gate_id, "key": normalise_identity(request.principal)},
         )
         row = await cur.fetchone()
     assert row is not None
-    replay_gate, replay_digest, status, role, _close, _task, tier, prepared_by, requested_by = row[:9]
-    if replay_gate is not None:
-        if replay_digest != digest or str(replay_gate) != request.gate_id:
+    if row.replay_gate is not None:
+        if row.replay_digest != digest or row.replay_gate != request.gate_id:
             raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
         return await gate_outcome(conn, request.gate_id)
-    if status is None:
+    if row.status is None:
         raise GateNotFound(request.gate_id)
-    principal = Principal(row[9], row[10], row[11], tuple(row[12])) if row[9] is not None else None
+    assert row.role is not None and row.tier is not None and row.prepared_by is not None
+    principal = row.principal
     if principal is not None and principal.is_human and request.channel == SIGNED_CALLBACK:
-        _check_person_proof(request, principal, row[14])
-    check_may_decide(request, principal, status=status, role=role, tier=tier, preparers={prepared_by, *requested_by})
+        _check_person_proof(request, principal, row.public_key)
+    check_may_decide(
+        request,
+        principal,
+        status=GateStatus(row.status),
+        role=row.role,
+        tier=row.tier,
+        preparers={row.prepared_by, *(row.requested_by or ())},
+    )
     assert principal is not None
-    if row[13] is not None:
-        raise _second_vote(request, principal.principal_id, row[13])
+    if row.previous is not None:
+        raise _second_vote(request, principal.principal_id, row.previous)
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO gate_decision"

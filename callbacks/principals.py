@@ -12,13 +12,15 @@ from typing import Any
 
 import yaml
 from psycopg import AsyncConnection
+from psycopg.rows import class_row
 
 from policy.person_proof import parse_public_key
+from records.states import PrincipalKind
 
 # Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.
 INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e"))
 CHANNELS = ("slack", "teams", "login")
-KINDS = ("human", "machine")
+KINDS = tuple(kind.value for kind in PrincipalKind)
 # PostgreSQL text cannot hold NUL; a lone surrogate (YAML's "\ud800" escape) is not valid Unicode at all.
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 CSV_COLUMNS = (
@@ -62,9 +64,12 @@ class Principal:
     public_key: bytes | None = None
     """The person's raw 32-byte Ed25519 public key; signed-callback decisions must carry its signature."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "roles", tuple(self.roles))
+
     @property
     def is_human(self) -> bool:
-        return self.kind == "human"
+        return self.kind == PrincipalKind.HUMAN
 
 
 class PrincipalFileError(ValueError):
@@ -88,10 +93,12 @@ PRINCIPAL_LOOKUP = (
 
 async def find_principal(conn: AsyncConnection[Any], raw_id: str) -> Principal | None:
     """By principal id (a login name) first, then by a `login` identity."""
-    async with conn.cursor() as cur:
-        await cur.execute(PRINCIPAL_LOOKUP, {"key": normalise_identity(raw_id)})
-        row = await cur.fetchone()
-    return Principal(row[0], row[1], row[2], tuple(row[3])) if row else None
+    async with conn.cursor(row_factory=class_row(Principal)) as cur:
+        await cur.execute(
+            f"SELECT principal_id, kind, display_name, roles FROM ({PRINCIPAL_LOOKUP}) AS found",
+            {"key": normalise_identity(raw_id)},
+        )
+        return await cur.fetchone()
 
 
 async def resolve_identity(
@@ -100,14 +107,13 @@ async def resolve_identity(
     """The principal behind a chat identity (Slack user in a team, Teams AAD object in a tenant)."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(Principal)) as cur:
         await cur.execute(
             "SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
             " JOIN principal p USING (principal_id) WHERE i.channel = %s AND i.tenant = %s AND i.external_id = %s",
             (channel, normalise_identity(tenant), normalise_identity(external_id)),
         )
-        row = await cur.fetchone()
-    return Principal(row[0], row[1], row[2], tuple(row[3])) if row else None
+        return await cur.fetchone()
 
 
 def _text(value: object, source: str, where: str, *, required: bool = True) -> str:
@@ -137,7 +143,7 @@ def _public_key(source: str, where: str, kind: object, raw: object) -> bytes | N
         return None
     if not isinstance(raw, str):
         raise PrincipalFileError(source, where, f"must be base64 text, not {type(raw).__name__}")
-    if kind != "human":
+    if kind != PrincipalKind.HUMAN:
         raise PrincipalFileError(source, where, "only human principals carry a person key")
     try:
         return parse_public_key(raw)
@@ -165,7 +171,7 @@ def _principal(
         raise PrincipalFileError(source, f"{where}.roles", "must be a list of non-empty strings")
     for index, role in enumerate(roles):
         _refuse_unstorable(role, source, f"{where}.roles[{index}]")
-    if kind == "machine" and roles:
+    if kind == PrincipalKind.MACHINE and roles:
         raise PrincipalFileError(source, f"{where}.roles", "machine principals hold no approval roles")
     key = _public_key(source, f"{where}.public_key ({principal_id})", kind, public_key)
     return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities), key)
@@ -188,7 +194,7 @@ def _yaml_identities(source: str, where: str, raw: object) -> list[Identity]:
     _string_keys(raw, source, f"{where}.identities")
     unknown = sorted(set(raw) - set(CHANNELS))
     if unknown:
-        raise PrincipalFileError(source, f"{where}.identities.{unknown[0]}", f"unknown channel; expected {CHANNELS}")
+        raise PrincipalFileError(source, f"{where}.identities.{min(unknown)}", f"unknown channel; expected {CHANNELS}")
     out: list[Identity] = []
     if "slack" in raw:
         slack = raw["slack"]
@@ -265,7 +271,7 @@ def _parse_yaml(path: Path, source: str) -> list[Principal]:
         _string_keys(item, source, where)
         unknown = sorted(set(item) - {"id", "kind", "name", "roles", "identities", "public_key"})
         if unknown:
-            raise PrincipalFileError(source, f"{where}.{unknown[0]}", "is not a known field")
+            raise PrincipalFileError(source, f"{where}.{min(unknown)}", "is not a known field")
         identities = _yaml_identities(source, where, item.get("identities"))
         out.append(
             _principal(

@@ -14,22 +14,21 @@ from audit.trace import append_event
 from drill_hooks.kill_points import kill_point
 from engine.context import AdvanceReport, EngineContext
 from engine.gates import (
-    GateView,
     UnprovenDecision,
-    gate_deadline,
-    gates_for_close,
     mark_gate_applied,
     mark_gate_escalated,
     mark_gate_expired,
     unproven_decisions,
 )
-from engine.lifecycle import TaskState
+from engine.lifecycle import GateLifecycle, TaskState
 from engine.outbox import enqueue_notices
 from engine.runs import CloseRecord, lock_task
 from engine.supervisor import move_task
 from engine.task_runner import complete_task
 from engine.workflows import TaskContext
 from policy import ESCALATION, EscalationReason, Workflow
+from records.gates import GateRecord, read_gates_of_close
+from records.states import DECIDED, GateStatus
 
 _WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
 
@@ -38,21 +37,21 @@ async def apply_gate_outcomes(
     conn: AsyncConnection[Any], close: CloseRecord, workflow: Workflow, ctx: EngineContext, report: AdvanceReport
 ) -> bool:
     progressed = False
-    for gate in await gates_for_close(conn, close.close_id):
-        if gate.lifecycle != "open":
+    for gate in await read_gates_of_close(conn, close.close_id):
+        if gate.lifecycle != GateLifecycle.OPEN:
             continue
-        if gate.status == "expired":
+        if gate.status is GateStatus.EXPIRED:
             async with conn.transaction():
                 if await mark_gate_expired(conn, gate.gate_id):
                     await _run_again_after_expiry(conn, close, ctx, gate, report)
             progressed = True
             continue
-        if gate.status == "open" and gate.overdue and not gate.escalated:
+        if gate.status is GateStatus.OPEN and gate.overdue and not gate.escalated:
             async with conn.transaction():
                 if await mark_gate_escalated(conn, gate.gate_id):
                     await _remind_overdue(conn, close, ctx, gate, report)
             continue
-        if gate.status not in ("approved", "rejected"):
+        if gate.status not in DECIDED:
             continue
         unproven = await unproven_decisions(conn, gate.gate_id)
         if unproven:  # a decision without person-level proof never counts: the gate is not applied
@@ -71,7 +70,7 @@ async def _block_on_unproven(
     conn: AsyncConnection[Any],
     close: CloseRecord,
     ctx: EngineContext,
-    gate: GateView,
+    gate: GateRecord,
     unproven: list[UnprovenDecision],
     report: AdvanceReport,
 ) -> None:
@@ -99,18 +98,17 @@ async def _block_on_unproven(
 
 
 async def _remind_overdue(
-    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateRecord, report: AdvanceReport
 ) -> None:
     """An overdue gate gets a reminder in the close's channels and a trace event. It is never approved by waiting."""
-    deadline = await gate_deadline(conn, gate.gate_id)
     reminder = overdue_reminder(
         task=gate.task,
         entity=close.entity,
         period=close.period,
-        role=deadline.approver_role,
-        missing=gate.quorum - gate.approvals,
-        due_at=deadline.due_at,
-        expires_at=deadline.expires_at,
+        role=gate.approver_role,
+        missing=gate.missing,
+        due_at=gate.due_at,
+        expires_at=gate.expires_at,
     )
     await append_event(
         conn,
@@ -120,11 +118,11 @@ async def _remind_overdue(
         payload={
             "gate_id": gate.gate_id,
             "task": gate.task,
-            "due_at": deadline.due_at.isoformat(),
+            "due_at": gate.due_at.isoformat(),
             "approvals": gate.approvals,
             "quorum": gate.quorum,
             "reminder": reminder,
-            "to": f"role:{deadline.approver_role}",
+            "to": f"role:{gate.approver_role}",
             "channels": [f"{t.platform}:{t.channel}" for t in ctx.channels],
         },
     )
@@ -138,7 +136,7 @@ async def _remind_overdue(
     )
     where = f"{len(ctx.channels)} channel(s)" if ctx.channels else "the trace only (no chat channel configured)"
     report.steps.append(
-        f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder for role {deadline.approver_role} in {where}"
+        f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder for role {gate.approver_role} in {where}"
     )
 
 
@@ -157,7 +155,7 @@ def _utc(moment: Any) -> str:
 
 
 async def _run_again_after_expiry(
-    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateView, report: AdvanceReport
+    conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateRecord, report: AdvanceReport
 ) -> None:
     """An undecided gate expires into an escalated re-run: fresh work, and a human gate over it whatever its tier."""
     task = await lock_task(conn, close.close_id, gate.task)
@@ -193,12 +191,12 @@ async def _apply_one(
     close: CloseRecord,
     workflow: Workflow,
     ctx: EngineContext,
-    gate: GateView,
+    gate: GateRecord,
     report: AdvanceReport,
 ) -> None:
     task = await lock_task(conn, close.close_id, gate.task)
     event = {"gate_id": gate.gate_id, "task": gate.task, "gate_kind": gate.kind, "outcome": gate.status}
-    if gate.status == "rejected":
+    if gate.status is GateStatus.REJECTED:
         await move_task(
             conn,
             close.close_id,

@@ -1,7 +1,8 @@
 """Opening gates and reading their outcome. The engine opens gates; it never decides them.
 
 A gate's outcome (approved, rejected) is computed by the `gate_state` view from the decisions the callbacks
-service recorded. The engine only reads that view and marks a gate `applied` once it has acted on the outcome.
+service recorded. The engine reads gates through `records.gates` and marks a gate `applied` once it has acted on
+the outcome.
 Before acting, it re-checks each decision's person-level proof (`unproven_decisions`): a decision counts only when
 it carries the person's own Ed25519 signature or a chat identity that belongs to that person.
 """
@@ -9,13 +10,13 @@ it carries the person's own Ed25519 signature or a chat identity that belongs to
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
+from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from audit.trace import append_event
@@ -23,22 +24,6 @@ from engine.lifecycle import GateLifecycle
 from engine.supervisor import move_gate
 from policy import GateRequirement
 from policy.person_proof import decision_message, verify_signature
-
-
-@dataclass(frozen=True)
-class GateView:
-    gate_id: str
-    task: str
-    attempt: int
-    kind: str
-    tier: str
-    quorum: int
-    status: str
-    lifecycle: str
-    approvals: int
-    rejections: int
-    overdue: bool
-    escalated: bool
 
 
 async def open_gate(
@@ -88,14 +73,15 @@ async def open_gate(
             ),
         )
         created = await cur.fetchone()
-        if created is None:
+    if created is None:
+        async with conn.cursor(row_factory=scalar_row) as cur:
             await cur.execute(
-                "SELECT gate_id FROM gate WHERE close_id = %s AND task = %s AND attempt = %s",
+                "SELECT gate_id::text FROM gate WHERE close_id = %s AND task = %s AND attempt = %s",
                 (close_id, task, attempt),
             )
-            existing = await cur.fetchone()
-            assert existing is not None
-            return str(existing[0])
+            existing: str | None = await cur.fetchone()
+        assert existing is not None
+        return existing
     await append_event(
         conn,
         actor=actor,
@@ -117,22 +103,6 @@ async def open_gate(
         },
     )
     return gate_id
-
-
-async def gates_for_close(conn: AsyncConnection[Any], close_id: str) -> list[GateView]:
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, s.lifecycle,"
-            " s.approvals, s.rejections, s.overdue, g.escalated_at IS NOT NULL"
-            " FROM gate_state s JOIN gate g USING (gate_id)"
-            " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
-            (close_id,),
-        )
-        rows = await cur.fetchall()
-    return [
-        GateView(str(r[0]), r[1], int(r[2]), r[3], r[4], int(r[5]), r[6], r[7], int(r[8]), int(r[9]), r[10], r[11])
-        for r in rows
-    ]
 
 
 async def mark_gate_applied(conn: AsyncConnection[Any], gate_id: str) -> bool:
@@ -179,6 +149,10 @@ class RecordedDecision:
     logins: tuple[str, ...]
     identity_matches: bool
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "public_key", bytes(self.public_key) if self.public_key is not None else None)
+        object.__setattr__(self, "logins", tuple(self.logins))
+
 
 def decision_proof_problem(d: RecordedDecision) -> str | None:
     """Why this decision's proof does not hold, or None when it does. Pure."""
@@ -212,26 +186,22 @@ def decision_proof_problem(d: RecordedDecision) -> str | None:
 
 async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[RecordedDecision]:
     """Every decision on the gate with what is needed to re-check its proof (one query)."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(RecordedDecision)) as cur:
         await cur.execute(
-            "SELECT d.gate_id, d.principal_id, d.decision, d.reason, d.nonce, d.channel, d.proof, p.public_key,"
+            "SELECT d.gate_id::text AS gate_id, d.principal_id, d.decision, d.reason, d.nonce, d.channel, d.proof,"
+            " p.public_key,"
             " ARRAY(SELECT l.external_id FROM principal_identity l"
-            "       WHERE l.principal_id = d.principal_id AND l.channel = 'login' ORDER BY l.external_id),"
+            "       WHERE l.principal_id = d.principal_id AND l.channel = 'login' ORDER BY l.external_id) AS logins,"
             " EXISTS (SELECT 1 FROM principal_identity i"
             "         WHERE i.principal_id = d.principal_id AND i.channel = d.channel"
             "           AND i.channel = d.proof->>'kind'"
             "           AND i.tenant = d.proof->>'tenant' AND i.external_id = d.proof->>'external_id')"
+            " AS identity_matches"
             " FROM gate_decision d LEFT JOIN principal p USING (principal_id)"
             " WHERE d.gate_id = %s ORDER BY d.decision_id",
             (gate_id,),
         )
-        rows = await cur.fetchall()
-    return [
-        RecordedDecision(
-            str(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], bytes(r[7]) if r[7] is not None else None, tuple(r[8]), r[9]
-        )
-        for r in rows
-    ]
+        return await cur.fetchall()
 
 
 async def unproven_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[UnprovenDecision]:
@@ -242,104 +212,3 @@ async def unproven_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[U
         if problem is not None:
             out.append(UnprovenDecision(d.gate_id, d.principal_id, d.channel, problem))
     return out
-
-
-@dataclass(frozen=True)
-class GateDeadline:
-    approver_role: str
-    due_at: datetime
-    expires_at: datetime | None
-
-
-async def gate_deadline(conn: AsyncConnection[Any], gate_id: str) -> GateDeadline:
-    """Who must decide the gate, and by when."""
-    async with conn.cursor(row_factory=class_row(GateDeadline)) as cur:
-        await cur.execute("SELECT approver_role, due_at, expires_at FROM gate WHERE gate_id = %s", (gate_id,))
-        row = await cur.fetchone()
-    if row is None:
-        raise LookupError(f"no gate {gate_id}")
-    return row
-
-
-@dataclass(frozen=True)
-class GateDecisionLine:
-    principal_id: str
-    display_name: str
-    decision: str
-    reason: str
-    decided_at: datetime
-    channel: str
-
-
-@dataclass(frozen=True)
-class GateForCard:
-    """Everything a gate card shows, with the task's title as the close's workflow file gave it."""
-
-    gate_id: str
-    close_id: str
-    entity: str
-    period: str
-    task: str
-    title: str | None
-    kind: str
-    tier: str
-    rule: str
-    quorum: int
-    approvals: int
-    approver_role: str
-    status: str
-    due_at: datetime
-    overdue: bool
-    summary: dict[str, Any] | None
-    decisions: tuple[GateDecisionLine, ...] = ()
-
-
-async def gate_for_card(conn: AsyncConnection[Any], gate_id: str) -> GateForCard | None:
-    async with conn.cursor(row_factory=class_row(GateForCard)) as cur:
-        await cur.execute(
-            "SELECT g.gate_id::text, g.close_id::text, c.entity, c.period, g.task, t.title, g.kind, g.tier, g.rule,"
-            " g.quorum, s.approvals::int, g.approver_role, s.status, g.due_at, s.overdue, g.summary"
-            " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
-            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
-            " WHERE g.gate_id = %s",
-            (gate_id,),
-        )
-        gate = await cur.fetchone()
-    if gate is None:
-        return None
-    async with conn.cursor(row_factory=class_row(GateDecisionLine)) as cur:
-        await cur.execute(
-            "SELECT d.principal_id, p.display_name, d.decision, d.reason, d.decided_at, d.channel"
-            " FROM gate_decision d JOIN principal p USING (principal_id) WHERE d.gate_id = %s"
-            " ORDER BY d.decided_at, d.decision_id",
-            (gate_id,),
-        )
-        decisions = tuple(await cur.fetchall())
-    return replace(gate, decisions=decisions)
-
-
-@dataclass(frozen=True)
-class OverdueGate:
-    """What an overdue reminder says: whose gate, for which task, how many approvals are missing, and by when."""
-
-    task: str
-    title: str | None
-    approver_role: str
-    due_at: datetime
-    expires_at: datetime | None
-    missing: int
-    entity: str
-    period: str
-
-
-async def overdue_gate(conn: AsyncConnection[Any], gate_id: str) -> OverdueGate | None:
-    async with conn.cursor(row_factory=class_row(OverdueGate)) as cur:
-        await cur.execute(
-            "SELECT g.task, t.title, g.approver_role, g.due_at, g.expires_at, (g.quorum - s.approvals)::int AS missing,"
-            " c.entity, c.period"
-            " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
-            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
-            " WHERE g.gate_id = %s",
-            (gate_id,),
-        )
-        return await cur.fetchone()

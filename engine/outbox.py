@@ -1,7 +1,8 @@
 """The outbox: messages to chat platforms, written in the same transaction as the fact they announce.
 
 A gate's card is enqueued once per configured channel (UNIQUE per gate, platform and channel); card updates are
-enqueued under a key that includes the gate state they show, so a state is announced once.
+enqueued under a key that includes the gate state they show (`records.gates.card_state`, the one definition the
+deliverer also stores as a card's rendered state), so a state is announced once.
 
 A row carries facts, never text to post: the gate, the message kind and, for a notice, a template name from
 NOTICE_TEMPLATES with its arguments (ids and numbers). The deliverer renders every message from the tables through
@@ -22,6 +23,9 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
+
+from records.gates import card_state
+from records.states import OutboxKind, OutboxStatus
 
 MAX_ATTEMPTS = 8
 MAX_BACKOFF_S = 300.0
@@ -85,7 +89,12 @@ async def enqueue_gate_cards(
     conn: AsyncConnection[Any], *, close_id: str, gate_id: str, channels: tuple[ChannelTarget, ...]
 ) -> None:
     await _enqueue_per_channel(
-        conn, key=f"gate_card:{gate_id}", kind="gate_card", channels=channels, close_id=close_id, gate_id=gate_id
+        conn,
+        key=f"gate_card:{gate_id}",
+        kind=OutboxKind.GATE_CARD,
+        channels=channels,
+        close_id=close_id,
+        gate_id=gate_id,
     )
 
 
@@ -110,7 +119,7 @@ async def enqueue_notices(
     await _enqueue_per_channel(
         conn,
         key=key,
-        kind="notice",
+        kind=OutboxKind.NOTICE,
         channels=channels,
         close_id=close_id,
         gate_id=gate_id,
@@ -152,8 +161,14 @@ class PostedCard:
     close_id: str | None
     platform: str
     channel: str
-    state: str
+    status: str
+    approvals: int
+    rejections: int
     last_rendered: str | None
+
+    @property
+    def state(self) -> str:
+        return card_state(self.status, self.approvals, self.rejections)
 
 
 async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None = None) -> list[int]:
@@ -161,7 +176,7 @@ async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None =
     async with conn.cursor(row_factory=class_row(PostedCard)) as cur:
         await cur.execute(
             "SELECT o.gate_id::text AS gate_id, o.close_id::text AS close_id, o.platform, o.channel,"
-            "       s.status || ':' || s.approvals || ':' || s.rejections AS state,"
+            "       s.status, s.approvals::int AS approvals, s.rejections::int AS rejections,"
             "       (SELECT u.rendered_state FROM outbox_message u"
             "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
             "           AND u.kind IN ('gate_card', 'card_update') AND u.status = 'sent'"
@@ -173,17 +188,18 @@ async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None =
         cards = await cur.fetchall()
     created = []
     for card in cards:
-        if card.state == card.last_rendered:
+        state = card.state
+        if state == card.last_rendered:
             continue
         new_id = await enqueue(
             conn,
-            dedupe_key=f"card_update:{card.gate_id}:{card.platform}:{card.channel}:{card.state}",
+            dedupe_key=f"card_update:{card.gate_id}:{card.platform}:{card.channel}:{state}",
             platform=card.platform,
             channel=card.channel,
-            kind="card_update",
+            kind=OutboxKind.CARD_UPDATE,
             close_id=card.close_id,
             gate_id=card.gate_id,
-            payload={"state": card.state},
+            payload={"state": state},
         )
         if new_id is not None:
             created.append(new_id)
@@ -262,19 +278,19 @@ async def mark_retry(
     error: str,
     retry_after_s: float | None = None,
     holder: str | None = None,
-) -> str:
+) -> OutboxStatus:
     """Schedule another attempt, or give up after MAX_ATTEMPTS. Returns the new status."""
     attempts = message.attempts + 1
     if attempts >= MAX_ATTEMPTS:
         await mark_failed(conn, message.message_id, error=f"gave up after {attempts} attempts: {error}", holder=holder)
-        return "failed"
+        return OutboxStatus.FAILED
     await conn.execute(
         "UPDATE outbox_message SET attempts = %s, last_error = %s, claimed_by = NULL, claimed_until = NULL,"
         " next_attempt_at = now() + make_interval(secs => %s)"
         " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
         (attempts, error[:1000], backoff_s(attempts - 1, retry_after_s), message.message_id, holder, holder),
     )
-    return "pending"
+    return OutboxStatus.PENDING
 
 
 async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str, holder: str | None = None) -> None:

@@ -19,6 +19,8 @@ from engine.lifecycle import RunState, TaskState
 from engine.outbox import failed_deliveries
 from engine.supervisor import move_run
 from policy import Policy, Workflow
+from records.gates import GateRecord, read_gates_of_close
+from records.states import GateStatus
 
 
 def _app_version() -> str:
@@ -145,16 +147,16 @@ async def load_close(conn: AsyncConnection[Any], close_id: str) -> CloseRecord:
 
 
 async def latest_close_id(conn: AsyncConnection[Any], entity: str | None = None) -> str | None:
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         if entity is None:
-            await cur.execute("SELECT close_id FROM close_run ORDER BY created_at DESC, close_id LIMIT 1")
+            await cur.execute("SELECT close_id::text FROM close_run ORDER BY created_at DESC, close_id LIMIT 1")
         else:
             await cur.execute(
-                "SELECT close_id FROM close_run WHERE entity = %s ORDER BY created_at DESC, close_id LIMIT 1",
+                "SELECT close_id::text FROM close_run WHERE entity = %s ORDER BY created_at DESC, close_id LIMIT 1",
                 (entity,),
             )
-        row = await cur.fetchone()
-    return str(row[0]) if row else None
+        close_id: str | None = await cur.fetchone()
+    return close_id
 
 
 async def runnable_close_ids(conn: AsyncConnection[Any], only: str | None = None) -> list[str]:
@@ -177,10 +179,10 @@ async def count_closes_with_entity_prefix(conn: AsyncConnection[Any], prefix: st
 
 
 async def find_close(conn: AsyncConnection[Any], entity: str, period: str) -> str | None:
-    async with conn.cursor() as cur:
-        await cur.execute("SELECT close_id FROM close_run WHERE entity = %s AND period = %s", (entity, period))
-        row = await cur.fetchone()
-    return str(row[0]) if row else None
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT close_id::text FROM close_run WHERE entity = %s AND period = %s", (entity, period))
+        close_id: str | None = await cur.fetchone()
+    return close_id
 
 
 async def start_close(
@@ -199,7 +201,7 @@ async def start_close(
     close_id = str(uuid.uuid4())
     try:
         async with conn.transaction():
-            async with conn.cursor() as cur:
+            async with conn.cursor(row_factory=scalar_row) as cur:
                 await cur.execute(
                     "INSERT INTO accounting_period (entity, period) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                     (entity, period),
@@ -207,8 +209,7 @@ async def start_close(
                 await cur.execute(
                     "SELECT status FROM accounting_period WHERE entity = %s AND period = %s", (entity, period)
                 )
-                row = await cur.fetchone()
-                if row is not None and row[0] == "closed":
+                if await cur.fetchone() == "closed":
                     raise PeriodClosed(entity, period)
                 await cur.execute(
                     "INSERT INTO close_run (close_id, entity, period, book_set_id, policy_digest, checklist_digest,"
@@ -220,8 +221,7 @@ async def start_close(
                     [(close_id, task_id, workflow.title_of(task_id)) for task_id in workflow.topological_order()],
                 )
                 await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
-                manifest_row = await cur.fetchone()
-            manifest = manifest_row[0] if manifest_row else {}
+                manifest = await cur.fetchone() or {}
             version_set = {
                 "app_version": _app_version(),
                 "risk_yaml_sha256": policy.digest,
@@ -254,79 +254,81 @@ async def start_close(
     return close_id
 
 
+@dataclass(frozen=True)
+class _TaskOutcome:
+    status: TaskState
+    reason: str | None
+    task: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", TaskState(self.status))
+
+
+_STOPPED = (TaskState.REJECTED, TaskState.FAILED)
+
+
+def derive_run_state(
+    statuses: set[TaskState], tasks: Sequence[_TaskOutcome], open_gates: int
+) -> tuple[RunState, str | None]:
+    """A run's status and its reason, from its tasks' statuses and how many of its gates are open. Pure."""
+    if statuses == {TaskState.DONE}:
+        return RunState.CLOSED, None
+    if statuses & set(_STOPPED):
+        return RunState.BLOCKED, "; ".join(f"{t.task}: {t.reason}" for t in tasks if t.status in _STOPPED)
+    if TaskState.HALTED in statuses:
+        return RunState.HALTED, "; ".join(f"{t.task}: {t.reason}" for t in tasks if t.status is TaskState.HALTED)
+    if open_gates:
+        return RunState.AWAITING_APPROVAL, None
+    return RunState.RUNNING, None
+
+
 async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor: str) -> str:
     """Derive the close's status from its tasks and gates and store it when it changed."""
     async with conn.transaction():
-        async with conn.cursor() as cur:
+        async with conn.cursor(row_factory=class_row(_TaskOutcome)) as cur:
             await cur.execute("SELECT status, reason, task FROM close_task WHERE close_id = %s FOR UPDATE", (close_id,))
             tasks = await cur.fetchall()
-            await cur.execute("SELECT count(*) FROM gate_state WHERE close_id = %s AND status = 'open'", (close_id,))
-            open_row = await cur.fetchone()
-            open_gates = int(open_row[0]) if open_row else 0
-            statuses = {t[0] for t in tasks}
-            reason = None
-            if statuses == {"done"}:
-                status = "closed"
-            elif statuses & {"rejected", "failed"}:
-                status = "blocked"
-                reason = "; ".join(f"{t[2]}: {t[1]}" for t in tasks if t[0] in ("rejected", "failed"))
-            elif "halted" in statuses:
-                status = "halted"
-                reason = "; ".join(f"{t[2]}: {t[1]}" for t in tasks if t[0] == "halted")
-            elif open_gates:
-                status = "awaiting_approval"
-            else:
-                status = "running"
-        changed = await move_run(conn, close_id, RunState(status), reason=reason)
+        async with conn.cursor(row_factory=scalar_row) as cur:
+            await cur.execute(
+                "SELECT count(*) FROM gate_state WHERE close_id = %s AND status = %s", (close_id, GateStatus.OPEN)
+            )
+            open_gates = int(await cur.fetchone() or 0)
+        status, reason = derive_run_state({t.status for t in tasks}, tasks, open_gates)
+        changed = await move_run(conn, close_id, status, reason=reason)
         if changed:
             await append_event(
                 conn,
                 actor=actor,
                 close_id=close_id,
                 kind="close_status",
-                payload={"status": status, "reason": reason},
+                payload={"status": status.value, "reason": reason},
             )
     return status
+
+
+@dataclass(frozen=True)
+class TaskStatusLine:
+    """One task as `close status` shows it."""
+
+    task: str
+    title: str | None
+    status: str
+    attempt: int
+    reason: str | None
 
 
 async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, Any]:
     """The documented `close status --json` shape."""
     close = await load_close(conn, close_id)
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=class_row(TaskStatusLine)) as cur:
         await cur.execute(
-            "SELECT task, status, attempt, reason, updated_at, title FROM close_task WHERE close_id = %s",
-            (close.close_id,),
+            "SELECT task, title, status, attempt, reason FROM close_task WHERE close_id = %s", (close.close_id,)
         )
-        tasks_by_name = {r[0]: r for r in await cur.fetchall()}
+        tasks = await cur.fetchall()
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute("SELECT status_reason FROM close_run WHERE close_id = %s", (close.close_id,))
-        reason_row = await cur.fetchone()
-        await cur.execute(
-            "SELECT s.gate_id, s.task, s.attempt, s.kind, s.tier, s.quorum, s.status, g.approver_role, g.rule,"
-            " g.opened_at, g.due_at, s.approvals, g.prepared_by, g.requested_by, g.expires_at, s.overdue, t.title"
-            " FROM gate_state s JOIN gate g USING (gate_id)"
-            " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
-            " WHERE s.close_id = %s ORDER BY g.opened_at, s.gate_id",
-            (close.close_id,),
-        )
-        gate_rows = await cur.fetchall()
-        await cur.execute(
-            "SELECT d.gate_id, d.principal_id, p.display_name, d.decision, d.reason, d.decided_at, d.channel"
-            " FROM gate_decision d JOIN gate g USING (gate_id) JOIN principal p USING (principal_id)"
-            " WHERE g.close_id = %s ORDER BY d.decided_at, d.decision_id",
-            (close.close_id,),
-        )
-        decisions: dict[str, list[dict[str, Any]]] = {}
-        for d in await cur.fetchall():
-            decisions.setdefault(str(d[0]), []).append(
-                {
-                    "principal": d[1],
-                    "name": d[2],
-                    "decision": d[3],
-                    "reason": d[4],
-                    "decided_at": d[5].isoformat(),
-                    "channel": d[6],
-                }
-            )
+        status_reason: str | None = await cur.fetchone()
+    gates = await read_gates_of_close(conn, close.close_id)
     deliveries_failed = await failed_deliveries(conn, close.close_id)
     dead = await dead_letters(conn, close.close_id)
     return {
@@ -334,40 +336,51 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
         "entity": close.entity,
         "period": close.period,
         "status": close.status,
-        "status_reason": reason_row[0] if reason_row else None,
+        "status_reason": status_reason,
         "tasks": [
             {
-                "task": name,
-                "title": tasks_by_name[name][5] or name,
-                "status": tasks_by_name[name][1],
-                "attempt": int(tasks_by_name[name][2]),
-                "reason": tasks_by_name[name][3],
+                "task": t.task,
+                "title": t.title or t.task,
+                "status": t.status,
+                "attempt": int(t.attempt),
+                "reason": t.reason,
             }
-            for name in tasks_by_name
+            for t in tasks
         ],
-        "gates": [
-            {
-                "gate_id": str(g[0]),
-                "task": g[1],
-                "title": g[16] or g[1],
-                "attempt": int(g[2]),
-                "kind": g[3],
-                "tier": g[4],
-                "quorum": int(g[5]),
-                "status": g[6],
-                "approver_role": g[7],
-                "rule": g[8],
-                "opened_at": g[9].isoformat(),
-                "due_at": g[10].isoformat(),
-                "approvals": int(g[11]),
-                "prepared_by": g[12],
-                "requested_by": list(g[13]),
-                "expires_at": g[14].isoformat() if g[14] else None,
-                "overdue": bool(g[15]),
-                "decisions": decisions.get(str(g[0]), []),
-            }
-            for g in gate_rows
-        ],
+        "gates": [_gate_status(gate) for gate in gates],
         "deliveries_failed": deliveries_failed,
         "dead_letters": dead,
+    }
+
+
+def _gate_status(gate: GateRecord) -> dict[str, Any]:
+    return {
+        "gate_id": gate.gate_id,
+        "task": gate.task,
+        "title": gate.title or gate.task,
+        "attempt": gate.attempt,
+        "kind": gate.kind,
+        "tier": gate.tier,
+        "quorum": gate.quorum,
+        "status": gate.status.value,
+        "approver_role": gate.approver_role,
+        "rule": gate.rule,
+        "opened_at": gate.opened_at.isoformat(),
+        "due_at": gate.due_at.isoformat(),
+        "approvals": gate.approvals,
+        "prepared_by": gate.prepared_by,
+        "requested_by": list(gate.requested_by),
+        "expires_at": gate.expires_at.isoformat() if gate.expires_at else None,
+        "overdue": bool(gate.overdue),
+        "decisions": [
+            {
+                "principal": d.principal_id,
+                "name": d.display_name,
+                "decision": d.decision.value,
+                "reason": d.reason,
+                "decided_at": d.decided_at.isoformat(),
+                "channel": d.channel,
+            }
+            for d in gate.decisions
+        ],
     }

@@ -1,0 +1,57 @@
+"""The states the tables store, as StrEnums whose values are the stored strings. Pure: no I/O.
+
+A StrEnum member equals its string, so rows read as plain text compare equal to these, and the database's CHECKs
+and views (migrations 0002, 0003, 0009) keep using the same words.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class GateStatus(StrEnum):
+    """A gate's outcome as the `gate_state` view derives it from the decisions recorded on it."""
+
+    OPEN = "open"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+DECIDED = frozenset({GateStatus.APPROVED, GateStatus.REJECTED})
+
+
+class Decision(StrEnum):
+    """What a person decided on a gate (`gate_decision.decision`)."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+
+    @property
+    def outcome(self) -> GateStatus:
+        """The gate status this decision leads to once it is decisive."""
+        return GateStatus.APPROVED if self is Decision.APPROVE else GateStatus.REJECTED
+
+
+class OutboxStatus(StrEnum):
+    """Where an outbox message is in its delivery (`outbox_message.status`)."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class OutboxKind(StrEnum):
+    """What an outbox message announces (`outbox_message.kind`)."""
+
+    GATE_CARD = "gate_card"
+    CARD_UPDATE = "card_update"
+    NOTICE = "notice"
+
+
+class PrincipalKind(StrEnum):
+    """Who a principal is (`principal.kind`): only humans decide gates."""
+
+    HUMAN = "human"
+    MACHINE = "machine"
