@@ -355,8 +355,9 @@ async def _loaded_before(conn: AsyncConnection[Any], entity: str, period: str, d
 
 def _checked_accounts(books_dir: Path) -> Iterator[tuple[object, ...]]:
     for row in read_rows(books_dir / ACCOUNTS.file, ACCOUNTS.columns):
-        if row[2] not in ACCOUNT_TYPES:
-            raise BooksError(ACCOUNTS.file, "type", f"{row[2]!r} is not one of {sorted(ACCOUNT_TYPES)}")
+        _account, _name, account_type, _subtype = row
+        if account_type not in ACCOUNT_TYPES:
+            raise BooksError(ACCOUNTS.file, "type", f"{account_type!r} is not one of {sorted(ACCOUNT_TYPES)}")
         yield row
 
 

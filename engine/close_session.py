@@ -44,9 +44,8 @@ class CloseSession:
                     await cur.execute("SELECT pg_advisory_lock(%s)", (self._key,))
                     locked = True
                 else:
-                    await cur.execute("SELECT pg_try_advisory_lock(%s)", (self._key,))
-                    row = await cur.fetchone()
-                    locked = bool(row and row[0])
+                    await cur.execute("SELECT pg_try_advisory_lock(%s) AS locked", (self._key,))
+                    (locked,) = await cur.fetchone() or (False,)
         except BaseException:
             await held.__aexit__(None, None, None)
             raise

@@ -443,13 +443,13 @@ async def replay_dead_letter(conn: AsyncConnection[Any], dispatch_id: int, *, ac
     async with conn.transaction(), conn.cursor() as cur:
         await cur.execute(
             "UPDATE dispatch SET status = 'failed', failures = 0, next_attempt_at = NULL, dead_lettered_at = NULL"
-            " WHERE dispatch_id = %s AND status = 'dead' RETURNING close_id, task",
+            " WHERE dispatch_id = %s AND status = 'dead' RETURNING close_id::text, task",
             (dispatch_id,),
         )
         row = await cur.fetchone()
         if row is None:
             raise NotDeadLettered(dispatch_id)
-        close_id, task = str(row[0]), str(row[1])
+        close_id, task = row
         if not await move_task(
             conn,
             close_id,

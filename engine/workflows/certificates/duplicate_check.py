@@ -55,7 +55,8 @@ def best_hold(candidate: Certificate, earlier: list[Certificate], thresholds: Th
     submission = submission_of(candidate)
     if submission.amount_due_minor <= 0:
         return None  # nothing would be paid twice
-    best: tuple[Decimal, DuplicateHold] | None = None
+    best: DuplicateHold | None = None
+    best_rank: Decimal | None = None
     for other in earlier:
         previous = submission_of(other)
         if previous.vendor_key != submission.vendor_key:
@@ -66,11 +67,9 @@ def best_hold(candidate: Certificate, earlier: list[Certificate], thresholds: Th
         if not is_duplicate(found, thresholds):
             continue
         rank = Decimal(1) + found.similarity if found.same_invoice else found.similarity
-        if best is None or rank > best[0]:
-            best = (
-                rank,
-                DuplicateHold(
-                    submission.certificate, previous.certificate, found.other_line, found.overlap_minor, found
-                ),
+        if best_rank is None or rank > best_rank:
+            best_rank = rank
+            best = DuplicateHold(
+                submission.certificate, previous.certificate, found.other_line, found.overlap_minor, found
             )
-    return None if best is None else best[1]
+    return best

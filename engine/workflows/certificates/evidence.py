@@ -12,12 +12,12 @@ from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
 
 from certificates import Certificate, Contract
 from engine.construction import CertificateRecord, ContractRecord, certificate_record, contract_record
 from engine.runs import task_rows
 from engine.workflows.base import TaskContext
+from engine.workflows.certificates.queries import run_manifest
 from engine.workflows.certificates.stages import STAGES
 
 CENT = Decimal("0.01")
@@ -25,11 +25,6 @@ CENT = Decimal("0.01")
 
 class RunEvidenceMissing(LookupError):
     """The run's book set does not name loaded construction evidence (not a payment run, or a broken one)."""
-
-
-@dataclass(frozen=True)
-class RunManifest:
-    manifest: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -43,10 +38,7 @@ class RunEvidence:
 
 async def run_evidence(conn: AsyncConnection[Any], tc: TaskContext) -> RunEvidence:
     """The certificate and contract the run started on, parsed by the domain."""
-    async with conn.cursor(row_factory=class_row(RunManifest)) as cur:
-        await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (tc.close.book_set_id,))
-        row = await cur.fetchone()
-    manifest = row.manifest if row is not None else {}
+    manifest = await run_manifest(conn, tc.close.book_set_id)
     set_id, certificate_id = manifest.get("construction_set_id"), manifest.get("certificate_id")
     if not isinstance(set_id, int) or not isinstance(certificate_id, str):
         raise RunEvidenceMissing(f"run {tc.close.close_id}: its book set names no construction certificate")

@@ -8,11 +8,11 @@ from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import scalar_row
 
 from audit.trace import append_event
 from engine.workflows.base import TaskContext, TaskHandler
 from engine.workflows.certificates.evidence import run_escalation, stage_results
+from engine.workflows.certificates.queries import approval_gate_id, insert_certification
 from engine.workflows.certificates.stages import ADJUDICATION, CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
 
 CERTIFICATE_KEY = "certificate"
@@ -100,27 +100,17 @@ class Payment(TaskHandler):
     async def complete(self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]) -> list[str]:
         """Certify the certificate through the gate the approvers decided (the database checks gate and amount)."""
         certificate = result[CERTIFICATE_KEY]
-        async with conn.cursor(row_factory=scalar_row) as cur:
-            await cur.execute(
-                "SELECT gate_id::text FROM gate"
-                " WHERE close_id = %s AND task = %s AND attempt = %s AND kind = 'approval'",
-                (tc.close.close_id, tc.task.id, tc.attempt),
-            )
-            gate_id: str | None = await cur.fetchone()
-            if gate_id is None:
-                raise NoPaymentGate(f"{result['certificate_id']}: no approval gate for attempt {tc.attempt}")
-            await cur.execute(
-                "INSERT INTO payment_certification (certificate_id, set_id, close_id, gate_id, amount, currency)"
-                " SELECT %s, (b.manifest->>'construction_set_id')::bigint, r.close_id, %s, %s, %s"
-                " FROM close_run r JOIN book_set b USING (book_set_id) WHERE r.close_id = %s",
-                (
-                    result["certificate_id"],
-                    gate_id,
-                    Decimal(certificate["amount_to_certify"]),
-                    certificate["currency"],
-                    tc.close.close_id,
-                ),
-            )
+        gate_id = await approval_gate_id(conn, tc.close.close_id, tc.task.id, tc.attempt)
+        if gate_id is None:
+            raise NoPaymentGate(f"{result['certificate_id']}: no approval gate for attempt {tc.attempt}")
+        await insert_certification(
+            conn,
+            certificate_id=result["certificate_id"],
+            close_id=tc.close.close_id,
+            gate_id=gate_id,
+            amount=Decimal(certificate["amount_to_certify"]),
+            currency=certificate["currency"],
+        )
         await append_event(
             conn,
             actor=tc.actor,

@@ -7,17 +7,14 @@ certificate's SHA-256, manifest naming the construction set, the certificate and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 
 from engine.construction import certificate_record, certificates_in_set, construction_set, contract_record
 from engine.runs import start_close
-from engine.workflows.certificates.stages import RECONSTRUCTION, STAGES, WORKFLOW
+from engine.workflows.certificates.queries import insert_run_book_set, payment_run_rows
+from engine.workflows.certificates.stages import WORKFLOW
 from policy import Policy, Workflow
 
 MANIFEST_KIND = "payment_certificate"
@@ -53,29 +50,15 @@ async def register_run_book_set(conn: AsyncConnection[Any], *, set_id: int, cert
         "certificate_id": record.certificate_id,
         "contract_id": record.contract_id,
     }
-    async with conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (entity, period, digest) DO NOTHING RETURNING book_set_id",
-            (
-                record.certificate_id,
-                record.period,
-                currency,
-                f"construction:{loaded.digest}",
-                Jsonb(manifest),
-                record.sha256,
-            ),
-        )
-        inserted: int | None = await cur.fetchone()
-        if inserted is not None:
-            return inserted
-        await cur.execute(
-            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s AND digest = %s",
-            (record.certificate_id, record.period, record.sha256),
-        )
-        found: int | None = await cur.fetchone()
-    assert found is not None
-    return found
+    return await insert_run_book_set(
+        conn,
+        entity=record.certificate_id,
+        period=record.period,
+        currency=currency,
+        source=f"construction:{loaded.digest}",
+        manifest=manifest,
+        digest=record.sha256,
+    )
 
 
 async def start_payment_run(
@@ -133,71 +116,11 @@ async def start_payment_runs(
     ]
 
 
-@dataclass(frozen=True)
-class PaymentRunRow:
-    close_id: str
-    certificate_id: str
-    contract_id: str
-    number: int
-    period: str
-    set_id: int
-    run_status: str
-    stage: str | None
-    stage_status: str | None
-    amount_to_certify: str | None
-    currency: str
-    gate_tier: str | None
-    gate_status: str | None
-    escalation: str | None
-    certified_amount: Decimal | None
-
-
-STATUS_QUERY = """
-SELECT r.close_id::text, r.entity AS certificate_id, c.contract_id, c.number, r.period,
-       (b.manifest->>'construction_set_id')::bigint AS set_id, r.status AS run_status,
-       stage.task AS stage, stage.status AS stage_status,
-       recon.result->>'amount_to_certify' AS amount_to_certify, b.currency::text AS currency,
-       gate.tier AS gate_tier, gate.status AS gate_status,
-       (SELECT t.escalation FROM close_task t WHERE t.close_id = r.close_id AND t.escalation IS NOT NULL
-         ORDER BY t.updated_at LIMIT 1) AS escalation,
-       p.amount AS certified_amount
-  FROM close_run r
-  JOIN book_set b ON b.book_set_id = r.book_set_id AND b.manifest->>'kind' = %(kind)s
-  JOIN construction_certificate c
-    ON c.set_id = (b.manifest->>'construction_set_id')::bigint AND c.certificate_id = r.entity
-  LEFT JOIN close_task recon ON recon.close_id = r.close_id AND recon.task = %(reconstruction)s
-  LEFT JOIN LATERAL (
-      SELECT t.task, t.status FROM close_task t
-       WHERE t.close_id = r.close_id AND t.status <> 'done'
-       ORDER BY array_position(%(stages)s::text[], t.task) LIMIT 1) stage ON true
-  LEFT JOIN LATERAL (
-      SELECT s.tier, s.status FROM gate_state s JOIN gate g USING (gate_id)
-       WHERE s.close_id = r.close_id ORDER BY g.opened_at DESC, s.gate_id LIMIT 1) gate ON true
-  LEFT JOIN payment_certification p ON p.certificate_id = r.entity AND p.close_id = r.close_id
- WHERE r.workflow = %(workflow)s
-   AND (%(set_id)s::bigint IS NULL OR (b.manifest->>'construction_set_id')::bigint = %(set_id)s::bigint)
-   AND (%(period)s::text IS NULL OR r.period = %(period)s::text)
- ORDER BY c.submitted_on, c.contract_id, c.number, c.certificate_id
-"""
-
-
 async def payment_run_status(
     conn: AsyncConnection[Any], *, set_id: int | None = None, period: str | None = None
 ) -> list[dict[str, Any]]:
     """Every payment run (of the set and period, when given) in submission order, as the status command shows it."""
-    async with conn.cursor(row_factory=class_row(PaymentRunRow)) as cur:
-        await cur.execute(
-            STATUS_QUERY,
-            {
-                "kind": MANIFEST_KIND,
-                "stages": list(STAGES),
-                "reconstruction": RECONSTRUCTION,
-                "workflow": WORKFLOW,
-                "set_id": set_id,
-                "period": period,
-            },
-        )
-        rows = await cur.fetchall()
+    rows = await payment_run_rows(conn, manifest_kind=MANIFEST_KIND, set_id=set_id, period=period)
     return [
         {
             "close_id": row.close_id,

@@ -130,7 +130,7 @@ async def subledger_input(conn: AsyncConnection[Any], book_set_id: int, policy: 
     controls = await _accounts_by_subtype(conn, book_set_id, subtype)
     if len(controls) != 1:
         raise ValueError(f"books must have exactly one {subtype} account, found {controls}")
-    control = controls[0]
+    (control,) = controls
     (totals,) = await _rows(
         conn,
         SubledgerTotal,

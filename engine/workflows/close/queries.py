@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
+from psycopg.rows import class_row, scalar_row
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,13 @@ class JournalLine:
 
 async def latest_feed_loader(conn: AsyncConnection[Any], book_set_id: int) -> str | None:
     """Who loaded the newest bank feed of the book set, if anyone did."""
-    async with conn.cursor() as cur:
+    async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "SELECT loaded_by FROM bank_feed WHERE book_set_id = %s ORDER BY feed_version DESC LIMIT 1",
             (book_set_id,),
         )
-        row = await cur.fetchone()
-    return str(row[0]) if row is not None else None
+        loaded_by: str | None = await cur.fetchone()
+    return loaded_by
 
 
 async def task_summary(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
