@@ -8,6 +8,7 @@ approver is the reason's owner in policy; work that was ever escalated needs a h
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -33,7 +34,7 @@ from engine.postings import PostingRefused
 from engine.runs import CloseRecord, lock_task, task_rows
 from engine.supervisor import move_task
 from engine.workflows import Escalate, TaskContext, TaskHandler
-from policy import EscalationReason, Workflow, derive_escalation_gate, derive_gate
+from policy import EscalationReason, GateRequirement, Workflow, derive_escalation_gate, derive_gate
 
 
 async def run_ready_tasks(
@@ -133,16 +134,34 @@ async def _perform(session: CloseSession, ctx: EngineContext, tc: TaskContext, h
 
 async def _back_to_pending(conn: AsyncConnection[Any], tc: TaskContext, reason: str) -> None:
     async with conn.transaction():
-        await move_task(
-            conn, tc.close.close_id, tc.task.id, TaskState.PENDING, expect=(TaskState.RUNNING,), reason=reason
-        )
+        await _leave_running(conn, tc, TaskState.PENDING, reason=reason)
+
+
+async def _leave_running(
+    conn: AsyncConnection[Any],
+    tc: TaskContext,
+    to: TaskState,
+    *,
+    result: Mapping[str, Any] | None = None,
+    reason: str | None = None,
+    escalation: str | None = None,
+) -> bool:
+    """Move the running task to `to` (storing its result, reason and escalation); False when it was not running."""
+    return await move_task(
+        conn,
+        tc.close.close_id,
+        tc.task.id,
+        to,
+        expect=(TaskState.RUNNING,),
+        result=result,
+        reason=reason,
+        escalation=escalation,
+    )
 
 
 async def _fail(conn: AsyncConnection[Any], ctx: EngineContext, tc: TaskContext, reason: str) -> None:
     async with conn.transaction():
-        await move_task(
-            conn, tc.close.close_id, tc.task.id, TaskState.FAILED, expect=(TaskState.RUNNING,), reason=reason[:500]
-        )
+        await _leave_running(conn, tc, TaskState.FAILED, reason=reason[:500])
         await append_event(
             conn,
             actor=ctx.actor,
@@ -170,15 +189,8 @@ async def escalate(
     detail = escalation.detail[:500]
     requesters = await handler.requesters(conn, tc)
     async with conn.transaction():
-        if not await move_task(
-            conn,
-            tc.close.close_id,
-            tc.task.id,
-            TaskState.HALTED,
-            expect=(TaskState.RUNNING,),
-            result=result,
-            reason=detail,
-            escalation=escalation.reason.value,
+        if not await _leave_running(
+            conn, tc, TaskState.HALTED, result=result, reason=detail, escalation=escalation.reason.value
         ):
             report.steps.append(f"{tc.task.id}: result already recorded by another worker")
             return
@@ -196,22 +208,12 @@ async def escalate(
             },
         )
         requirement = derive_escalation_gate(ctx.policy, tc.task, escalation.reason, detail)
-        gate_id = await open_gate(
-            conn,
-            close_id=tc.close.close_id,
-            task=tc.task.id,
-            attempt=tc.attempt,
-            requirement=requirement,
-            summary={
-                "reason": detail,
-                "escalation": escalation.reason.value,
-                "result": handler.gate_summary(result or {}),
-            },
-            prepared_by=prepared_by,
-            requested_by=requesters,
-            actor=ctx.actor,
-        )
-        await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
+        summary = {
+            "reason": detail,
+            "escalation": escalation.reason.value,
+            "result": handler.gate_summary(result or {}),
+        }
+        gate_id = await _open_gate_with_cards(conn, ctx, tc, requirement, summary, prepared_by, requesters)
     report.steps.append(f"{tc.task.id}: HALTED: {detail} (escalation {escalation.reason.value}, gate {gate_id})")
 
 
@@ -250,36 +252,51 @@ async def _record_result(
             findings=handler.gate_findings(result),
         )
         if requirement is None:
-            await move_task(
-                conn, tc.close.close_id, tc.task.id, TaskState.RUNNING, expect=(TaskState.RUNNING,), result=result
-            )
+            await _leave_running(conn, tc, TaskState.RUNNING, result=result)
             await complete_task(conn, ctx, tc, handler, result, report)
             report.steps.append(f"{tc.task.id}: done (no gate required by policy)")
             return True
-        await move_task(
+        await _leave_running(conn, tc, TaskState.AWAITING_GATE, result=result, reason=requirement.rule)
+        gate_id = await _open_gate_with_cards(
             conn,
-            tc.close.close_id,
-            tc.task.id,
-            TaskState.AWAITING_GATE,
-            expect=(TaskState.RUNNING,),
-            result=result,
-            reason=requirement.rule,
-        )
-        gate_id = await open_gate(
-            conn,
-            close_id=tc.close.close_id,
-            task=tc.task.id,
-            attempt=tc.attempt,
-            requirement=requirement,
-            summary=handler.gate_summary(result),
-            prepared_by=_prepared_by(ctx, tc),
-            requested_by=await handler.requesters(conn, tc),
-            actor=ctx.actor,
+            ctx,
+            tc,
+            requirement,
+            handler.gate_summary(result),
+            _prepared_by(ctx, tc),
+            await handler.requesters(conn, tc),
             amount=amount,
         )
-        await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
     report.steps.append(f"{tc.task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
     return True
+
+
+async def _open_gate_with_cards(
+    conn: AsyncConnection[Any],
+    ctx: EngineContext,
+    tc: TaskContext,
+    requirement: GateRequirement,
+    summary: dict[str, Any],
+    prepared_by: str,
+    requested_by: list[str],
+    *,
+    amount: Decimal | None = None,
+) -> str:
+    """Open the task attempt's gate and enqueue its card for every configured channel; returns the gate id."""
+    gate_id = await open_gate(
+        conn,
+        close_id=tc.close.close_id,
+        task=tc.task.id,
+        attempt=tc.attempt,
+        requirement=requirement,
+        summary=summary,
+        prepared_by=prepared_by,
+        requested_by=requested_by,
+        actor=ctx.actor,
+        amount=amount,
+    )
+    await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
+    return gate_id
 
 
 async def complete_task(
