@@ -24,7 +24,8 @@ from engine.lifecycle import (
     TaskState,
     check_transition,
 )
-from policy import EscalationReason
+from policy import APPROVAL, EscalationReason
+from records.states import GateStatus
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ async def _check_escalation_rules(
     if (
         to is TaskState.DONE
         and source == TaskState.AWAITING_GATE
-        and not await _gate_applied_with(conn, close_id, task, attempt, kind="approval", status="approved")
+        and not await _gate_applied_with(conn, close_id, task, attempt, kind=APPROVAL, status=GateStatus.APPROVED)
     ):
         raise IllegalTransition(Machine.TASK, source, to, f"no applied, approved approval gate for attempt {attempt}")
     if (
