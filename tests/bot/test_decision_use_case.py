@@ -19,6 +19,7 @@ from countersign.runtime import engine_context
 from engine.orchestrator import advance
 from engine.outbox import enqueue_card_updates
 from engine.runs import close_status
+from records.gates import read_gate
 from services.decide import DecisionRefused, PlatformIdentity, decide_gate
 from tests.bot.conftest import PEOPLE, TEAM, wait_until
 from tests.support import count, post_decision, start_default_close
@@ -155,3 +156,37 @@ async def test_a_signed_callback_updates_the_posted_cards_too(
     assert await count(conn, CARD_UPDATES, posted_gate) >= 1
     await wait_until(lambda: len(fake_slack.calls_to("chat.update")) == 1)
     assert "Alice Chen" in json.dumps(fake_slack.calls_to("chat.update")[0].params)
+
+
+async def test_the_card_state_key_is_the_one_the_deliverer_stores(
+    conn: Any, callbacks_conn: Any, posted_gate: str
+) -> None:
+    """The outbox (which card moved on) and the deliverer (what a sent card shows) key a card's state by one
+    definition, `records.gates.card_state`: a posted card is announced again only once its gate has moved on."""
+    gate = await read_gate(conn, posted_gate)
+    assert gate is not None and gate.card_state == "open:0:0"
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT DISTINCT rendered_state FROM outbox_message WHERE kind = 'gate_card' AND gate_id = %s",
+            (posted_gate,),
+        )
+        assert await cur.fetchall() == [(gate.card_state,)]
+    assert await enqueue_card_updates(conn, posted_gate) == []  # nothing moved on: nothing announced
+    decided = await decide_gate(
+        callbacks_conn,
+        ALICE_ON_SLACK,
+        gate_id=posted_gate,
+        decision="approve",
+        reason="reviewed",
+        nonce="n-key",
+        on_recorded=enqueue_card_updates,
+    )
+    moved = await read_gate(conn, posted_gate)
+    assert moved is not None and moved.card_state != gate.card_state
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT DISTINCT payload->>'state' FROM outbox_message WHERE kind = 'card_update' AND gate_id = %s",
+            (posted_gate,),
+        )
+        assert await cur.fetchall() == [(moved.card_state,)]
+    assert len(decided.message_ids) >= 1
