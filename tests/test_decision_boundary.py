@@ -23,7 +23,7 @@ import pytest
 from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database
 from countersign.settings import PROJECT_ROOT
 
-PACKAGES = ("policy", "synthetic", "audit", "engine", "callbacks", "cards", "bot", "countersign")
+PACKAGES = ("policy", "synthetic", "audit", "records", "engine", "callbacks", "cards", "bot", "countersign")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # --- layer 2: static ----------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ PACKAGE_ROOTS = (
     "policy",
     "synthetic",
     "audit",
+    "records",
     "engine",
     "callbacks",
     "cards",
