@@ -3,7 +3,7 @@
 Buttons are acknowledged at once and decided in a lazy listener, so a slow database never trips Slack's 3-second
 limit and an exception after `ack()` cannot turn into a 404. The responder is checked with `users.info`, mapped to a
 principal through its Slack identity, and handed to the decision use case every door shares
-(`services.decide.decide_gate`). Reads go through `ChatServices`; this module runs no query.
+(`services.decide.decide_gate`). Reads go through `services.reading`; this module runs no query.
 
 `/close` commands answer through the command's `response_url` (bolt's `respond()`), which works in any channel the
 command was typed in, joined by the bot or not: refusals, usage and errors only to the caller (ephemeral); a status
@@ -25,21 +25,33 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.export import FORMATS
-from bot.access import allowed_tenant, authorize_command
+from bot.answers import SERVICE_ERRORS, answer_for
+from bot.command_words import first_words
 from bot.gate_cards import PERIOD, status_card
-from bot.services import ChatServices, CloseNotFound, NoBooksLoaded
 from bot.slack_auth import single_flight_authorization
+from bot.wiring import ChatWiring, NoBooksLoaded
 from callbacks.storable import storable_text
 from cards import slack as slack_cards
 from cards.model import CardDataError, TraceExportCard
 from cards.payments import payments_card, slack_payments_message
 from policy.command_roles import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
+from records.states import Decision
 from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from services.exports import export_trace
+from services.reading import (
+    MAX_ID_CHARS,
+    Caller,
+    allowed_tenant,
+    authorize_chat_command,
+    close_to_export,
+    is_close_id,
+    read_close_status,
+    read_payment_runs,
+)
 
 log = logging.getLogger("countersign.slack")
 
-ACTIONS = {"gate_approve": "approve", "gate_reject": "reject"}
+ACTIONS = {"gate_approve": Decision.APPROVE, "gate_reject": Decision.REJECT}
 USAGE = (
     "Usage: `/close status [ENTITY]` · `/close payments [YYYY-MM]` · `/close start ENTITY YYYY-MM [synthetic]` ·"
     " `/close trace export json|csv [CLOSE_ID]` · `/close help`"
@@ -47,7 +59,7 @@ USAGE = (
 SYNTHETIC = "synthetic"  # `/close start E P synthetic`: no books loaded, start on synthetic ones (as the CLI's flag)
 
 
-def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, services: ChatServices) -> AsyncApp:
+def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, wiring: ChatWiring) -> AsyncApp:
     client = AsyncWebClient(token=token, base_url=api_url) if api_url else AsyncWebClient(token=token)
     # Signatures are checked in front of bolt (bot/slack_signature.py), so bolt's own check is off.
     app = AsyncApp(
@@ -65,7 +77,7 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
         """Refuse a workspace that is not on COUNTERSIGN_SLACK_TEAM_IDS before anything touches the database."""
         if not isinstance(body, dict):
             return BoltResponse(status=400, body="malformed Slack request")
-        if allowed_tenant(services.slack_team_ids, _team_of(body)):
+        if allowed_tenant(wiring.slack_team_ids, _team_of(body)):
             return await next()
         log.info("refused a Slack request from a workspace that is not allow-listed")
         if isinstance(body.get("command"), str):  # a slash command's answer is shown to the caller only
@@ -80,7 +92,7 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
             isinstance(event_id, str) and len(event_id) <= MAX_ID_CHARS and storable_text(event_id)
         ):
             return BoltResponse(status=400, body="event_id must be a short string")
-        if event_id and not await services.first_slack_event(event_id):
+        if event_id and not await wiring.first_slack_event(event_id):
             return BoltResponse(status=200, body="")
         return await next()
 
@@ -89,7 +101,7 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
 
     async def decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient) -> None:
         try:
-            await _decide(body, action, client, services)
+            await _decide(body, action, client, wiring)
         except Exception:  # after ack() nobody awaits this task: log loudly rather than lose it
             log.exception("deciding a Slack button click failed")
             raise
@@ -99,7 +111,7 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
 
     async def run_command(command: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond | None) -> None:
         try:
-            await _command(command, client, respond, services)
+            await _command(command, client, respond, wiring)
         except Exception:
             log.exception("running a Slack /close command failed")
             raise
@@ -115,13 +127,22 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, ser
         channel, user, team = str(event.get("channel") or ""), str(event.get("user") or ""), _team_of(body)
         if not channel or not storable_text(channel):
             return
-        granted = await authorize_command(services, platform="slack", tenant=team, user=user, command=STATUS)
-        if not granted.allowed:
-            await _ephemeral(client, channel, user, granted.refusal_text(STATUS))
+        try:
+            caller = await _authorize(wiring, team, user, STATUS)
+        except SERVICE_ERRORS as refused:
+            await _ephemeral(client, channel, user, answer_for(refused, STATUS))
             return
-        await _post_status(client, services, channel, None, user)
+        await _post_status(client, wiring, caller, channel, user)
 
     return app
+
+
+async def _authorize(wiring: ChatWiring, team: str, user: str, command: str) -> Caller:
+    """The caller, when it may run `command`; a refusal is traced before `Forbidden` is raised."""
+    async with wiring.connect_callbacks() as conn:
+        return await authorize_chat_command(
+            conn, wiring.policy, platform="slack", tenant=team, user=user, command=command, seal=wiring.seal
+        )
 
 
 async def _ephemeral(client: AsyncWebClient, channel: str, user: str, text: str) -> None:
@@ -129,9 +150,6 @@ async def _ephemeral(client: AsyncWebClient, channel: str, user: str, text: str)
         await client.chat_postEphemeral(channel=channel, user=user, text=text)
     except SlackApiError as exc:
         log.warning("could not send an ephemeral message: %s", exc)
-
-
-MAX_ID_CHARS = 255
 
 
 def _team_of(body: dict[str, Any]) -> str:
@@ -147,7 +165,7 @@ def _field(body: dict[str, Any], outer: str, inner: str) -> str:
     return str(value.get(inner) or "") if isinstance(value, dict) else ""
 
 
-async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient, services: ChatServices) -> None:
+async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient, wiring: ChatWiring) -> None:
     user = _field(body, "user", "id")
     team = _field(body, "team", "id") or _field(body, "user", "team_id")
     channel = _field(body, "container", "channel_id") or _field(body, "channel", "id")
@@ -178,7 +196,7 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
         tenant=team,
         machine="Slack says this user is a bot, an app or deactivated" if machine else None,
     )
-    async with services.connect_callbacks() as conn:
+    async with wiring.connect_callbacks() as conn:
         try:
             decided = await decide_gate(
                 conn,
@@ -187,8 +205,8 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
                 decision=decision,
                 reason=f"{decision} via Slack",
                 nonce=f"slack:{team}:{user}:{gate_id}:{action_ts}",
-                on_recorded=services.on_recorded,
-                seal=services.seal,
+                on_recorded=wiring.on_recorded,
+                seal=wiring.seal,
             )
         except DecisionRefused as refused:
             await _ephemeral(client, channel, user, slack_cards.refusal_text(refused.code, str(refused)))
@@ -200,18 +218,19 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
             await _ephemeral(client, channel, user, "This card's gate no longer exists.")
             return
     if decided.message_ids:
-        await services.deliver(list(decided.message_ids))
+        await wiring.deliver(list(decided.message_ids))
 
 
 def _command_name(words: list[str]) -> str:
-    verb = words[0].lower() if words else HELP
+    verb, first, second, third = first_words(words)
+    verb = verb.lower() or HELP
     if verb == "status" and len(words) <= 2:
         return STATUS
-    if verb == "payments" and (len(words) == 1 or (len(words) == 2 and PERIOD.fullmatch(words[1]))):
+    if verb == "payments" and (len(words) == 1 or (len(words) == 2 and PERIOD.fullmatch(first))):
         return PAYMENTS
-    if verb == "start" and (len(words) == 3 or (len(words) == 4 and words[3].lower() == SYNTHETIC)):
+    if verb == "start" and (len(words) == 3 or (len(words) == 4 and third.lower() == SYNTHETIC)):
         return START
-    if verb == "trace" and len(words) in (3, 4) and words[1].lower() == "export" and words[2].lower() in FORMATS:
+    if verb == "trace" and len(words) in (3, 4) and first.lower() == "export" and second.lower() in FORMATS:
         return TRACE_EXPORT
     return HELP
 
@@ -235,7 +254,7 @@ async def _answer(respond: AsyncRespond | None, **message: Any) -> None:
 
 
 async def _command(
-    command: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond | None, services: ChatServices
+    command: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond | None, wiring: ChatWiring
 ) -> None:
     channel = str(command.get("channel_id") or "")
     user = str(command.get("user_id") or "")
@@ -247,60 +266,72 @@ async def _command(
         log.warning("ignoring a Slack command without a channel")
         return
     # Nothing is posted and nothing is read for the caller until the caller is known to be entitled.
-    granted = await authorize_command(services, platform="slack", tenant=team, user=user, command=name)
-    if not granted.allowed or granted.caller is None:
-        await _tell(respond, granted.refusal_text(name))
+    try:
+        principal = await _authorize(wiring, team, user, name)
+    except SERVICE_ERRORS as refused:
+        await _tell(respond, answer_for(refused, name))
         return
-    principal = granted.caller
+    _verb, first, second, third = first_words(words)
     if name == STATUS:
-        await _respond_status(respond, services, words[1] if len(words) == 2 else None)
+        await _respond_status(respond, wiring, principal, first or None)
     elif name == PAYMENTS:
-        await _respond_payments(respond, services, words[1] if len(words) == 2 else None)
+        await _respond_payments(respond, wiring, principal, first or None)
     elif name == START:
         synthetic = len(words) == 4
-        await _start(respond, services, principal.principal_id, principal.display_name, words[1], words[2], synthetic)
+        await _start(respond, wiring, principal.principal_id, principal.display_name, first, second, synthetic)
     elif name == TRACE_EXPORT:
-        close = words[3] if len(words) == 4 else None
-        await _export(client, respond, services, channel, principal.principal_id, words[2].lower(), close)
+        await _export(client, respond, wiring, channel, principal, second.lower(), third or None)
     else:
         await _tell(respond, USAGE)
 
 
-async def _status_message(services: ChatServices, entity: str | None) -> dict[str, Any] | str:
+def _close_named(word: str | None) -> tuple[str | None, str | None]:
+    """(close id, entity) for `/close status X`: X is a close id, or an entity whose latest close is meant; no X,
+    the latest close of all."""
+    if word is not None and is_close_id(word):
+        return word, None
+    return None, word
+
+
+async def _status_message(wiring: ChatWiring, caller: Caller, entity: str | None) -> dict[str, Any] | str:
     """The status card's message, or the text saying why there is none."""
-    close_id = await services.find_close(entity)
-    if close_id is None:
-        return f"No close found{' for ' + entity if entity else ''}."
+    close_id, entity = _close_named(entity)
     try:
-        status = await services.close_status(close_id)
-    except CloseNotFound as exc:
-        return str(exc)
+        async with wiring.connect_engine() as conn:
+            status = await read_close_status(conn, wiring.policy, caller, close_id, entity=entity, command=STATUS)
+    except SERVICE_ERRORS as exc:
+        return answer_for(exc, STATUS)
     return dict(slack_cards.status_message(status_card(status)))
 
 
-async def _post_status(
-    client: AsyncWebClient, services: ChatServices, channel: str, entity: str | None, user: str
-) -> None:
+async def _post_status(client: AsyncWebClient, wiring: ChatWiring, caller: Caller, channel: str, user: str) -> None:
     """`@countersign status` (an event: no response_url; the bot was mentioned, so it is in the channel)."""
-    message = await _status_message(services, entity)
+    message = await _status_message(wiring, caller, None)
     if isinstance(message, str):
         await _ephemeral(client, channel, user, message)
         return
     await client.chat_postMessage(channel=channel, **message)
 
 
-async def _respond_status(respond: AsyncRespond | None, services: ChatServices, entity: str | None) -> None:
-    message = await _status_message(services, entity)
+async def _respond_status(respond: AsyncRespond | None, wiring: ChatWiring, caller: Caller, entity: str | None) -> None:
+    message = await _status_message(wiring, caller, entity)
     if isinstance(message, str):
         await _tell(respond, message)
         return
     await _answer(respond, response_type="in_channel", **message)
 
 
-async def _respond_payments(respond: AsyncRespond | None, services: ChatServices, period: str | None) -> None:
+async def _respond_payments(
+    respond: AsyncRespond | None, wiring: ChatWiring, caller: Caller, period: str | None
+) -> None:
     """`/close payments [YYYY-MM]`: one line per payment run, shared with the channel like a close's status."""
     try:
-        message = slack_payments_message(payments_card(await services.payment_runs(period), period))
+        async with wiring.connect_engine() as conn:
+            runs = await read_payment_runs(conn, wiring.policy, caller, period)
+        message = slack_payments_message(payments_card(runs, period))
+    except SERVICE_ERRORS as exc:
+        await _tell(respond, answer_for(exc, PAYMENTS))
+        return
     except CardDataError as exc:
         await _tell(respond, f"Cannot show the payment runs: {exc}")
         return
@@ -309,7 +340,7 @@ async def _respond_payments(respond: AsyncRespond | None, services: ChatServices
 
 async def _start(
     respond: AsyncRespond | None,
-    services: ChatServices,
+    wiring: ChatWiring,
     principal_id: str,
     display_name: str,
     entity: str,
@@ -317,7 +348,7 @@ async def _start(
     synthetic: bool,
 ) -> None:
     try:
-        close_id = await services.start_close(entity, period, principal_id, synthetic)
+        close_id = await wiring.start_close(entity, period, principal_id, synthetic)
     except Exception as exc:  # the composition root raises user errors with a clear message
         text = f"Could not start the close: {exc}"
         if isinstance(exc, NoBooksLoaded):
@@ -339,25 +370,24 @@ async def _start(
 async def _export(
     client: AsyncWebClient,
     respond: AsyncRespond | None,
-    services: ChatServices,
+    wiring: ChatWiring,
     channel: str,
-    principal_id: str,
+    caller: Caller,
     fmt: str,
     close: str | None,
 ) -> None:
-    close_id = await services.find_close(close)
-    if close_id is None:
-        await _tell(respond, "No close to export.")
-        return
+    close_id, entity = _close_named(close)
     try:
-        status = await services.close_status(close_id)
-    except CloseNotFound as exc:
-        await _tell(respond, str(exc))
+        async with wiring.connect_engine() as conn:
+            status = await close_to_export(conn, wiring.policy, caller, close_id, entity=entity)
+    except SERVICE_ERRORS as exc:
+        await _tell(respond, answer_for(exc, TRACE_EXPORT))
         return
+    close_id = status["close_id"]
     # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
-    async with services.connect_callbacks() as conn:
+    async with wiring.connect_callbacks() as conn:
         exported = await export_trace(
-            conn, close_id=close_id, fmt=fmt, requested_by=principal_id, platform="slack", seal=services.seal
+            conn, close_id=close_id, fmt=fmt, requested_by=caller.principal_id, platform="slack", seal=wiring.seal
         )
     filename = f"countersign-trace-{status['entity']}-{status['period']}-{close_id[:8]}.{fmt}"
     summary = TraceExportCard(

@@ -4,7 +4,7 @@ botbuilder authenticates the incoming JWT (issuer, audience = our app id, keys f
 endorsement, service URL claim); every failure, whatever the SDK raises, is a 401. The turn itself is handled here:
 an `adaptiveCard/action` invoke decides through the decision use case every door shares (`services.decide`) and
 answers with the updated card; a message `close status` or `close trace export csv|json` is answered in the
-conversation. Reads go through `ChatServices`; this module runs no query. Outbound calls use our own small connector
+conversation. Reads go through `services.reading`; this module runs no query. Outbound calls use our own small connector
 (bot/delivery.py `TeamsSender`), so the eventual move to the Microsoft 365 Agents SDK stays small.
 """
 
@@ -27,25 +27,36 @@ from botframework.connector.auth import (
     PasswordServiceClientCredentialFactory,
 )
 from botframework.connector.auth.verify_options import VerifyOptions
-from fastapi import Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from audit.export import FORMATS
-from bot.access import MAX_ID_CHARS, allowed_tenant, authorize_command
+from bot.answers import SERVICE_ERRORS, answer_for
+from bot.command_words import first_words
 from bot.gate_cards import PERIOD, status_card, teams_gate_card
-from bot.services import ChatServices, CloseNotFound, UnknownGate
+from bot.wiring import ChatWiring, UnknownGate
 from callbacks.storable import storable_text
 from cards import teams as teams_cards
 from cards.model import CardDataError
 from cards.payments import payments_card, teams_payments_card
 from policy.command_roles import HELP, PAYMENTS, STATUS, TRACE_EXPORT
+from records.states import Decision
 from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from services.exports import export_trace
+from services.reading import (
+    MAX_ID_CHARS,
+    Caller,
+    allowed_tenant,
+    authorize_chat_command,
+    close_to_export,
+    read_close_status,
+    read_payment_runs,
+)
 
 log = logging.getLogger("countersign.teams")
 
 BOT_FRAMEWORK_ISSUER = "https://api.botframework.com"
-VERBS = {"gate.approve": "approve", "gate.reject": "reject"}
+VERBS = {"gate.approve": Decision.APPROVE, "gate.reject": Decision.REJECT}
 MAX_BODY_BYTES = 256 * 1024
 
 
@@ -164,11 +175,11 @@ def clear_metadata_cache() -> None:
 
 
 class TeamsAdapter:
-    def __init__(self, *, app_id: str, auth: TeamsAuthentication, sender: ActivitySender, services: ChatServices):
+    def __init__(self, *, app_id: str, auth: TeamsAuthentication, sender: ActivitySender, wiring: ChatWiring):
         self.app_id = app_id
         self.auth = auth
         self.sender = sender
-        self.services = services
+        self.wiring = wiring
 
     async def handle(self, request: Request) -> Response:
         raw = await request.body()
@@ -185,7 +196,7 @@ class TeamsAdapter:
             log.info("teams authentication failed: %s: %s", type(exc).__name__, exc)
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         # Only allow-listed tenants, checked before anything touches the database.
-        if not allowed_tenant(self.services.teams_tenant_ids, self._tenant(activity)):
+        if not allowed_tenant(self.wiring.teams_tenant_ids, self._tenant(activity)):
             log.info("refused a Teams activity from a tenant that is not allow-listed")
             if activity.type == "invoke":
                 refusal = teams_cards.error_card("Refused", "This Microsoft 365 tenant is not allowed.")
@@ -222,7 +233,7 @@ class TeamsAdapter:
         raw_data = action.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
         decision = VERBS.get(str(action.get("verb"))) or (
-            data.get("decision") if data.get("decision") in ("approve", "reject") else None
+            data.get("decision") if data.get("decision") in tuple(Decision) else None
         )
         if self._is_bot(activity):
             refusal = teams_cards.error_card("Refused", "Bots and apps cannot decide gates.")
@@ -244,7 +255,7 @@ class TeamsAdapter:
             log.info("refused a Teams card action whose sender or activity id cannot be stored")
             return self._invoke_card(teams_cards.error_card("Not recorded", "This action's sender or id is not valid."))
         identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=self._tenant(activity))
-        async with self.services.connect_callbacks() as conn:
+        async with self.wiring.connect_callbacks() as conn:
             try:
                 decided = await decide_gate(
                     conn,
@@ -253,8 +264,8 @@ class TeamsAdapter:
                     decision=decision,
                     reason=f"{decision} via Teams",
                     nonce=nonce,
-                    on_recorded=self.services.on_recorded,
-                    seal=self.services.seal,
+                    on_recorded=self.wiring.on_recorded,
+                    seal=self.wiring.seal,
                 )
             except DecisionRefused as refused:
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
@@ -263,11 +274,11 @@ class TeamsAdapter:
             except GateNotFound:
                 return self._invoke_card(teams_cards.error_card("Not recorded", "This card's gate no longer exists."))
         try:
-            card = await self.services.gate_card(gate_id)
+            card = await self.wiring.gate_card(gate_id)
         except UnknownGate:
             return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
         if decided.message_ids:
-            await self.services.deliver(list(decided.message_ids))
+            await self.wiring.deliver(list(decided.message_ids))
         return self._invoke_card(teams_gate_card(card))
 
     @staticmethod
@@ -282,70 +293,86 @@ class TeamsAdapter:
         else:
             return
         conversation = activity.conversation.id if activity.conversation else ""
-        if words[:1] == ["status"]:
+        verb, first, second, _third = first_words(words)
+        if verb == "status":
             command = STATUS
-        elif words[:1] == ["payments"] and (len(words) == 1 or PERIOD.fullmatch(words[1])):
+        elif verb == "payments" and (len(words) == 1 or PERIOD.fullmatch(first)):
             command = PAYMENTS
-        elif words[:2] == ["trace", "export"] and len(words) >= 3 and words[2] in FORMATS:
+        elif verb == "trace" and first == "export" and len(words) >= 3 and second in FORMATS:
             command = TRACE_EXPORT
         else:
             command = HELP
         sender = activity.from_property
         user = str(sender.aad_object_id or "") if sender is not None and not self._is_bot(activity) else ""
-        granted = await authorize_command(
-            self.services, platform="teams", tenant=self._tenant(activity), user=user, command=command
-        )
         reply: dict[str, Any]
-        if not granted.allowed or granted.caller is None:
+        try:
+            async with self.wiring.connect_callbacks() as conn:
+                caller = await authorize_chat_command(
+                    conn,
+                    self.wiring.policy,
+                    platform="teams",
+                    tenant=self._tenant(activity),
+                    user=user,
+                    command=command,
+                    seal=self.wiring.seal,
+                )
+        except SERVICE_ERRORS as refused:
             # A plain text reply that carries no close data (Teams has no ephemeral reply in a channel thread).
-            reply = {"type": "message", "text": granted.refusal_text(command).replace("`", "")}
-        elif command == STATUS:
-            reply = await self._status_reply()
-        elif command == PAYMENTS:
-            reply = await self._payments_reply(words[1] if len(words) > 1 else None)
-        elif command == TRACE_EXPORT:
-            reply = await self._export_reply(
-                granted.caller.principal_id, words[2], words[3] if len(words) > 3 else None
-            )
+            reply = {"type": "message", "text": answer_for(refused, command).replace("`", "")}
         else:
-            reply = {
-                "type": "message",
-                "text": "Try `close status`, `close payments [YYYY-MM]` or `close trace export csv|json [CLOSE_ID]`.",
-            }
+            reply = await self._reply(caller, command, words)
         reply["replyToId"] = activity.id
         await self.sender.send_activity(str(activity.service_url or ""), conversation, reply)
 
-    async def _status_reply(self) -> dict[str, Any]:
-        close_id = await self.services.find_close(None)
-        if close_id is None:
-            return {"type": "message", "text": "No close has been started."}
-        status = await self.services.close_status(close_id)
+    async def _reply(self, caller: Caller, command: str, words: list[str]) -> dict[str, Any]:
+        if command == STATUS:
+            return await self._status_reply(caller)
+        _verb, first, second, third = first_words(words)
+        if command == PAYMENTS:
+            return await self._payments_reply(caller, first or None)
+        if command == TRACE_EXPORT:
+            return await self._export_reply(caller, second, third or None)
+        return {
+            "type": "message",
+            "text": "Try `close status`, `close payments [YYYY-MM]` or `close trace export csv|json [CLOSE_ID]`.",
+        }
+
+    async def _status_reply(self, caller: Caller) -> dict[str, Any]:
+        try:
+            async with self.wiring.connect_engine() as conn:
+                status = await read_close_status(conn, self.wiring.policy, caller, command=STATUS)
+        except SERVICE_ERRORS as exc:
+            return {"type": "message", "text": answer_for(exc, STATUS)}
         return _card_activity(teams_cards.status_message(status_card(status)))
 
-    async def _payments_reply(self, period: str | None) -> dict[str, Any]:
+    async def _payments_reply(self, caller: Caller, period: str | None) -> dict[str, Any]:
         try:
-            card = teams_payments_card(payments_card(await self.services.payment_runs(period), period))
+            async with self.wiring.connect_engine() as conn:
+                runs = await read_payment_runs(conn, self.wiring.policy, caller, period)
+            card = teams_payments_card(payments_card(runs, period))
+        except SERVICE_ERRORS as exc:
+            return {"type": "message", "text": answer_for(exc, PAYMENTS)}
         except CardDataError as exc:
             return {"type": "message", "text": f"Cannot show the payment runs: {exc}"}
         return _card_activity(card)
 
-    async def _export_reply(self, principal_id: str, fmt: str, close: str | None) -> dict[str, Any]:
-        close_id = close or await self.services.find_close(None)
-        if close_id is None:
-            return {"type": "message", "text": "No close to export."}
+    async def _export_reply(self, caller: Caller, fmt: str, close: str | None) -> dict[str, Any]:
         try:
-            status = await self.services.close_status(close_id)
-        except CloseNotFound:
-            return {
-                "type": "message",
-                "textFormat": "plain",  # the id is what the user typed
-                "text": f"No close with id {close_id[:64]!r}. Without an id: the latest close.",
-            }
+            async with self.wiring.connect_engine() as conn:
+                status = await close_to_export(conn, self.wiring.policy, caller, close)
+        except SERVICE_ERRORS as exc:
+            # plain: an unknown id is what the user typed
+            return {"type": "message", "textFormat": "plain", "text": answer_for(exc, TRACE_EXPORT)}
         close_id = status["close_id"]
         # The export is itself a trace event, recorded before the file leaves: who, which close, what bytes.
-        async with self.services.connect_callbacks() as conn:
+        async with self.wiring.connect_callbacks() as conn:
             exported = await export_trace(
-                conn, close_id=close_id, fmt=fmt, requested_by=principal_id, platform="teams", seal=self.services.seal
+                conn,
+                close_id=close_id,
+                fmt=fmt,
+                requested_by=caller.principal_id,
+                platform="teams",
+                seal=self.wiring.seal,
             )
         name = f"countersign-trace-{status['entity']}-{status['period']}-{close_id[:8]}.{fmt}"
         mime = "text/csv" if fmt == "csv" else "application/json"
@@ -368,3 +395,14 @@ def _card_activity(card: dict[str, Any]) -> dict[str, Any]:
         "type": "message",
         "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive", "content": card}],
     }
+
+
+def build_teams_router(adapter: TeamsAdapter) -> APIRouter:
+    """`POST /api/messages`: every Bot Framework activity, authenticated by the adapter before anything else."""
+    router = APIRouter()
+
+    @router.post("/api/messages")
+    async def teams_messages(request: Request) -> Response:
+        return await adapter.handle(request)
+
+    return router

@@ -1,6 +1,7 @@
 """The decision boundary in four layers. Each test here fails when its layer alone is removed.
 
-1. Runtime: `callbacks` refuses machines and the rest (tests/callbacks/test_signed_callback.py, test_refusals.py).
+1. Runtime: `callbacks` refuses machines and the rest (tests/web/test_signed_callback.py,
+   tests/callbacks/test_refusals.py).
 2. Static: an import-linter contract says `engine` cannot import `callbacks` or `bot`.
 3. Database: the engine's role cannot write decisions; the callbacks role can only insert them.
 4. Single writer: no module outside `callbacks/` writes the decisions table.

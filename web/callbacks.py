@@ -2,7 +2,8 @@
 
 Thin: verify the door's HMAC over the raw body, parse, call `decide_gate` (services/decide.py, the decision use
 case every door shares; `record_decision` checks the person's own Ed25519 signature, `callbacks/person_signature.py`),
-map errors to status codes here, then ask for delivery of the card updates committed with the decision.
+answer errors through the door's one table (web/errors.py), then ask for delivery of the card updates committed
+with the decision.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from services.decide import (
     Seal,
     decide_gate,
 )
+from web.errors import ErrorBody, error, error_response
 
 MAX_BODY_BYTES = 8 * 1024
 MAX_TEXT_CHARS = 1000
@@ -39,10 +41,6 @@ TEXT_FIELDS = ("principal", "decision", "reason", "nonce")
 BODY_FIELDS = (*TEXT_FIELDS, "signed_at", "signature")
 
 Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
-
-
-def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": code, "detail": message, **extra}, status_code=status)
 
 
 class BodyInvalid(ValueError):
@@ -90,12 +88,6 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     out["signed_at"] = signed_at
     out["signature"] = signature
     return out
-
-
-class ErrorBody(BaseModel):
-    error: str
-    detail: str
-    field: str | None = None
 
 
 class DecisionLine(BaseModel):
@@ -203,10 +195,10 @@ def build_callback_router(
     async def decide(gate_id: str, request: Request) -> JSONResponse:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            return _error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
+            return error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
-            return _error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
+            return error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
         try:
             verify(
                 secret,
@@ -215,15 +207,15 @@ def build_callback_router(
                 raw,
             )
         except SignatureRejected as exc:
-            return _error(401, "signature_rejected", exc.reason)
+            return error(401, "signature_rejected", exc.reason)
         try:
             gate_uuid = str(uuid.UUID(gate_id))
         except ValueError:
-            return _error(404, "gate_not_found", f"no gate with id {gate_id!r}")
+            return error(404, "gate_not_found", f"no gate with id {gate_id!r}")
         try:
             body = parse_body(raw)
         except BodyInvalid as exc:
-            return _error(422, "invalid_body", str(exc), field=exc.field)
+            return error(422, "invalid_body", str(exc), field=exc.field)
         identity = PlatformIdentity(
             channel="signed_callback",
             external_id=body["principal"],
@@ -241,12 +233,8 @@ def build_callback_router(
                     on_recorded=on_recorded,
                     seal=seal,
                 )
-            except GateNotFound as exc:
-                return _error(404, "gate_not_found", str(exc))
-            except DecisionRefused as exc:
-                return _error(401 if exc.code == PERSON_SIGNATURE_REJECTED else 403, exc.code, str(exc))
-            except DecisionConflict as exc:
-                return _error(409, "conflict", str(exc))
+            except (GateNotFound, DecisionRefused, DecisionConflict) as exc:
+                return error_response(exc)
         if decided.message_ids and deliver is not None:
             await deliver(list(decided.message_ids))
         return JSONResponse(decided.outcome.as_dict(), status_code=200)

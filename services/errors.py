@@ -1,0 +1,44 @@
+"""The errors the use cases raise, each carrying what a door needs to answer (the command, the access decision, the
+close id). Each door maps them to its answer in one table: `web/errors.py` (status code, error code, detail) and
+`bot/answers.py` (words for people)."""
+
+from __future__ import annotations
+
+from policy.command_roles import AccessDecision
+
+
+class ServiceError(Exception):
+    """A use case refused or found nothing; the message is safe to show the caller."""
+
+
+class Unauthenticated(ServiceError):
+    """The reader's credentials are missing, malformed, unknown, revoked or stale; `reason` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Forbidden(ServiceError):
+    """The caller may not run `command` (policy/command_roles.py); `access` says why and which roles would."""
+
+    def __init__(self, command: str, access: AccessDecision) -> None:
+        super().__init__(f"{access.reason}: `{command}` needs one of the roles {', '.join(access.needed)}")
+        self.command = command
+        self.access = access
+
+
+class CloseNotFound(ServiceError, LookupError):
+    """No close has this id (`close_id` as the caller gave it)."""
+
+    def __init__(self, close_id: str) -> None:
+        super().__init__(f"no close with id {close_id!r}")
+        self.close_id = close_id
+
+
+class NoCloseStarted(ServiceError, LookupError):
+    """No close was named and none has been started (of `entity`, when one was named)."""
+
+    def __init__(self, entity: str | None = None) -> None:
+        super().__init__(f"no close has been started{' for ' + entity if entity else ''}")
+        self.entity = entity
