@@ -17,6 +17,7 @@ COPY callbacks callbacks
 COPY services services
 COPY cards cards
 COPY bot bot
+COPY web web
 COPY countersign countersign
 COPY scenarios scenarios
 COPY evals evals

@@ -24,7 +24,8 @@ import pytest
 from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database
 from countersign.settings import PROJECT_ROOT
 
-PACKAGES = ("policy", "synthetic", "audit", "records", "engine", "callbacks", "cards", "bot", "countersign")
+# Every package the import contracts name, read from pyproject.toml, so a new room is copied into the negative controls.
+PACKAGES = tuple(tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # --- layer 2: static ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,20 +21,14 @@ from uv import find_uv_bin
 
 from countersign.settings import PROJECT_ROOT
 
-PACKAGE_ROOTS = (
-    "policy",
-    "synthetic",
-    "audit",
-    "records",
-    "engine",
-    "callbacks",
-    "cards",
-    "bot",
-    "countersign",
-    "migrations",
-    "models",
-    "retrieval",
-    "certificates",
+# Every top-level package the wheel lists, read from pyproject.toml: a room added to the house is built and checked
+# without this list being edited.
+PACKAGE_ROOTS = tuple(
+    dict.fromkeys(
+        name.split(".")[0]
+        for name in tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+        if not name.startswith("countersign._")
+    )
 )
 # What a build needs; everything else (tests, docs, caches, .venv, earlier build/ output) stays out of the copy.
 SOURCES = (*PACKAGE_ROOTS, "config", "pyproject.toml", "README.md")
