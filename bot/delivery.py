@@ -320,15 +320,7 @@ async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str
         gate = await read_gate(conn, message.gate_id)
         if gate is None:
             raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
-        return notices.overdue_reminder(
-            task_title=gate.title or gate.task,
-            entity=gate.entity,
-            period=gate.period,
-            role=gate.approver_role,
-            missing=gate.missing,
-            due_at=gate.due_at,
-            expires_at=gate.expires_at,
-        )
+        return notices.overdue_reminder_for(gate)
     if message.template == "checkpoint":
         note = await checkpoint_note(conn, int(message.payload["tree_size"]))
         if note is None:

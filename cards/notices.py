@@ -7,6 +7,7 @@ place the words come from.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Protocol
 
 from cards.platform_limits import SLACK_SECTION_TEXT_CHARS
 from cards.text import fit
@@ -32,6 +33,40 @@ def overdue_reminder(
         f" needs {max(missing, 0)} approval(s). Waiting never approves it.{expiry}"
     )
     return fit(text, SLACK_SECTION_TEXT_CHARS)
+
+
+class OverdueGate(Protocol):
+    """What a reminder names, read from a gate row (`records.gates.GateRecord` has these attributes)."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def entity(self) -> str: ...
+    @property
+    def period(self) -> str: ...
+    @property
+    def approver_role(self) -> str: ...
+    @property
+    def missing(self) -> int: ...
+    @property
+    def due_at(self) -> dt.datetime: ...
+    @property
+    def expires_at(self) -> dt.datetime | None: ...
+
+
+def overdue_reminder_for(gate: OverdueGate) -> str:
+    """The reminder for one overdue gate: the words the channel gets and the trace records."""
+    return overdue_reminder(
+        task_title=gate.title or gate.task,
+        entity=gate.entity,
+        period=gate.period,
+        role=gate.approver_role,
+        missing=gate.missing,
+        due_at=gate.due_at,
+        expires_at=gate.expires_at,
+    )
 
 
 def checkpoint_notice(*, note: str, entity: str | None, period: str | None) -> str:

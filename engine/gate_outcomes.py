@@ -5,12 +5,12 @@ A decision without person-level proof never counts; waiting never approves anyth
 
 from __future__ import annotations
 
-from datetime import UTC
 from typing import Any
 
 from psycopg import AsyncConnection
 
 from audit.trace import append_event
+from cards.notices import overdue_reminder_for
 from drill_hooks.kill_points import kill_point
 from engine.context import AdvanceReport, EngineContext
 from engine.gates import (
@@ -101,15 +101,7 @@ async def _remind_overdue(
     conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, gate: GateRecord, report: AdvanceReport
 ) -> None:
     """An overdue gate gets a reminder in the close's channels and a trace event. It is never approved by waiting."""
-    reminder = overdue_reminder(
-        task=gate.task,
-        entity=close.entity,
-        period=close.period,
-        role=gate.approver_role,
-        missing=gate.missing,
-        due_at=gate.due_at,
-        expires_at=gate.expires_at,
-    )
+    reminder = overdue_reminder_for(gate)
     await append_event(
         conn,
         actor=ctx.actor,
@@ -138,20 +130,6 @@ async def _remind_overdue(
     report.steps.append(
         f"{gate.task}: gate {gate.gate_id[:8]} is overdue: reminder for role {gate.approver_role} in {where}"
     )
-
-
-def overdue_reminder(
-    *, task: str, entity: str, period: str, role: str, missing: int, due_at: Any, expires_at: Any
-) -> str:
-    expiry = f" If nobody decides by {_utc(expires_at)}, it expires and the task runs again." if expires_at else ""
-    return (
-        f"Reminder for role {role}: the {task} gate of {entity} {period} was due {_utc(due_at)} and still needs"
-        f" {missing} approval(s). Waiting never approves it.{expiry}"
-    )
-
-
-def _utc(moment: Any) -> str:
-    return str(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 async def _run_again_after_expiry(

@@ -18,7 +18,7 @@ from audit.trace import seal_pending
 from audit.transparency_log import sign_log_checkpoint
 from engine.close_session import CloseSession
 from engine.context import AdvanceReport, EngineContext, UnknownWorkflow, workflows_by_name
-from engine.gate_outcomes import apply_gate_outcomes, overdue_reminder
+from engine.gate_outcomes import apply_gate_outcomes
 from engine.leases import Connect, connect_to
 from engine.lifecycle import RunState
 from engine.outbox import enqueue_notices
@@ -33,7 +33,6 @@ __all__ = [
     "EngineContext",
     "UnknownWorkflow",
     "advance",
-    "overdue_reminder",
     "workflows_by_name",
 ]
 

@@ -296,6 +296,12 @@ async def test_an_overdue_gate_reminds_the_channel_once_and_leaves_its_card_alon
     text = str(reminders[0].params.get("text", ""))
     assert reminders[0].params["channel"] == SLACK_CHANNEL
     assert "Reminder for role controller" in text and "accruals" in text and "Waiting never approves it" in text
+    traced = await (
+        await conn.execute(
+            "SELECT payload->>'reminder' FROM trace_event WHERE kind = 'gate_overdue' AND close_id = %s", (close_id,)
+        )
+    ).fetchall()
+    assert [row for (row,) in traced] == [text]  # the trace records the words the channel got (one wording, issue 20)
     assert await enqueue_card_updates(conn) == []  # what the worker runs: the reminder is not taken for a stale card
     assert fake_slack.calls_to("chat.update") == []
     decided = await close_status(conn, close_id)
