@@ -10,6 +10,7 @@ COPY synthetic synthetic
 COPY audit audit
 COPY drill_hooks drill_hooks
 COPY http_edge http_edge
+COPY money money
 COPY specialists specialists
 COPY records records
 COPY engine engine

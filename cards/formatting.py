@@ -6,12 +6,12 @@ import datetime as dt
 from decimal import Decimal, InvalidOperation
 
 from cards.model import GateCard
-from cards.money import format_amount
+from money.formatting import format_amount
 
 
 def money(value: object) -> str:
     """`"82213.52"` -> `"82,213.52"`, in the books' currency to two places (the evidence summaries carry no currency
-    code: cards/money.py `format_money` is the one to use where they do); anything not a decimal is shown as it came."""
+    code: money/formatting.py `format_money` is the one to use where they do); anything not a decimal is shown as it came."""
     amount = _decimal(value)
     if amount is None:
         return "—" if value is None else str(value)

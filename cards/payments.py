@@ -25,7 +25,7 @@ from typing import Any
 from cards.escape import slack_data, slack_own, teams_markdown
 from cards.formatting import money
 from cards.model import CardDataError
-from cards.money import format_money
+from money.formatting import format_money
 from cards.platform_limits import (
     SLACK_BLOCKS_PER_MESSAGE,
     SLACK_FIELD_TEXT_CHARS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from countersign.runtime import connection, engine_context, start_rules
 from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import load_close
+from money.formatting import format_amount, format_money
 from services.reading import LOCAL_OPERATOR, read_close_status
 from services.starting import start_close_on_books
 
@@ -151,7 +153,7 @@ def payments_status_command(
         return
     table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
     for line in card.runs:
-        amount = "—" if line.amount_to_certify is None else f"{line.currency or ''} {line.amount_to_certify:,.2f}"
+        amount = "—" if line.amount_to_certify is None else _amount(line.amount_to_certify, line.currency)
         gate = "—" if line.gate_status is None else f"{line.gate_tier}: {line.gate_status}"
         table.add_row(
             escape(line.certificate_id),
@@ -206,3 +208,8 @@ def dispatch_replay(
         fail(str(exc))
         return
     console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")
+
+
+def _amount(amount: Decimal, currency: str | None) -> str:
+    """The amount with its currency, as the payment card shows it; a run without a currency shows the figure alone."""
+    return format_amount(amount) if currency is None else format_money(amount, currency)

@@ -1,4 +1,4 @@
-"""cards/money.py: the currency code always shown, the amount to the currency's ISO 4217 minor units."""
+"""money/formatting.py: the currency code always shown, the amount to the currency's ISO 4217 minor units."""
 
 from decimal import Decimal
 
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cards.formatting import money
-from cards.money import format_money, minor_units
+from money.formatting import format_money, minor_units
 from cards.payments import payments_card, slack_payments_message, teams_payments_card
 from tests.cards.test_payments_card import run_row, slack_text, teams_text
 
