@@ -14,12 +14,7 @@ from cli.eval_certificates import certificates_command
 from countersign.runtime import load_rules
 from countersign.settings import load_settings
 from evals.gates import EvalReport, load_cases, negative_control, run_gate_eval
-from evals.narratives import (
-    NarrativeEvalReport,
-    load_scenarios,
-    run_narrative_eval,
-    write_hand_cassettes,
-)
+from evals.narratives import NarrativeEvalReport, load_scenarios, run_narrative_eval, write_hand_cassettes
 from evals.narratives import negative_control as narrative_negative_control
 from evals.retrieval import (
     FUSED_RECALL_AT_5_FLOOR,
