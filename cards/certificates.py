@@ -23,9 +23,9 @@ from decimal import Decimal
 from typing import Any
 
 from cards.model import CardDataError
-from money.formatting import format_money
 from cards.platform_limits import SLACK_FIELD_TEXT_CHARS, SLACK_SECTION_TEXT_CHARS
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn
+from money.formatting import format_money
 
 CERTIFICATE_KEY = "certificate"
 SOURCE = "gate summary"

@@ -11,7 +11,8 @@ from money.formatting import format_amount
 
 def money(value: object) -> str:
     """`"82213.52"` -> `"82,213.52"`, in the books' currency to two places (the evidence summaries carry no currency
-    code: money/formatting.py `format_money` is the one to use where they do); anything not a decimal is shown as it came."""
+    code: `money.formatting.format_money` is the one to use where they do); anything not a decimal is shown as it
+    came."""
     amount = _decimal(value)
     if amount is None:
         return "—" if value is None else str(value)

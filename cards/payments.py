@@ -25,7 +25,6 @@ from typing import Any
 from cards.escape import slack_data, slack_own, teams_markdown
 from cards.formatting import money
 from cards.model import CardDataError
-from money.formatting import format_money
 from cards.platform_limits import (
     SLACK_BLOCKS_PER_MESSAGE,
     SLACK_FIELD_TEXT_CHARS,
@@ -35,6 +34,7 @@ from cards.platform_limits import (
     TEAMS_TEXT_CHARS,
 )
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn, units
+from money.formatting import format_money
 
 SOURCE = "payment runs"
 SLACK_RUNS_SHOWN_MAX = 60

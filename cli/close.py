@@ -20,6 +20,7 @@ from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import load_close
 from money.formatting import format_amount, format_money
+from records.states import GateStatus
 from services.reading import LOCAL_OPERATOR, read_close_status
 from services.starting import start_close_on_books
 
@@ -110,7 +111,7 @@ def print_status(status: dict[str, Any]) -> None:
     gates = Table("gate", "task", "kind", "tier", "status", "approvals", "waiting on / decided by", title="gates")
     for g in status["gates"]:
         who = ", ".join(f"{d['principal']} ({d['decision']})" for d in g["decisions"])
-        if g["status"] == "open":
+        if g["status"] == GateStatus.OPEN:
             who = (who + "; " if who else "") + f"needs {g['quorum'] - g['approvals']} more: role {g['approver_role']}"
         gates.add_row(
             g["gate_id"][:8],

@@ -24,6 +24,7 @@ from drill_hooks.kill_points import kill_point
 from engine.leases import Connect, connect_to, holder_id, renewing
 from engine.lifecycle import TaskState
 from engine.supervisor import move_task
+from records.states import DispatchStatus
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 
@@ -162,12 +163,15 @@ class DispatchState:
 
     dispatch_id: int
     input_digest: str
-    status: str
+    status: DispatchStatus
     result: dict[str, Any] | None
     error: str | None
     retry_in_s: float | None  # seconds until the next attempt is due (negative: overdue), None when not scheduled
     leased_by: str | None
     lease_live: bool | None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", DispatchStatus(self.status))  # the column's word, as its Enum
 
 
 async def _claim(
@@ -199,9 +203,9 @@ async def _claim(
         assert row is not None
         if row.input_digest != digest:
             raise DispatchConflict(key, row.input_digest, digest)
-        if row.status == "dead":
+        if row.status == DispatchStatus.DEAD:
             raise DispatchDeadLettered(row.dispatch_id, task, str(row.error))
-        if row.status == "completed":
+        if row.status == DispatchStatus.COMPLETED:
             await append_event(
                 conn,
                 actor=actor,
@@ -212,7 +216,7 @@ async def _claim(
             return DispatchOutcome(key, dict(row.result or {}), reused=True)
         if row.lease_live:
             return str(row.leased_by)
-        if row.status == "failed" and row.retry_in_s is not None and row.retry_in_s > 0:
+        if row.status == DispatchStatus.FAILED and row.retry_in_s is not None and row.retry_in_s > 0:
             raise DispatchBackingOff(task, row.retry_in_s)
         await cur.execute(
             "UPDATE dispatch SET calls = calls + 1, leased_by = %s, lease_until = now() + make_interval(secs => %s)"
@@ -292,7 +296,10 @@ async def _call_and_record(
 class CountedFailure:
     dispatch_id: int
     failures: int
-    status: str  # "failed", or "dead" once MAX_DISPATCH_FAILURES is reached
+    status: DispatchStatus  # failed, or dead once MAX_DISPATCH_FAILURES is reached
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", DispatchStatus(self.status))  # the column's word, as its Enum
 
 
 async def _record_failure(
@@ -332,7 +339,7 @@ async def _record_failure(
         if counted is None:  # the lease passed to another worker, whose outcome counts: report ours, record nothing
             return DispatchFailed(specialist, task, f"{reason} (lease lost; not counted)")
         dispatch_id, failures = counted.dispatch_id, counted.failures
-        dead = counted.status == "dead"
+        dead = counted.status == DispatchStatus.DEAD
         await append_event(
             conn,
             actor=AGENT_PRINCIPALS.get(specialist, specialist),

@@ -55,3 +55,12 @@ class PrincipalKind(StrEnum):
 
     HUMAN = "human"
     MACHINE = "machine"
+
+
+class DispatchStatus(StrEnum):
+    """Where a specialist call stands (`dispatch.status`): `dead` after MAX_DISPATCH_FAILURES, until replayed."""
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DEAD = "dead"

@@ -29,6 +29,7 @@ from countersign.timeline import print_timeline
 from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import TaskRow, close_status, count_closes_with_entity_prefix, load_close, task_rows
+from records.states import GateStatus
 from scenarios.scripted_people import ScriptedPeople
 from services.loading import load_book_set
 from services.starting import start_close_on_book_set
@@ -190,7 +191,7 @@ async def _drive(
             if report.status == "blocked":
                 console.print(f"[red]close blocked: {escape(str(status.get('status_reason')))}[/]")
                 return False
-            open_gates = [g for g in status["gates"] if g["status"] == "open"]
+            open_gates = [g for g in status["gates"] if g["status"] == GateStatus.OPEN]
             if not open_gates:
                 console.print("[red]nothing to decide and nothing ran: stopping[/]")
                 return False

@@ -37,6 +37,7 @@ from engine.context import EngineContext
 from engine.orchestrator import advance
 from engine.runs import TaskRow, close_status, find_close, task_rows
 from engine.workflows.certificates.runs import payment_run_status
+from records.states import DECIDED, Decision, GateStatus
 from scenarios.demo import SignedClient, _approvers, _starter
 from scenarios.scripted_people import ScriptedPeople
 from services.loading import load_construction
@@ -213,7 +214,7 @@ async def _decide_open_gates(
     async with connection(rt) as conn:
         status = await close_status(conn, close_id)
         tasks = await task_rows(conn, close_id)
-    for gate in (g for g in status["gates"] if g["status"] == "open"):
+    for gate in (g for g in status["gates"] if g["status"] == GateStatus.OPEN):
         needed = gate["quorum"] - gate["approvals"]
         if gate["kind"] == "escalation":
             reason = tasks[gate["task"]].escalation
@@ -245,7 +246,7 @@ async def _decide_open_gates(
                     f"   [red]{label}: decision not recorded: {response.status_code} {escape(response.text)}[/]"
                 )
                 return False
-            verb = "approves" if decision == "approve" else "REJECTS"
+            verb = "approves" if decision == Decision.APPROVE else "REJECTS"
             console.print(
                 f"   {label}: {escape(person.display_name)} {verb} {gate['task']} ({gate['kind']}, tier {gate['tier']})"
                 f" — {escape(why)}",
@@ -374,7 +375,7 @@ def check_outcomes(month: DemoMonth, outcomes: Mapping[str, RunOutcome], hostile
     problems: list[str] = []
     seeded = month.seeded
     for certificate_id, outcome in outcomes.items():
-        gated = [g for g in outcome.payment_gates if g["status"] in ("approved", "rejected")]
+        gated = [g for g in outcome.payment_gates if g["status"] in DECIDED]
         if not gated:
             problems.append(f"{certificate_id}: no payment gate was decided")
         unexpected = [e for e in outcome.escalations if e != SUSPECTED_INJECTION]

@@ -32,6 +32,7 @@ from engine.integrity import (
 from engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
 from engine.runs import load_close
 from engine.workflows.close.inputs import accruals_input
+from records.states import GateStatus
 from scenarios.scripted_people import ScriptedPeople
 from services.loading import load_book_set
 from services.starting import StartRules, start_close_on_book_set
@@ -308,7 +309,7 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
     people = parse_principals(rt.settings.principals_path)
     async with connection(rt) as conn:
         status = await close_status(conn, close_id)
-        for gate in (g for g in status["gates"] if g["status"] == "open"):
+        for gate in (g for g in status["gates"] if g["status"] == GateStatus.OPEN):
             if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
                 await load_bank_feed(
                     conn,
@@ -318,7 +319,7 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
                     close_id=close_id,
                 )
     async with connection(rt, "callbacks") as conn:
-        for gate in (g for g in status["gates"] if g["status"] == "open"):
+        for gate in (g for g in status["gates"] if g["status"] == GateStatus.OPEN):
             excluded = {gate["prepared_by"], *gate["requested_by"]}
             voters = [
                 p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cards.formatting import money
-from money.formatting import format_money, minor_units
 from cards.payments import payments_card, slack_payments_message, teams_payments_card
+from money.formatting import format_money, minor_units
 from tests.cards.test_payments_card import run_row, slack_text, teams_text
 
 

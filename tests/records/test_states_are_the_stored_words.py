@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from records.states import Decision, GateStatus, OutboxKind, OutboxStatus, PrincipalKind
+from records.states import Decision, DispatchStatus, GateStatus, OutboxKind, OutboxStatus, PrincipalKind
 
 
 async def _check_words(conn: Any, table: str, column: str) -> set[str]:
@@ -30,6 +30,7 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
         ("outbox_message", "status", OutboxStatus),
         ("principal", "kind", PrincipalKind),
         ("gate_decision", "decision", Decision),
+        ("dispatch", "status", DispatchStatus),
     ],
 )
 async def test_an_enum_names_the_words_its_column_admits(
