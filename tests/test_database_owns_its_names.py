@@ -8,6 +8,7 @@ its negative controls show it would see a function or a privilege that breaks it
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -44,6 +45,32 @@ def functions_without_fixed_path(conn: psycopg.Connection[Any]) -> list[str]:
     return [name for name, config in rows if FIXED_PATH not in config]
 
 
+def functions_naming_tables_bare(conn: psycopg.Connection[Any]) -> list[str]:
+    """`function: table` for every table or view of `public` a function's body reads or writes without `public.`.
+
+    It reads the body as PostgreSQL stores it, comments dropped, and looks where a relation is named: after FROM,
+    JOIN, UPDATE, INTO and TABLE.
+    """
+    relations = {
+        name
+        for (name,) in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm', 'p')"
+        ).fetchall()
+    }
+    rows = conn.execute(
+        "SELECT p.oid::regprocedure::text, p.prosrc FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' ORDER BY 1"
+    ).fetchall()
+    found = []
+    for name, body in rows:
+        code = re.sub(r"--[^\n]*", "", body)
+        for match in re.finditer(r"\b(?:FROM|JOIN|UPDATE|INTO|TABLE)\s+([a-z_][a-z0-9_]*)\b(?!\s*[.(])", code, re.I):
+            if match.group(1).lower() in relations:
+                found.append(f"{name}: {match.group(1)}")
+    return sorted(set(found))
+
+
 def object_creation_rights(conn: psycopg.Connection[Any]) -> list[str]:
     """Every way a service role could create an object in this database (directly or through PUBLIC)."""
     found = []
@@ -71,6 +98,10 @@ def test_every_function_in_the_schema_runs_with_a_fixed_search_path(owner: psyco
     assert count is not None and count[0] >= 20  # the check looked at the schema's functions, not at nothing
 
 
+def test_every_function_names_every_table_it_uses_public_qualified(owner: psycopg.Connection[Any]) -> None:
+    assert functions_naming_tables_bare(owner) == []
+
+
 def test_no_service_role_can_create_an_object(owner: psycopg.Connection[Any]) -> None:
     assert object_creation_rights(owner) == []
 
@@ -80,6 +111,11 @@ def test_negative_control_the_catalog_checks_see_a_function_and_a_privilege_that
 ) -> None:
     owner.execute("CREATE FUNCTION planted() RETURNS int LANGUAGE sql AS 'SELECT 1'")
     assert functions_without_fixed_path(owner) == ["planted()"]
+    owner.execute(
+        "CREATE FUNCTION planted_bare() RETURNS bigint LANGUAGE sql SET search_path = pg_catalog, public, pg_temp"
+        " AS 'SELECT count(*) FROM gate_decision'"
+    )
+    assert functions_naming_tables_bare(owner) == ["planted_bare(): gate_decision"]
     owner.execute("GRANT TEMPORARY ON DATABASE " + _dbname(owner) + " TO PUBLIC")
     owner.execute("GRANT CREATE ON SCHEMA public TO countersign_callbacks")
     assert object_creation_rights(owner) == [
