@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from bot.queries import UnknownGate, first_slack_event, load_gate_card
 from cards.model import GateCard
 from engine.outbox import ChannelTarget
-from engine.starting import NoBooksLoaded
 from policy.model import Policy
 from services.decide import Connect, OnRecorded, Seal
+from services.errors import NoBooksLoaded
 
 # The errors the adapters map to answers, re-exported so they import nothing that runs SQL.
 __all__ = ["ChatWiring", "NoBooksLoaded", "UnknownGate"]

@@ -20,9 +20,8 @@ from countersign.settings import Settings, SettingsError, load_settings
 from countersign.unreachable import DatabaseUnreachable
 from engine.books import BooksError
 from engine.runs import CloseAlreadyExists, CloseNotFound, InvalidCloseKey, PeriodClosed, latest_close_id
-from engine.starting import NoBooksLoaded
 from policy import PolicyError
-from services.errors import ServiceError
+from services.errors import NoBooksLoaded, ServiceError
 from synthetic import ProfileError
 
 console = Console()

@@ -25,8 +25,8 @@ from countersign.metrics import CONTENT_TYPE, DecisionTimer, ServeMetrics
 from countersign.migrate import ping, schema_revision
 from countersign.runtime import Runtime, app_version, start_close_with_books
 from countersign.settings import Settings
-from countersign.shutdown import release_claims
 from engine.outbox import enqueue_card_updates
+from engine.shutdown import release_claims
 from http_edge.limits import BodyLimitMiddleware
 from web.callbacks import build_callback_router
 from web.health import build_health_router

@@ -42,3 +42,15 @@ class NoCloseStarted(ServiceError, LookupError):
     def __init__(self, entity: str | None = None) -> None:
         super().__init__(f"no close has been started{' for ' + entity if entity else ''}")
         self.entity = entity
+
+
+class NoBooksLoaded(ServiceError, RuntimeError):
+    """`close start` for an entity and period with no books: a typo must not become a close on invented books."""
+
+    def __init__(self, entity: str, period: str) -> None:
+        super().__init__(
+            f"{entity} {period} has no loaded books: pass --books DIR (from `countersign synth`), "
+            "or --synthetic to start on synthetic books seeded from the entity's name"
+        )
+        self.entity = entity
+        self.period = period

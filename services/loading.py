@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from engine.books import BooksError, LoadedBooks, latest_book_set, load_books, read_manifest
 from engine.construction import load_construction_set
 from engine.runs import check_entity_and_period
-from engine.starting import NoBooksLoaded
+from services.errors import NoBooksLoaded
 
 SynthesizeBooks = Callable[[str, str], Path]  # (entity, period) -> a directory of freshly generated books
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engine.books import BooksError
-from engine.starting import NoBooksLoaded
+from services.errors import NoBooksLoaded
 from services.loading import books_for_close, load_book_set, load_construction
 from tests.engine import payment_run_support as support
 
