@@ -19,6 +19,7 @@ COPY services services
 COPY cards cards
 COPY bot bot
 COPY web web
+COPY board board
 COPY countersign countersign
 COPY scenarios scenarios
 COPY evals evals

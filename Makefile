@@ -35,7 +35,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates specialists drill_hooks http_edge records money
-	$(BIN)/mypy engine callbacks services bot web countersign scenarios evals cli
+	$(BIN)/mypy engine callbacks services bot web board countersign scenarios evals cli
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

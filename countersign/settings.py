@@ -116,6 +116,12 @@ class Settings(BaseSettings):
         "COUNTERSIGN_CASSETTE_DIR", doc="recorded model responses; unset: the shipped config/cassettes"
     )
     openapi: bool = env("COUNTERSIGN_OPENAPI", False, doc="1 serves /docs, /redoc and /openapi.json")
+    board_url: str = env(
+        "COUNTERSIGN_BOARD_URL",
+        "http://127.0.0.1:8000",
+        doc="the Close Board's public base URL: card links, and the passkeys' origin and relying-party id",
+    )
+    locale: str = env("COUNTERSIGN_LOCALE", "en_GB", doc="how amounts and dates are written (CLDR, e.g. de_CH)")
     log_format: Literal["text", "json"] = env("COUNTERSIGN_LOG_FORMAT", "text", doc="json: one JSON object a line")
     # Read by the OpenTelemetry SDK itself (countersign/telemetry.py); declared here to be checked and shown.
     otel_exporter_otlp_endpoint: str | None = env("OTEL_EXPORTER_OTLP_ENDPOINT", doc="traces on when set")

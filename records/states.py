@@ -64,3 +64,19 @@ class DispatchStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     DEAD = "dead"
+
+
+class ProofKind(StrEnum):
+    """What proves that a person made a decision (`policy_tier.accepted_proofs`, `gate.accepted_proofs`).
+
+    A platform identity is a Slack or Teams user id the chat platform vouches for; it proves only what that platform's
+    shared secret proves. A person's own key is an Ed25519 signature (the signed callback) or a passkey assertion
+    (the Close Board): only the person holds it.
+    """
+
+    PLATFORM_IDENTITY = "platform_identity"
+    ED25519 = "ed25519"
+    PASSKEY = "passkey"
+
+
+PERSON_KEYS = frozenset({ProofKind.ED25519, ProofKind.PASSKEY})
