@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fastapi import APIRouter
+
 from policy.model import Policy
 from services.decide import Connect
 
@@ -26,3 +28,12 @@ class BoardDeps:
     locale: str  # CLDR locale for amounts and dates
     seal: Any = None  # the group sealer's seal, as the other doors pass it
     on_recorded: Any = None  # enqueue card updates after a decision
+
+
+def build_board_router(deps: BoardDeps) -> APIRouter:
+    """Every board route under PREFIX."""
+    from board.pages import build_page_router
+
+    router = APIRouter(prefix=PREFIX)
+    router.include_router(build_page_router(deps))
+    return router

@@ -142,9 +142,25 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(callbacks)
     app.include_router(_health_router(pools, metrics))
     app.include_router(build_read_router(pools.connect_callbacks, pools.connect_engine, runtime.policy))
+    app.include_router(_board_router(runtime, pools))
     if deliver is not None:
         _mount_chat(app, runtime, pools, senders, deliver)
     return app
+
+
+def _board_router(runtime: Runtime, pools: _Pools) -> APIRouter:
+    from board.app import BoardDeps, build_board_router
+
+    deps = BoardDeps(
+        connect_callbacks=pools.connect_callbacks,
+        connect_engine=pools.connect_engine,
+        policy=runtime.policy,
+        board_url=runtime.settings.board_url,
+        locale=runtime.settings.locale,
+        seal=pools.sealer.seal,
+        on_recorded=enqueue_card_updates,
+    )
+    return build_board_router(deps)
 
 
 def _health_router(pools: _Pools, metrics: ServeMetrics) -> APIRouter:
