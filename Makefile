@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --quiet \
 	--custom-compile-command "make lock"
 
-.PHONY: demo test lint bench clean install lock
+.PHONY: demo test lint bench clean install lock chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -30,7 +30,18 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/countersign demo
 
-test: $(STAMP)
+# The board's browser tests (tests/board) drive Debian's chromium through Playwright; installed here when missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" -ne 0 ]; then \
+	    echo "chromium is missing and make is not root: run 'sudo apt-get install -y chromium', then make test again" >&2; \
+	    exit 1; \
+	  fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+	    || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }; \
+	}
+
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
