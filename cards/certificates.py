@@ -26,6 +26,7 @@ from cards.model import CardDataError
 from cards.platform_limits import SLACK_FIELD_TEXT_CHARS, SLACK_SECTION_TEXT_CHARS
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn
 from money.formatting import format_money
+from policy.wording import in_words
 
 CERTIFICATE_KEY = "certificate"
 SOURCE = "gate summary"
@@ -266,20 +267,20 @@ def _label(identifier: str) -> str:
 
 
 def escalation_headline(reason: str) -> str:
-    return f"Escalated: {reason.replace('_', ' ')}"
+    return f"Escalated: {in_words(reason)}"
 
 
 def escalation_wording(reason: str) -> str:
     return ESCALATION_WORDING.get(reason, "A person must look before this certificate can be decided.")
 
 
-def _overview_facts(cs: CertificateSummary) -> list[tuple[str, str]]:
+def _overview_facts(cs: CertificateSummary, locale: str | None) -> list[tuple[str, str]]:
     return [
-        ("Amount to certify", format_money(cs.amount_to_certify, cs.currency)),
-        ("Previously certified", format_money(cs.previously_certified, cs.currency)),
-        ("Gross to date", format_money(cs.gross_to_date, cs.currency)),
-        ("Retention to date", format_money(cs.retention_to_date, cs.currency)),
-        ("Advance repaid to date", format_money(cs.advance_repaid_to_date, cs.currency)),
+        ("Amount to certify", format_money(cs.amount_to_certify, cs.currency, locale=locale)),
+        ("Previously certified", format_money(cs.previously_certified, cs.currency, locale=locale)),
+        ("Gross to date", format_money(cs.gross_to_date, cs.currency, locale=locale)),
+        ("Retention to date", format_money(cs.retention_to_date, cs.currency, locale=locale)),
+        ("Advance repaid to date", format_money(cs.advance_repaid_to_date, cs.currency, locale=locale)),
         ("Invariants violated", str(len(cs.violations)) if cs.violations else "none"),
         ("Holds", str(len(cs.holds)) if cs.holds else "none"),
     ]
@@ -296,9 +297,9 @@ def _contract_line(cs: CertificateSummary, cut: Cut) -> str:
     return f"Contract {contract} · period {cut(cs.period, REFERENCE_MAX)}"
 
 
-def _hold_line(hold: Hold, currency: str, cut: Cut) -> str:
+def _hold_line(hold: Hold, currency: str, cut: Cut, locale: str | None) -> str:
     other = cut(hold.other, REFERENCE_MAX)
-    return f"{_label(hold.kind)}: {other}, overlap {format_money(hold.overlap, currency)}"
+    return f"{_label(hold.kind)}: {other}, overlap {format_money(hold.overlap, currency, locale=locale)}"
 
 
 def _more(hidden: int, noun: str) -> str:
@@ -314,19 +315,21 @@ def _listed(items: Sequence[str], shown_max: int, noun: str, separator: str) -> 
 # --- Slack ------------------------------------------------------------------------------------------------
 
 
-def slack_certificate_section(summary: Mapping[str, Any]) -> list[Block]:
+def slack_certificate_section(summary: Mapping[str, Any], *, locale: str | None = None) -> list[Block]:
     """The certificate's blocks for a gate card's summary; none when the summary carries no certificate."""
     cs = certificate_summary(summary)
-    return slack_certificate_blocks(cs) if cs else []
+    return slack_certificate_blocks(cs, locale=locale) if cs else []
 
 
-def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
-    """At most 4 + VIOLATIONS_SHOWN_MAX + 1 blocks, each inside Slack's text limits."""
+def slack_certificate_blocks(cs: CertificateSummary, *, locale: str | None = None) -> list[Block]:
+    """At most 4 + VIOLATIONS_SHOWN_MAX + 1 blocks, each inside Slack's text limits; amounts in the CLDR `locale`."""
     heading = f"*Payment certificate {cs.certificate_no}*\n{_contract_line(cs, slack_fit)}"
     overview: Block = {
         "type": "section",
         "text": slack_mrkdwn(heading, SLACK_SECTION_TEXT_CHARS),
-        "fields": [slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_TEXT_CHARS) for label, value in _overview_facts(cs)],
+        "fields": [
+            slack_mrkdwn(f"*{label}*\n{value}", SLACK_FIELD_TEXT_CHARS) for label, value in _overview_facts(cs, locale)
+        ],
     }
     blocks = [overview]
     if cs.escalation:
@@ -335,11 +338,11 @@ def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     if cs.explanation_is_fallback:
         blocks.append(_slack_section(f":warning: *{FALLBACK_FLAG}*\n{FALLBACK_DETAIL}"))
     if cs.holds:
-        lines = [f"• {_hold_line(h, cs.currency, slack_fit)}" for h in cs.holds[:HOLDS_SHOWN_MAX]]
+        lines = [f"• {_hold_line(h, cs.currency, slack_fit, locale)}" for h in cs.holds[:HOLDS_SHOWN_MAX]]
         hidden = len(cs.holds) - HOLDS_SHOWN_MAX
         lines += [f"_{_more(hidden, 'holds')}_"] if hidden > 0 else []
         blocks.append(_slack_section("\n".join(["*Holds*", *lines])))
-    blocks += [_slack_violation(v, cs.currency) for v in cs.violations[:VIOLATIONS_SHOWN_MAX]]
+    blocks += [_slack_violation(v, cs.currency, locale) for v in cs.violations[:VIOLATIONS_SHOWN_MAX]]
     hidden = len(cs.violations) - VIOLATIONS_SHOWN_MAX
     if hidden > 0:
         more = f"_{_more(hidden, 'violated invariants not shown here; the trace records every one')}_"
@@ -347,13 +350,13 @@ def slack_certificate_blocks(cs: CertificateSummary) -> list[Block]:
     return blocks
 
 
-def _slack_violation(v: Violation, currency: str) -> Block:
+def _slack_violation(v: Violation, currency: str, locale: str | None) -> Block:
     lines = [
         f":no_entry: *{slack_fit(v.title, TITLE_MAX)}* `{v.invariant}`",
         slack_fit(v.explanation, EXPLANATION_MAX),
     ]
     if v.amounts:
-        amounts = [f"{_label(name)} {format_money(value, currency)}" for name, value in v.amounts]
+        amounts = [f"{_label(name)} {format_money(value, currency, locale=locale)}" for name, value in v.amounts]
         lines.append(f"*Amounts:* {_listed(amounts, AMOUNTS_SHOWN_MAX, 'amounts', ' · ')}")
     if v.lines:
         refs = [slack_fit(line, REFERENCE_MAX) for line in v.lines]
@@ -370,18 +373,19 @@ def _slack_section(text: str) -> Block:
 # --- Teams ------------------------------------------------------------------------------------------------
 
 
-def teams_certificate_section(summary: Mapping[str, Any]) -> list[Element]:
+def teams_certificate_section(summary: Mapping[str, Any], *, locale: str | None = None) -> list[Element]:
     """The certificate's elements for a gate card's summary; none when the summary carries no certificate."""
     cs = certificate_summary(summary)
-    return teams_certificate_elements(cs) if cs else []
+    return teams_certificate_elements(cs, locale=locale) if cs else []
 
 
-def teams_certificate_elements(cs: CertificateSummary) -> list[Element]:
-    """One Container (so it stays whole), at most TEAMS_SECTION_BYTES_MAX bytes of JSON."""
+def teams_certificate_elements(cs: CertificateSummary, *, locale: str | None = None) -> list[Element]:
+    """One Container (so it stays whole), at most TEAMS_SECTION_BYTES_MAX bytes of JSON; amounts in the CLDR
+    `locale`."""
     items: list[Element] = [
         _teams_text(f"Payment certificate {cs.certificate_no}", weight="bolder", size="medium"),
         _teams_runs([_run(_contract_line(cs, _plain), isSubtle=True)], spacing="none"),
-        _teams_facts(_overview_facts(cs)),
+        _teams_facts(_overview_facts(cs, locale)),
     ]
     if cs.escalation:
         items.append(
@@ -398,14 +402,14 @@ def teams_certificate_elements(cs: CertificateSummary) -> list[Element]:
         items.append(_teams_text(FALLBACK_FLAG, weight="bolder", color="warning"))
         items.append(_teams_text(FALLBACK_DETAIL, isSubtle=True, spacing="none"))
     if cs.holds:
-        holds = [_teams_runs([_run(_hold_line(h, cs.currency, _plain))]) for h in cs.holds[:HOLDS_SHOWN_MAX]]
+        holds = [_teams_runs([_run(_hold_line(h, cs.currency, _plain, locale))]) for h in cs.holds[:HOLDS_SHOWN_MAX]]
         hidden = len(cs.holds) - HOLDS_SHOWN_MAX
         holds += [_teams_text(_more(hidden, "holds"), isSubtle=True)] if hidden > 0 else []
         items.append({"type": "Container", "items": [_teams_text("Holds", weight="bolder"), *holds]})
     section: Element = {"type": "Container", "items": items, "spacing": "large", "separator": True}
     shown = 0
     for violation in cs.violations[:VIOLATIONS_SHOWN_MAX]:
-        items.append(_teams_violation(violation, cs.currency))
+        items.append(_teams_violation(violation, cs.currency, locale))
         # Room is kept for the "and N more" line, so the cap holds once it is added.
         if _json_bytes(section) + 300 > TEAMS_SECTION_BYTES_MAX:
             items.pop()
@@ -418,7 +422,7 @@ def teams_certificate_elements(cs: CertificateSummary) -> list[Element]:
     return [section]
 
 
-def _teams_violation(v: Violation, currency: str) -> Element:
+def _teams_violation(v: Violation, currency: str, locale: str | None) -> Element:
     items: list[Element] = [
         _teams_runs(
             [
@@ -429,7 +433,10 @@ def _teams_violation(v: Violation, currency: str) -> Element:
         _teams_runs([_run(_plain(v.explanation, EXPLANATION_MAX))], spacing="small"),
     ]
     if v.amounts:
-        facts = [(_label(name), format_money(value, currency)) for name, value in v.amounts[:AMOUNTS_SHOWN_MAX]]
+        facts = [
+            (_label(name), format_money(value, currency, locale=locale))
+            for name, value in v.amounts[:AMOUNTS_SHOWN_MAX]
+        ]
         hidden = len(v.amounts) - AMOUNTS_SHOWN_MAX
         items.append(_teams_facts(facts + ([("…", _more(hidden, "amounts"))] if hidden > 0 else [])))
     if v.lines:

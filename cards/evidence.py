@@ -1,17 +1,19 @@
 """What a gate's summary shows an approver: figures and evidence lines, the same for Slack and Teams.
 
 Summaries are free-form JSON written by the engine (`engine/workflows/base.py::card_summary`), so reading them is
-lenient: a missing or odd value is shown as it is (or as "—") rather than stopping the card from rendering.
+lenient: a missing or odd value is shown as it is (or as "—") rather than stopping the card from rendering. Amounts
+are shown with the summary's `currency` (the close's, from the policy), written in the caller's CLDR `locale`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cards.formatting import count, money, share_percent
+from policy.wording import in_words
 
 
 @dataclass(frozen=True)
@@ -35,23 +37,41 @@ def halt_reason(summary: Mapping[str, Any]) -> str | None:
     return reason if isinstance(reason, str) and reason else None
 
 
-def evidence_for(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
+Money = Callable[[object], str]
+_CURRENCY = re.compile(r"[A-Z]{3}")
+
+
+def summary_currency(summary: Mapping[str, Any], default: str | None = None) -> str | None:
+    """The ISO code a summary's amounts are in (`summary.currency`), or `default` when it names none."""
+    currency = summary.get("currency")
+    return currency if isinstance(currency, str) and _CURRENCY.fullmatch(currency) else default
+
+
+def evidence_for(
+    summary: Mapping[str, Any], *, locale: str | None = None, currency: str | None = None
+) -> tuple[Evidence, ...]:
+    """The evidence a summary shows; amounts in the summary's currency (else `currency`), written in `locale`."""
+    currency = summary_currency(summary, currency)
     result = summary.get("result")
     if isinstance(result, Mapping):
-        return evidence_for(result)
+        return evidence_for(result, locale=locale, currency=currency)
+
+    def amount(value: object) -> str:
+        return money(value, currency, locale=locale)
+
     kind = summary.get("kind")
     if kind == "signoff" or "tasks" in summary:
-        return _signoff(summary)
+        return _signoff(summary, amount)
     if kind == "bank" or "accounts" in summary:
         return (_bank(summary),)
     if kind == "subledger" or "control_account" in summary:
-        return (_subledger(summary),)
+        return (_subledger(summary, amount),)
     if kind == "intercompany" or "pairs" in summary:
-        return (_intercompany(summary),)
+        return (_intercompany(summary, amount),)
     if "flagged" in summary or "narrative" in summary:
-        return (_variance(summary),)
+        return (_variance(summary, amount),)
     if "journal_lines" in summary or "total" in summary:
-        return (_accruals(summary),)
+        return (_accruals(summary, amount),)
     return _generic(summary)
 
 
@@ -87,7 +107,7 @@ def _bank(summary: Mapping[str, Any]) -> Evidence:
     return Evidence("Bank accounts", facts=facts, lines=tuple(lines))
 
 
-def _subledger(summary: Mapping[str, Any]) -> Evidence:
+def _subledger(summary: Mapping[str, Any], money: Money) -> Evidence:
     facts = (
         Fact("Control account", _text(summary.get("control_account"))),
         Fact("Control balance", money(summary.get("control_balance"))),
@@ -97,7 +117,7 @@ def _subledger(summary: Mapping[str, Any]) -> Evidence:
     return Evidence("Control account against subledger", facts=facts)
 
 
-def _intercompany(summary: Mapping[str, Any]) -> Evidence:
+def _intercompany(summary: Mapping[str, Any], money: Money) -> Evidence:
     pairs = _objects(summary.get("pairs"))
     lines: list[str] = []
     outside = 0
@@ -119,7 +139,7 @@ def _intercompany(summary: Mapping[str, Any]) -> Evidence:
     return Evidence("Intercompany pairs", facts=facts, lines=tuple(lines))
 
 
-def _variance(summary: Mapping[str, Any]) -> Evidence:
+def _variance(summary: Mapping[str, Any], money: Money) -> Evidence:
     flagged = _objects(summary.get("flagged"))
     lines: list[str] = []
     for line in flagged:
@@ -153,7 +173,7 @@ def narrative_note(summary: Mapping[str, Any]) -> str | None:
     return f"{NARRATIVE_FALLBACK_NOTE} ({', '.join(named)})" if named else f"{NARRATIVE_FALLBACK_NOTE}."
 
 
-def _accruals(summary: Mapping[str, Any]) -> Evidence:
+def _accruals(summary: Mapping[str, Any], money: Money) -> Evidence:
     journal_lines = _objects(summary.get("journal_lines"))
     lines = tuple(
         f"{_text(line.get('account'))}  {money(line.get('amount'))}  {_text(line.get('description'))}"
@@ -163,10 +183,10 @@ def _accruals(summary: Mapping[str, Any]) -> Evidence:
     return Evidence("Accrual journal", facts=facts, lines=lines)
 
 
-def _signoff(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
+def _signoff(summary: Mapping[str, Any], money: Money) -> tuple[Evidence, ...]:
     tasks = _objects(summary.get("tasks"))
     task_lines = tuple(
-        f"{_text(t.get('title') or t.get('task'))}: {_text(t.get('status'))} (attempt {_text(t.get('attempt'))})"
+        f"{_text(t.get('title') or t.get('task'))}: {_words(t.get('status'))} (attempt {_text(t.get('attempt'))})"
         for t in tasks
     )
     done = sum(1 for t in tasks if t.get("status") == "done")
@@ -185,7 +205,7 @@ def _generic(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
     facts = tuple(
         Fact(str(key), _text(value))
         for key, value in summary.items()
-        if key != "kind" and (value is None or isinstance(value, str | int | float | bool))
+        if key not in ("kind", "currency") and (value is None or isinstance(value, str | int | float | bool))
     )
     return (Evidence("Figures", facts=facts),) if facts else ()
 
@@ -194,6 +214,10 @@ def _objects(value: object) -> list[Mapping[str, Any]]:
     if not isinstance(value, Sequence) or isinstance(value, str):
         return []
     return [item for item in value if isinstance(item, Mapping)]
+
+
+def _words(value: object) -> str:
+    return in_words(value) if isinstance(value, str) else _text(value)
 
 
 def _text(value: object) -> str:

@@ -6,17 +6,17 @@ import datetime as dt
 from decimal import Decimal, InvalidOperation
 
 from cards.model import GateCard
-from money.formatting import format_amount
+from money.formatting import format_amount, format_money
 
 
-def money(value: object) -> str:
-    """`"82213.52"` -> `"82,213.52"`, in the books' currency to two places (the evidence summaries carry no currency
-    code: `money.formatting.format_money` is the one to use where they do); anything not a decimal is shown as it
-    came."""
+def money(value: object, currency: str | None = None, *, locale: str | None = None) -> str:
+    """`("82213.52", "GBP")` -> `"GBP 82,213.52"`, written in `locale` (None: en_GB) by `money.formatting`; without a
+    currency (a summary written before summaries carried one) the figure alone, `"82,213.52"`; anything not a decimal
+    is shown as it came."""
     amount = _decimal(value)
     if amount is None:
         return "—" if value is None else str(value)
-    return format_amount(amount)
+    return format_amount(amount) if currency is None else format_money(amount, currency, locale=locale)
 
 
 def share_percent(value: object) -> str:

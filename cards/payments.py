@@ -35,6 +35,7 @@ from cards.platform_limits import (
 )
 from cards.text import fit, one_line, slack_fit, slack_mrkdwn, units
 from money.formatting import format_money
+from policy.wording import in_words
 
 SOURCE = "payment runs"
 SLACK_RUNS_SHOWN_MAX = 60
@@ -166,19 +167,19 @@ def _overview(card: PaymentsCard) -> list[tuple[str, str]]:
     ]
 
 
-def _amount(run: PaymentRunLine) -> str:
+def _amount(run: PaymentRunLine, locale: str | None) -> str:
     if run.amount_to_certify is None:
         return "amount not yet computed"
     if run.currency is None:
         return money(run.amount_to_certify)
-    return format_money(run.amount_to_certify, run.currency)
+    return format_money(run.amount_to_certify, run.currency, locale=locale)
 
 
 def _gate(run: PaymentRunLine, cut: Cut) -> str:
     if run.gate_status is None:
         return "no gate yet"
     tier = f" {cut(run.gate_tier, REFERENCE_MAX)}" if run.gate_tier else ""
-    return f"gate{tier}: {cut(run.gate_status, REFERENCE_MAX)}"
+    return f"gate{tier}: {cut(in_words(run.gate_status), REFERENCE_MAX)}"
 
 
 def _certified(run: PaymentRunLine) -> str:
@@ -192,8 +193,9 @@ def _more(hidden: int) -> str:
 # --- Slack ------------------------------------------------------------------------------------------------
 
 
-def slack_payments_message(card: PaymentsCard) -> Message:
-    """At most SLACK_BLOCKS_PER_MESSAGE blocks, each inside Slack's text limits; every data text escaped."""
+def slack_payments_message(card: PaymentsCard, *, locale: str | None = None) -> Message:
+    """At most SLACK_BLOCKS_PER_MESSAGE blocks, each inside Slack's text limits; every data text escaped; amounts in
+    the CLDR `locale` (None: en_GB)."""
     headline = _headline(card)
     blocks: list[Block] = [
         {"type": "header", "text": {"type": "plain_text", "text": fit(headline, SLACK_HEADER_TEXT_CHARS)}},
@@ -205,7 +207,7 @@ def slack_payments_message(card: PaymentsCard) -> Message:
     if not card.runs:
         blocks.append(_section("_No payment runs started._"))
     sections: list[list[str]] = []
-    for line in (_slack_line(run) for run in card.runs[:SLACK_RUNS_SHOWN_MAX]):
+    for line in (_slack_line(run, locale) for run in card.runs[:SLACK_RUNS_SHOWN_MAX]):
         if sections and units("\n".join([*sections[-1], line])) <= SLACK_SECTION_TEXT_CHARS:
             sections[-1].append(line)
         else:
@@ -223,7 +225,7 @@ def slack_payments_message(card: PaymentsCard) -> Message:
     return {"text": fit(slack_data(fallback), SLACK_SECTION_TEXT_CHARS), "blocks": blocks}
 
 
-def _slack_line(run: PaymentRunLine) -> str:
+def _slack_line(run: PaymentRunLine, locale: str | None) -> str:
     mark = (
         ":white_check_mark:"
         if run.certified
@@ -232,12 +234,12 @@ def _slack_line(run: PaymentRunLine) -> str:
     parts = [
         f"{mark} *{slack_fit(run.certificate_id, REFERENCE_MAX)}*",
         slack_fit(run.contract_id, REFERENCE_MAX),
-        _amount(run),
+        _amount(run, locale),
         f"stage {slack_fit(run.stage, REFERENCE_MAX)}",
         _gate(run, slack_fit),
     ]
     if run.escalation:
-        parts.append(f":rotating_light: escalated: {run.escalation.replace('_', ' ')}")
+        parts.append(f":rotating_light: escalated: {in_words(run.escalation)}")
     parts.append(_certified(run))
     return " · ".join(parts)
 
@@ -249,8 +251,8 @@ def _section(text: str) -> Block:
 # --- Teams ------------------------------------------------------------------------------------------------
 
 
-def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
-    """An Adaptive Card 1.5 of at most TEAMS_CARD_BYTES bytes; data only in TextRuns."""
+def teams_payments_card(card: PaymentsCard, *, locale: str | None = None) -> dict[str, Any]:
+    """An Adaptive Card 1.5 of at most TEAMS_CARD_BYTES bytes; data only in TextRuns; amounts in the CLDR `locale`."""
     headline = _headline(card)
     body: list[Element] = [
         {"type": "TextBlock", "text": fit(headline, 150), "size": "large", "weight": "bolder", "wrap": True},
@@ -269,7 +271,7 @@ def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
     }
     shown = 0
     for run in card.runs[:TEAMS_RUNS_SHOWN_MAX]:
-        body.append(_teams_line(run))
+        body.append(_teams_line(run, locale))
         if _json_bytes(result) + TEAMS_BYTES_RESERVED > TEAMS_CARD_BYTES:
             body.pop()
             break
@@ -280,15 +282,15 @@ def teams_payments_card(card: PaymentsCard) -> dict[str, Any]:
     return result
 
 
-def _teams_line(run: PaymentRunLine) -> Element:
+def _teams_line(run: PaymentRunLine, locale: str | None) -> Element:
     details = [
         _plain(run.contract_id),
-        _amount(run),
+        _amount(run, locale),
         f"stage {_plain(run.stage)}",
         _gate(run, lambda raw, limit: fit(one_line(raw), limit)),
     ]
     if run.escalation:
-        details.append(f"escalated: {run.escalation.replace('_', ' ')}")
+        details.append(f"escalated: {in_words(run.escalation)}")
     details.append(_certified(run))
     runs: list[Element] = [
         {"type": "TextRun", "text": _plain(run.certificate_id), "weight": "bolder", "fontType": "monospace"},

@@ -38,6 +38,7 @@ from cards.platform_limits import (
 )
 from cards.refusals import refusal_wording
 from cards.text import ELLIPSIS, fit, units
+from policy.wording import in_words
 
 LINE_MAX = 600
 
@@ -69,22 +70,23 @@ _GATE_MARKS = {
 # --- public messages --------------------------------------------------------------------------------------
 
 
-def gate_message(card: GateCard) -> Message:
-    """An open approval gate: what is asked, why, the figures, quorum, due time, and Approve/Reject."""
+def gate_message(card: GateCard, *, locale: str | None = None) -> Message:
+    """An open approval gate: what is asked, why, the figures, quorum, due time, and Approve/Reject; amounts written
+    in the CLDR `locale` (None: en_GB)."""
     headline = f"Approval needed: {card.task_title}"
     blocks = [
         _header(_overdue_prefix(card) + headline),
         _gate_context(card),
         _section(f"*Why policy requires it*\n{_esc(card.rule)}"),
         _gate_fields(card),
-        *slack_certificate_section(card.summary),
-        *_evidence_blocks(evidence_for(card.summary)),
+        *slack_certificate_section(card.summary, locale=locale),
+        *_evidence_blocks(evidence_for(card.summary, locale=locale)),
         *_decision_blocks(card.decisions),
     ]
     return _message(_fallback(card, headline), blocks, _actions(card, "Approve"))
 
 
-def halt_message(card: GateCard) -> Message:
+def halt_message(card: GateCard, *, locale: str | None = None) -> Message:
     """An escalation gate: what halted and why, the evidence, and Approve re-run/Reject."""
     reason = halt_reason(card.summary) or "The task halted and needs a person to investigate."
     headline = f"Halted: {card.task_title}"
@@ -94,14 +96,14 @@ def halt_message(card: GateCard) -> Message:
         _section(f"*What halted*\n{_esc(reason)}"),
         _section(f"*Why a person must look*\n{_esc(card.rule)}"),
         _gate_fields(card),
-        *slack_certificate_section(card.summary),
-        *_evidence_blocks(evidence_for(card.summary)),
+        *slack_certificate_section(card.summary, locale=locale),
+        *_evidence_blocks(evidence_for(card.summary, locale=locale)),
         *_decision_blocks(card.decisions),
     ]
     return _message(_fallback(card, headline, reason), blocks, _actions(card, "Approve re-run"))
 
 
-def decided_message(card: GateCard) -> Message:
+def decided_message(card: GateCard, *, locale: str | None = None) -> Message:
     """The same gate after its outcome: no buttons, who decided what and when, and the quorum reached."""
     headline = f"{STATUS_HEADLINES[card.status]}: {card.task_title}"
     fields = [
@@ -117,8 +119,8 @@ def decided_message(card: GateCard) -> Message:
         *([_section(f"*What halted*\n{_esc(reason)}")] if reason else []),
         _section(f"*Why policy required it*\n{_esc(card.rule)}"),
         _fields_section(None, fields),
-        *slack_certificate_section(card.summary),
-        *_evidence_blocks(evidence_for(card.summary)),
+        *slack_certificate_section(card.summary, locale=locale),
+        *_evidence_blocks(evidence_for(card.summary, locale=locale)),
         *(_decision_blocks(card.decisions) or [_section("_No decisions were recorded._")]),
     ]
     return _message(_fallback(card, headline), blocks, None)
@@ -126,7 +128,7 @@ def decided_message(card: GateCard) -> Message:
 
 def status_message(status: StatusCard) -> Message:
     """A close's tasks and gates, and who each open gate waits on."""
-    headline = f"Close {status.entity} {status.period}: {status.status}"
+    headline = f"Close {status.entity} {status.period}: {in_words(status.status)}"
     done = sum(1 for t in status.tasks if t.status == "done")
     open_gates = [g for g in status.gates if g.status == "open"]
     fields = [
@@ -135,7 +137,7 @@ def status_message(status: StatusCard) -> Message:
         Fact("Overdue gates", str(sum(1 for g in open_gates if g.overdue))),
     ]
     task_lines = [
-        f"{_TASK_MARKS.get(t.status, ':grey_question:')} *{_esc(t.display_title)}*: {_own(t.status)}"
+        f"{_TASK_MARKS.get(t.status, ':grey_question:')} *{_esc(t.display_title)}*: {_own(in_words(t.status))}"
         f" (attempt {t.attempt})" + (f" — {_esc_fit(t.reason, 400)}" if t.reason else "")
         for t in status.tasks
     ]
@@ -255,7 +257,7 @@ def _decision_blocks(decisions: Sequence[DecisionLine]) -> list[Block]:
     lines = [
         f"{':white_check_mark:' if d.decision == 'approve' else ':x:'} *{_esc_fit(d.name, 200)}* "
         f"(`{_esc_fit(d.principal, 100)}`) {decision_verb(d.decision)} {_slack_time(d.decided_at)}"
-        f" via {_esc_fit(d.channel, 60)}" + (f": “{_esc_fit(d.reason, 400)}”" if d.reason else "")
+        f" via {_esc_fit(in_words(d.channel), 60)}" + (f": “{_esc_fit(d.reason, 400)}”" if d.reason else "")
         for d in decisions
     ]
     return [_section(_bullets("*Decisions*", lines, escaped=True))]
@@ -267,7 +269,7 @@ def _status_gate_line(gate: GateCard) -> str:
     if gate.status == "open":
         line = f"{mark} {title}: {_own(waiting_on(gate))}, due {_slack_time(gate.due_at)}"
         return line + (" :warning: *Overdue*" if gate.overdue else "")
-    return f"{mark} {title}: {_own(gate.status)} ({_own(quorum_progress(gate))})"
+    return f"{mark} {title}: {_own(in_words(gate.status))} ({_own(quorum_progress(gate))})"
 
 
 def _evidence_blocks(evidence: Iterable[Evidence]) -> list[Block]:

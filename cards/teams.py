@@ -22,6 +22,7 @@ from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
 from cards.platform_limits import SLACK_SECTION_TEXT_CHARS, TEAMS_CARD_BYTES, TEAMS_TEXT_CHARS
 from cards.refusals import refusal_wording
 from cards.text import ELLIPSIS, fit
+from policy.wording import in_words
 
 SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.5"
@@ -43,21 +44,21 @@ Card = dict[str, Any]
 # --- public cards -----------------------------------------------------------------------------------------
 
 
-def gate_message(card: GateCard) -> Card:
+def gate_message(card: GateCard, *, locale: str | None = None) -> Card:
     headline = f"Approval needed: {card.task_title}"
     body = [
         *_gate_heading(card, headline),
         _titled("Why policy requires it", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _gate_facts(card),
         *_overdue_banner(card),
-        *teams_certificate_section(card.summary),
-        *_evidence(evidence_for(card.summary)),
+        *teams_certificate_section(card.summary, locale=locale),
+        *_evidence(evidence_for(card.summary, locale=locale)),
         *_decisions(card.decisions),
     ]
     return _card(body, _decision_actions(card, "Approve"), _fallback_text(card, headline))
 
 
-def halt_message(card: GateCard) -> Card:
+def halt_message(card: GateCard, *, locale: str | None = None) -> Card:
     reason = halt_reason(card.summary) or "The task halted and needs a person to investigate."
     headline = f"Halted: {card.task_title}"
     body = [
@@ -66,14 +67,14 @@ def halt_message(card: GateCard) -> Card:
         _titled("Why a person must look", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _gate_facts(card),
         *_overdue_banner(card),
-        *teams_certificate_section(card.summary),
-        *_evidence(evidence_for(card.summary)),
+        *teams_certificate_section(card.summary, locale=locale),
+        *_evidence(evidence_for(card.summary, locale=locale)),
         *_decisions(card.decisions),
     ]
     return _card(body, _decision_actions(card, "Approve re-run"), _fallback_text(card, headline, reason))
 
 
-def decided_message(card: GateCard) -> Card:
+def decided_message(card: GateCard, *, locale: str | None = None) -> Card:
     headline = f"{STATUS_HEADLINES[card.status]}: {card.task_title}"
     reason = halt_reason(card.summary) if card.kind == "escalation" else None
     facts = [
@@ -87,15 +88,15 @@ def decided_message(card: GateCard) -> Card:
         *([_titled("What halted", [_verbatim(reason, TEAMS_TEXT_CHARS)])] if reason else []),
         _titled("Why policy required it", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _fact_set(facts),
-        *teams_certificate_section(card.summary),
-        *_evidence(evidence_for(card.summary)),
+        *teams_certificate_section(card.summary, locale=locale),
+        *_evidence(evidence_for(card.summary, locale=locale)),
         *(_decisions(card.decisions) or [_text("No decisions were recorded.", isSubtle=True)]),
     ]
     return _card(body, None, _fallback_text(card, headline))
 
 
 def status_message(status: StatusCard) -> Card:
-    headline = f"Close {status.entity} {status.period}: {status.status}"
+    headline = f"Close {status.entity} {status.period}: {in_words(status.status)}"
     done = sum(1 for t in status.tasks if t.status == "done")
     open_gates = [g for g in status.gates if g.status == "open"]
     body: list[Element] = [
@@ -114,7 +115,7 @@ def status_message(status: StatusCard) -> Card:
         )
     )
     task_facts = [
-        Fact(t.display_title, f"{t.status} (attempt {t.attempt})" + (f" — {t.reason}" if t.reason else ""))
+        Fact(t.display_title, f"{in_words(t.status)} (attempt {t.attempt})" + (f" — {t.reason}" if t.reason else ""))
         for t in status.tasks
     ]
     body.append(_titled("Tasks", _data_facts(task_facts)))
@@ -226,7 +227,7 @@ def _decisions(decisions: Sequence[DecisionLine]) -> list[Element]:
 
 def _decision_line(d: DecisionLine) -> str:
     line = f"{fit(d.name, 120)} ({fit(d.principal, 80)}) {decision_verb(d.decision)} {utc_time(d.decided_at)}"
-    line += f" via {fit(d.channel, 40)}"
+    line += f" via {fit(in_words(d.channel), 40)}"
     return line + (f": “{fit(d.reason, 200)}”" if d.reason else "")
 
 
@@ -236,7 +237,7 @@ def _status_gate(gate: GateCard) -> Element:
         detail = f"{waiting_on(gate)}, due {_teams_time(gate.due_at)}" + (" — overdue" if gate.overdue else "")
         color = "attention" if gate.overdue else "warning"
     else:
-        detail = f"{gate.status} ({quorum_progress(gate)})"
+        detail = f"{in_words(gate.status)} ({quorum_progress(gate)})"
         color = "good" if gate.status == "approved" else "default"
     return {
         "type": "Container",

@@ -20,6 +20,7 @@ from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import load_close
 from money.formatting import format_amount, format_money
+from policy.wording import in_words
 from records.states import GateStatus
 from services.reading import LOCAL_OPERATOR, read_close_status
 from services.starting import start_close_on_books
@@ -100,25 +101,27 @@ def close_status_command(
 
 
 def print_status(status: dict[str, Any]) -> None:
+    """The status as a person reads it: statuses and kinds in words (the JSON keeps the codes)."""
     console.print(
         f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "
-        f"[bold]{status['status']}[/]" + (f" — {status['status_reason']}" if status.get("status_reason") else "")
+        f"[bold]{in_words(status['status'])}[/]"
+        + (f" — {status['status_reason']}" if status.get("status_reason") else "")
     )
     tasks = Table("task", "status", "attempt", "note", title="tasks")
     for t in status["tasks"]:
-        tasks.add_row(t["task"], t["status"], str(t["attempt"]), (t["reason"] or "")[:80])
+        tasks.add_row(t["task"], in_words(t["status"]), str(t["attempt"]), (t["reason"] or "")[:80])
     console.print(tasks)
     gates = Table("gate", "task", "kind", "tier", "status", "approvals", "waiting on / decided by", title="gates")
     for g in status["gates"]:
-        who = ", ".join(f"{d['principal']} ({d['decision']})" for d in g["decisions"])
+        who = ", ".join(f"{d['principal']} ({in_words(d['decision'])})" for d in g["decisions"])
         if g["status"] == GateStatus.OPEN:
             who = (who + "; " if who else "") + f"needs {g['quorum'] - g['approvals']} more: role {g['approver_role']}"
         gates.add_row(
             g["gate_id"][:8],
             g["task"],
-            g["kind"],
-            g["tier"],
-            g["status"],
+            in_words(g["kind"]),
+            in_words(g["tier"]),
+            in_words(g["status"]),
             f"{g['approvals']}/{g['quorum']}",
             who,
         )
@@ -154,15 +157,19 @@ def payments_status_command(
         return
     table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
     for line in card.runs:
-        amount = "—" if line.amount_to_certify is None else _amount(line.amount_to_certify, line.currency)
-        gate = "—" if line.gate_status is None else f"{line.gate_tier}: {line.gate_status}"
+        amount = (
+            "—"
+            if line.amount_to_certify is None
+            else _amount(line.amount_to_certify, line.currency, rt.settings.locale)
+        )
+        gate = "—" if line.gate_status is None else f"{line.gate_tier}: {in_words(line.gate_status)}"
         table.add_row(
             escape(line.certificate_id),
             escape(line.contract_id),
             amount.strip(),
-            escape(line.stage),
+            escape(in_words(line.stage)),
             escape(gate),
-            (line.escalation or "").replace("_", " "),
+            in_words(line.escalation or ""),
             "yes" if line.certified else "no",
         )
     console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")
@@ -211,6 +218,7 @@ def dispatch_replay(
     console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")
 
 
-def _amount(amount: Decimal, currency: str | None) -> str:
-    """The amount with its currency, as the payment card shows it; a run without a currency shows the figure alone."""
-    return format_amount(amount) if currency is None else format_money(amount, currency)
+def _amount(amount: Decimal, currency: str | None, locale: str) -> str:
+    """The amount with its currency in the locale, as the payment card shows it; a run without a currency shows the
+    figure alone."""
+    return format_amount(amount) if currency is None else format_money(amount, currency, locale=locale)

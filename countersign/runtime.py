@@ -228,6 +228,7 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
                 signer=signer,
                 origin=origin,
                 handlers=shipped_handlers(runtime.load_retriever),
+                locale=runtime.settings.locale,
             )
         return
     if not token:
@@ -245,6 +246,7 @@ async def engine_context(runtime: Runtime) -> AsyncIterator[EngineContext]:
                 signer=signer,
                 origin=origin,
                 handlers=shipped_handlers(runtime.load_retriever),
+                locale=runtime.settings.locale,
             )
         finally:
             await remote.aclose()

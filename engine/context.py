@@ -10,6 +10,7 @@ from engine.actors import ENGINE_ACTOR
 from engine.dispatch import SpecialistCall
 from engine.outbox import ChannelTarget
 from engine.workflows import Handlers, TaskHandler, UnknownHandler, shipped_handlers
+from money.formatting import DEFAULT_LOCALE
 from policy import Policy, Workflow, WorkflowTask
 
 
@@ -29,6 +30,7 @@ class EngineContext:
     signer: NoteSigner | None = None  # signs a trace checkpoint at every sign-off
     origin: str = "countersign.local/close-trace"
     handlers: Handlers = field(default_factory=shipped_handlers)
+    locale: str = DEFAULT_LOCALE  # CLDR locale of the amounts in the texts people read (COUNTERSIGN_LOCALE)
 
     def __post_init__(self) -> None:
         """Refuse, before any close moves, a workflow naming a handler nobody registered."""

@@ -207,6 +207,6 @@ async def _apply_one(
         return
     definition = workflow.task(gate.task)
     escalation = EscalationReason(task.escalation) if task.escalation else None
-    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor, escalation)
+    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor, escalation, ctx.locale)
     await complete_task(conn, ctx, tc, ctx.handler(definition), task.result or {}, report)
     await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_passed", payload=event)

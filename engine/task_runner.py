@@ -69,7 +69,7 @@ async def run_ready_tasks(
                 kind="task_started",
                 payload={"task": task_id, "attempt": row.attempt, "resumed": row.status != TaskState.PENDING},
             )
-        tc = TaskContext(close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation))
+        tc = TaskContext(close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation), ctx.locale)
         handler = ctx.handler(task)
         try:
             result = await _perform(session, ctx, tc, handler)
@@ -289,7 +289,7 @@ async def _open_gate_with_cards(
         task=tc.task.id,
         attempt=tc.attempt,
         requirement=requirement,
-        summary=summary,
+        summary={"currency": ctx.policy.currency, **summary},  # the card shows every amount with its currency
         prepared_by=prepared_by,
         requested_by=requested_by,
         actor=ctx.actor,

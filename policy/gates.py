@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
+from money.formatting import format_money
 from policy.errors import GateInputError
 from policy.escalation import EscalationReason
 from policy.model import AmountThreshold, Policy, Tier
@@ -65,7 +66,8 @@ def derive_gate(
         threshold = raising_threshold(policy, amount)
         assert threshold is not None  # the tier only rises through a threshold
         reasons.append(
-            f"amount {_money(amount)} >= {_money(threshold.min_amount)} raises tier {base.name} to {tier.name}"
+            f"amount {_money(amount, policy.currency)} >= {_money(threshold.min_amount, policy.currency)} raises tier "
+            f"{base.name} to {tier.name}"
         )
     if findings and policy.findings_tier is not None:
         findings_tier = policy.tier(policy.findings_tier)
@@ -140,8 +142,10 @@ def _check_reason(reason: object) -> None:
         raise GateInputError("reason", f"expected an EscalationReason ({known}), got {reason!r}")
 
 
-def _money(amount: Decimal) -> str:
-    return f"{amount:,.2f}" if amount >= 0 else f"{amount:,.2f} (absolute {abs(amount):,.2f})"
+def _money(amount: Decimal, currency: str) -> str:
+    """`GBP 250,000.00`; a negative amount says the absolute value the tiers compare."""
+    shown = format_money(amount, currency)
+    return shown if amount >= 0 else f"{shown} (absolute {format_money(abs(amount), currency)})"
 
 
 def _check_amount(amount: object) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from engine.runs import CloseRecord
+from money.formatting import DEFAULT_LOCALE, format_money
 from policy import EscalationReason, Policy, WorkflowTask
 
 
@@ -30,6 +31,12 @@ class TaskContext:
     escalation: EscalationReason | None = None
     """The reason this task was escalated earlier, if it was: a person has looked at it, and its gate stays at least
     the escalation tier. A handler that escalates for a reason does not escalate again for the same one."""
+    locale: str = DEFAULT_LOCALE
+    """The CLDR locale the amounts in the task's texts for people are written in (COUNTERSIGN_LOCALE)."""
+
+    def money(self, amount: Decimal | str | None) -> str:
+        """An amount of the close, in the policy's currency and the locale: `"GBP 82,213.52"`."""
+        return "—" if amount is None else format_money(Decimal(str(amount)), self.policy.currency, locale=self.locale)
 
 
 class Escalate(Exception):

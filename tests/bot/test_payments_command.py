@@ -47,7 +47,7 @@ async def test_slack_payments_shows_every_certificate_to_a_controller_and_nothin
     assert f"Payment runs {PERIOD}" in card["text"]
     shown = texts(card["blocks"])
     assert all(certificate in shown for certificate in certificates)
-    assert "escalated: suspected injection" in shown
+    assert "escalated: suspected manipulation of the books or the agents" in shown
     assert refusal["response_type"] == "ephemeral" and refusal["text"].startswith("Refused")
     assert not any(certificate in texts(refusal) for certificate in certificates)
     await asyncio.sleep(0.3)

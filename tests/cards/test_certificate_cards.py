@@ -16,6 +16,7 @@ from cards import certificates, slack, teams
 from cards.certificates import ClauseRef, Hold, certificate_summary
 from cards.model import CardDataError, GateCard
 from certificates import INVARIANTS
+from policy.wording import in_words
 from tests.cards.checks import (
     assert_adaptive_card_valid,
     assert_slack_message_valid,
@@ -220,7 +221,7 @@ EXPECTED_TEXT = [
     "GBP 123,456.78",
     "GBP 987,654.32",
     "GBP 1,250,000.00",
-    "Escalated: suspected injection",
+    "Escalated: suspected manipulation of the books or the agents",
     "Text in this certificate appears to carry instructions to the system",
     "Deterministic explanation, flagged for review",
     "Retention never above its cap",
@@ -299,7 +300,11 @@ def test_a_model_explanation_without_escalation_shows_neither_flag() -> None:
 
 @pytest.mark.parametrize(
     ("reason", "wording"),
-    [("missing_contract_parameter", "A contract parameter the checks need is missing"), ("new_reason", "A person")],
+    [
+        ("missing_contract_parameter", "A contract parameter the checks need is missing"),
+        ("new_reason", "A person"),
+        ("budget_exhausted", "The model ran out of budget"),
+    ],
 )
 def test_every_escalation_reason_is_named(reason: str, wording: str) -> None:
     data = {**full_certificate(), "escalation": reason}
@@ -307,7 +312,8 @@ def test_every_escalation_reason_is_named(reason: str, wording: str) -> None:
         slack_text(slack.gate_message(payment_gate(data))),
         teams_text(teams.gate_message(payment_gate(data))),
     ):
-        assert f"Escalated: {reason.replace('_', ' ')}" in text and wording in text
+        assert f"Escalated: {in_words(reason)}" in text and wording in text
+        assert reason not in text  # the code itself is never shown
 
 
 # --- hostile text -----------------------------------------------------------------------------------------

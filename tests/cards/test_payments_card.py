@@ -72,7 +72,7 @@ def test_each_certificate_gets_one_line_with_every_column_on_both_platforms() ->
         assert "IPC-000000000001" in lines[0] and "CT-0002" in lines[0] and "GBP 1,001.50" in lines[0]
         assert "stage done" in lines[0] and "gate medium: approved" in lines[0] and "not certified" not in lines[0]
         assert "gate high: rejected" in lines[1] and "not certified" in lines[1]
-        assert "escalated: suspected injection" in lines[2]
+        assert "escalated: suspected manipulation of the books or the agents" in lines[2]
         assert "amount not yet computed" in lines[3] and "no gate yet" in lines[3]
     assert "Payment runs 2025-06" in slack["text"]
 

@@ -143,5 +143,5 @@ def test_without_escalation_derive_gate_is_unchanged(policy: Policy) -> None:
     task = low_task()
     assert derive_gate(policy, task, escalated=None) is None
     gate = derive_gate(policy, task, Decimal("250000.00"))
-    assert gate is not None and gate.rule.startswith("amount 250,000.00 >= 250,000.00 raises tier low to high")
+    assert gate is not None and gate.rule.startswith("amount GBP 250,000.00 >= GBP 250,000.00 raises tier low to high")
     assert "escalated" not in gate.rule

@@ -53,7 +53,7 @@ def test_amount_at_threshold_raises_tier_and_names_why(policy: Policy) -> None:
     gate = derive_gate(policy, make_task("low"), Decimal("250000.00"))
     assert gate is not None
     assert gate.tier == "high"
-    assert gate.rule.startswith("amount 250,000.00 >= 250,000.00 raises tier low to high")
+    assert gate.rule.startswith("amount GBP 250,000.00 >= GBP 250,000.00 raises tier low to high")
 
 
 def test_amount_just_below_threshold_does_not_raise(policy: Policy) -> None:
@@ -64,7 +64,7 @@ def test_negative_amount_raises_by_absolute_value(policy: Policy) -> None:
     gate = derive_gate(policy, make_task("medium"), Decimal("-1250000.00"))
     assert gate is not None
     assert (gate.tier, gate.quorum, gate.approver_role) == ("critical", 2, "cfo")
-    assert "1,000,000.00 raises tier medium to critical" in gate.rule
+    assert "GBP 1,000,000.00 raises tier medium to critical" in gate.rule
 
 
 def test_amount_never_lowers_the_task_tier(policy: Policy) -> None:

@@ -38,4 +38,4 @@ class Accruals(TaskHandler):
             source_task=tc.task.id,
         )
         posted = await post_journal(conn, request, posted_by=tc.actor)
-        return [f"{tc.task.id}: journal {posted.journal_id} posted ({result.get('total')})"]
+        return [f"{tc.task.id}: journal {posted.journal_id} posted ({tc.money(result.get('total'))})"]
