@@ -1,11 +1,13 @@
 """The machinery of the board's browser tests: Debian's chromium under Playwright, a real `countersign serve`,
-Chromium's virtual authenticator over CDP (passkeys), and screenshots.
+Chromium's virtual authenticator over CDP (passkeys), screenshots, and the fixtures over them, which conftest.py
+imports: `board_server`, `chromium_session`, `browser`, `board_page`, `screenshot`.
 
 Playwright's sync API marks its own event loop as the thread's running loop after every call, and leaves it marked
 between calls. Left so, every pytest-asyncio test after the first browser test would fail ("Runner.run() cannot be
 called from a running event loop"). `ChromiumSession` therefore marks the loop only while a browser test holds the
-browser (`holding()`), and the fixtures in conftest.py take care of that; browser tests are plain sync functions
-and reach the database with sync psycopg, never with the async `conn` fixture.
+browser (`holding()`), and the fixtures in conftest.py take care of that. Browser tests are plain sync functions:
+they reach the database with sync psycopg, or run async code (the services, `start_default_close`) through
+`run_coroutine`, never through the async `conn` fixture.
 """
 
 from __future__ import annotations
@@ -18,15 +20,15 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, CDPSession, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, CDPSession, Page, Playwright, ViewportSize, sync_playwright
 
 from countersign.database import Database
 from countersign.settings import PROJECT_ROOT
@@ -41,6 +43,7 @@ SERVER_STOP_TIMEOUT_S = 30.0  # bound on `countersign serve` exiting after SIGTE
 LOG_TAIL_CHARS = 4000  # how much of the server's output a failure message carries
 SCREENSHOTS_DIR = PROJECT_ROOT / "docs" / "screenshots"
 UPDATE_SCREENSHOTS = "COUNTERSIGN_UPDATE_SCREENSHOTS"
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 SCREENSHOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 INHERITED_ENV_DROPPED = ("COUNTERSIGN_", "DATABASE_URL", "SLACK_", "TEAMS_", "OTEL_")
 """The caller's own settings never leak into the server under test; PATH, HOME and the like do."""
@@ -54,6 +57,8 @@ AUTHENTICATOR_OPTIONS: dict[str, Any] = {
     "automaticPresenceSimulation": True,
 }
 """A platform passkey authenticator that verifies its user and answers without a touch."""
+
+T = TypeVar("T")
 
 
 # Chromium --------------------------------------------------------------------------------------------------------
@@ -111,6 +116,16 @@ class ChromiumSession:
         finally:
             self.playwright.stop()  # clears the mark once its loop has stopped
             asyncio._set_running_loop(None)
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run` inside a browser test: Playwright's loop is unmarked while the coroutine runs on its own loop."""
+    marked = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)
+    try:
+        return asyncio.run(coroutine)
+    finally:
+        asyncio._set_running_loop(marked)
 
 
 # The real server --------------------------------------------------------------------------------------------------
@@ -270,3 +285,48 @@ def save_screenshot(page: Page, name: str, scratch_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# Fixtures ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def board_server(database: Database, tmp_path: Path) -> Iterator[BoardServer]:
+    """`countersign serve` against this test's fresh database, at http://localhost:PORT; stopped when the test ends."""
+    with run_board_server(database, tmp_path / "board-server") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chromium_session() -> Iterator[ChromiumSession]:
+    """One Playwright driver and chromium for the session; tests reach it through `browser`."""
+    session = ChromiumSession.start()
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def browser(chromium_session: ChromiumSession) -> Iterator[Browser]:
+    """The session's chromium, held for this sync test only (so asyncio tests after it still run)."""
+    with chromium_session.holding() as held:
+        yield held
+
+
+@pytest.fixture
+def board_page(board_server: BoardServer, browser: Browser) -> Iterator[Page]:
+    """A page in a fresh context (no cookies, no authenticators) whose relative URLs go to `board_server`."""
+    context = browser.new_context(base_url=board_server.base_url, viewport=VIEWPORT, locale="en-GB")
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def screenshot(tmp_path: Path) -> Callable[[Page, str], Path]:
+    """`screenshot(page, name)`: the whole page as a PNG in tmp_path (docs/screenshots/ when asked); its path."""
+
+    def take(page: Page, name: str) -> Path:
+        return save_screenshot(page, name, tmp_path / "screenshots")
+
+    return take

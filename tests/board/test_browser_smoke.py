@@ -11,9 +11,11 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from playwright.sync_api import Browser, Page
 from playwright.sync_api import Error as PlaywrightError
+from psycopg.conninfo import conninfo_to_dict
 from webauthn import verify_authentication_response, verify_registration_response
 from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
 
@@ -22,6 +24,7 @@ from tests.board.browser_support import (
     BoardServer,
     add_virtual_authenticator,
     remove_virtual_authenticator,
+    run_coroutine,
     screenshot_path,
     virtual_credentials,
 )
@@ -65,6 +68,19 @@ def test_chromium_reaches_the_real_server_on_localhost(board_server: BoardServer
     assert '"status":"ok"' in board_page.locator("body").inner_text()
     assert board_page.evaluate("window.isSecureContext") is True  # WebAuthn needs it; localhost over http is one
     assert board_server.env["COUNTERSIGN_BOARD_URL"] == board_server.base_url
+
+
+def test_a_browser_test_runs_async_code_on_the_servers_database(board_server: BoardServer, board_page: Page) -> None:
+    board_page.goto("/healthz")
+
+    async def database_name() -> str:
+        async with await psycopg.AsyncConnection.connect(str(board_server.database.url)) as connection:
+            row = await (await connection.execute("SELECT current_database()")).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    assert run_coroutine(database_name()) == conninfo_to_dict(board_server.env["DATABASE_URL"])["dbname"]
+    assert board_page.evaluate("1 + 1") == 2  # Playwright works again afterwards
 
 
 def test_a_virtual_passkey_registers_and_signs_in_for_this_origin_only(
