@@ -54,3 +54,11 @@ class NoBooksLoaded(ServiceError, RuntimeError):
         )
         self.entity = entity
         self.period = period
+
+
+class GateNotFound(ServiceError, LookupError):
+    """No gate has this id (`gate_id` as the caller gave it)."""
+
+    def __init__(self, gate_id: str) -> None:
+        super().__init__(f"no gate with id {gate_id!r}")
+        self.gate_id = gate_id
