@@ -9,6 +9,15 @@ from typing import Any
 GATE_KINDS = ("approval", "escalation")
 GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled")
 DECISIONS = ("approve", "reject")
+REASON_MAX_CHARS = 1000  # our cap on a reason typed into a chat door (a Slack modal, a Teams card's input)
+
+# Who a card is shown to, when a door renders one card per person (a Teams refresh): what that person may still do.
+MAY_DECIDE = "may_decide"  # the gate waits on them
+APPROVED_BY_VIEWER = "approved"
+REJECTED_BY_VIEWER = "rejected"
+PREPARED_BY_VIEWER = "prepared"  # they prepared or requested the work: someone else decides
+NOT_ENTITLED = "not_entitled"  # not a known person, or without the gate's role
+VIEWER_STATES = (MAY_DECIDE, APPROVED_BY_VIEWER, REJECTED_BY_VIEWER, PREPARED_BY_VIEWER, NOT_ENTITLED)
 
 
 class CardDataError(ValueError):
@@ -54,10 +63,14 @@ class GateCard:
     overdue: bool
     summary: Mapping[str, Any] = field(default_factory=dict)
     decisions: tuple[DecisionLine, ...] = ()
+    page_url: str = ""  # the gate's page on the Close Board (cards.links.gate_page_url); "" for a status line's gate
+    needs_person_key: bool = False  # the gate accepts only a person's own key: decided on the board, never one tap
 
     def __post_init__(self) -> None:
         if not self.gate_id:
             raise CardDataError("gate_id", "must not be empty", "GateCard")
+        if self.needs_person_key and not self.page_url:
+            raise CardDataError("page_url", "a gate that needs a person's own key must link to its page", "GateCard")
         if self.kind not in GATE_KINDS:
             raise CardDataError("kind", f"expected one of {GATE_KINDS}, got {self.kind!r}", "GateCard")
         if self.status not in GATE_STATUSES:
@@ -70,6 +83,22 @@ class GateCard:
     @property
     def approvals_missing(self) -> int:
         return max(self.quorum - self.approvals, 0)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The one person a card is rendered for, and a word for them (`prompt`: e.g. a rejection needs a reason)."""
+
+    state: str
+    prompt: str = ""
+
+    def __post_init__(self) -> None:
+        if self.state not in VIEWER_STATES:
+            raise CardDataError("state", f"expected one of {VIEWER_STATES}, got {self.state!r}", "Viewer")
+
+    @property
+    def may_decide(self) -> bool:
+        return self.state == MAY_DECIDE
 
 
 @dataclass(frozen=True)

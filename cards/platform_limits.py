@@ -19,6 +19,13 @@ SLACK_BUTTON_TEXT_CHARS = 75  # button `text`
 SLACK_BUTTON_VALUE_CHARS = 2000  # button `value`
 SLACK_ID_CHARS = 255  # `action_id` and `block_id`
 SLACK_BLOCKS_PER_MESSAGE = 50  # blocks in one message
+SLACK_URL_CHARS = 3000  # a button's `url`
+SLACK_VIEW_TITLE_CHARS = 24  # a modal's `title`, `submit` and `close`
+SLACK_PRIVATE_METADATA_CHARS = 3000  # a view's `private_metadata`
+SLACK_INPUT_LABEL_CHARS = 2000  # an input block's `label` and `hint`
+SLACK_PLACEHOLDER_CHARS = 150  # an input element's `placeholder`
+SLACK_TEXT_INPUT_CHARS = 3000  # the most a plain_text_input's `max_length` may be
+SLACK_BLOCKS_PER_VIEW = 100  # blocks in one modal
 
 # --- Microsoft Teams / Adaptive Cards ----------------------------------------------------------------------------
 
@@ -29,3 +36,6 @@ TEAMS_CARD_BYTES = 28_000
 
 # Our own cap, shared by the Teams cards: one TextBlock or fallback text (Adaptive Cards set no length of their own).
 TEAMS_TEXT_CHARS = 2000
+
+# Teams refreshes a card automatically for at most 60 users (`refresh.userIds`); past that a person refreshes by hand.
+TEAMS_USERS_PER_REFRESH = 60

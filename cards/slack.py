@@ -1,7 +1,9 @@
 """Slack Block Kit messages: `{"text": <notification fallback>, "blocks": [...]}`.
 
 Everything stays inside Slack's limits (slack_sdk.models.blocks): long text is cut with "…", long lists end in
-a "+N more" note, and the Approve/Reject actions block is never dropped. Text given to us (rules, reasons,
+a "+N more" note, and the actions block is never dropped. Every gate card links to its Close Board page; a gate that
+needs a person's own key offers "Review and sign" there instead of Approve/Reject. Approve and Reject open a modal
+(`decision_modal`) that asks for the reason. Text given to us (rules, reasons,
 narratives, names, entities, memos) is made inert by cards/escape.py: &, < and > escaped, Slack's formatting
 characters shown as look-alikes, and every mrkdwn text object sent `verbatim`, so data can mention nobody, forge no
 link or formatting, and is never auto-linked. Lengths are counted in UTF-16 code units, which is never less than
@@ -24,7 +26,7 @@ from cards.formatting import (
     utc_time,
     waiting_on,
 )
-from cards.model import CardDataError, DecisionLine, GateCard, StatusCard, TraceExportCard
+from cards.model import REASON_MAX_CHARS, CardDataError, DecisionLine, GateCard, StatusCard, TraceExportCard
 from cards.platform_limits import (
     SLACK_BLOCKS_PER_MESSAGE,
     SLACK_BUTTON_TEXT_CHARS,
@@ -34,9 +36,14 @@ from cards.platform_limits import (
     SLACK_FIELDS_PER_SECTION,
     SLACK_HEADER_TEXT_CHARS,
     SLACK_ID_CHARS,
+    SLACK_INPUT_LABEL_CHARS,
+    SLACK_PLACEHOLDER_CHARS,
+    SLACK_PRIVATE_METADATA_CHARS,
     SLACK_SECTION_TEXT_CHARS,
+    SLACK_URL_CHARS,
+    SLACK_VIEW_TITLE_CHARS,
 )
-from cards.refusals import refusal_wording
+from cards.refusals import PERSON_KEY_NOTE, person_key_needed, refusal_wording
 from cards.text import ELLIPSIS, fit, units
 from policy.wording import in_words
 
@@ -44,7 +51,16 @@ LINE_MAX = 600
 
 APPROVE_ACTION_ID = "gate_approve"
 REJECT_ACTION_ID = "gate_reject"
+OPEN_BOARD_ACTION_ID = "gate_open_board"  # a link button: Slack still tells the app it was clicked
+REVIEW_ACTION_ID = "gate_review_and_sign"  # a link button, on a gate that needs a person's own key
+LINK_ACTION_IDS = (OPEN_BOARD_ACTION_ID, REVIEW_ACTION_ID)
 BLOCK_ID_PREFIX = "gate:"
+OPEN_BOARD_LABEL = "Open in Close Board"
+REVIEW_LABEL = "Review and sign"
+
+DECISION_VIEW_ID = "gate_decision"  # the modal's callback_id
+REASON_BLOCK_ID = "reason"
+REASON_ACTION_ID = "reason"
 
 Block = dict[str, Any]
 Message = dict[str, Any]
@@ -82,6 +98,7 @@ def gate_message(card: GateCard, *, locale: str | None = None) -> Message:
         *slack_certificate_section(card.summary, locale=locale),
         *_evidence_blocks(evidence_for(card.summary, locale=locale)),
         *_decision_blocks(card.decisions),
+        *_person_key_note(card),
     ]
     return _message(_fallback(card, headline), blocks, _actions(card, "Approve"))
 
@@ -99,6 +116,7 @@ def halt_message(card: GateCard, *, locale: str | None = None) -> Message:
         *slack_certificate_section(card.summary, locale=locale),
         *_evidence_blocks(evidence_for(card.summary, locale=locale)),
         *_decision_blocks(card.decisions),
+        *_person_key_note(card),
     ]
     return _message(_fallback(card, headline, reason), blocks, _actions(card, "Approve re-run"))
 
@@ -123,7 +141,8 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Message:
         *_evidence_blocks(evidence_for(card.summary, locale=locale)),
         *(_decision_blocks(card.decisions) or [_section("_No decisions were recorded._")]),
     ]
-    return _message(_fallback(card, headline), blocks, None)
+    links = _link_actions(card, [_link_button(OPEN_BOARD_ACTION_ID, OPEN_BOARD_LABEL, card.page_url)])
+    return _message(_fallback(card, headline), blocks, links if card.page_url else None)
 
 
 def status_message(status: StatusCard) -> Message:
@@ -184,6 +203,58 @@ def refusal_text(reason_code: str, detail: str) -> str:
     return _fit(text, SLACK_SECTION_TEXT_CHARS)
 
 
+def person_key_text(card: GateCard) -> str:
+    """Ephemeral text for a one-tap click on a gate that needs the person's own key: where to sign it."""
+    return _fit(person_key_needed(_own(card.page_url)), SLACK_SECTION_TEXT_CHARS)
+
+
+def decision_modal(card: GateCard, decision: str, private_metadata: str) -> Block:
+    """The modal Approve or Reject opens: the gate in one line and the reason (required to reject, optional to
+    approve). `private_metadata` is the door's (it names the gate and the decision; the door re-checks it)."""
+    if decision not in ("approve", "reject"):
+        raise CardDataError("decision", f"expected approve or reject, got {decision!r}", "decision modal")
+    if _units(private_metadata) > SLACK_PRIVATE_METADATA_CHARS:
+        raise CardDataError("private_metadata", f"longer than {SLACK_PRIVATE_METADATA_CHARS}", "decision modal")
+    rejecting = decision == "reject"
+    verb = "Reject" if rejecting else ("Approve re-run" if card.kind == "escalation" else "Approve")
+    about = (
+        f"*{_esc(card.task_title)}* · {_esc(card.entity)} {_esc(card.period)}\n"
+        f"Tier {_own(card.tier)} · {_own(quorum_progress(card))}"
+    )
+    warning = (
+        "One rejection rejects the gate, whatever the quorum."
+        if rejecting
+        else "Your approval counts once towards the quorum."
+    )
+    hint = "Required: the preparer sees it." if rejecting else "Optional: recorded with your approval."
+    return {
+        "type": "modal",
+        "callback_id": DECISION_VIEW_ID,
+        "private_metadata": private_metadata,
+        "title": _plain(_fit(f"{verb} gate", SLACK_VIEW_TITLE_CHARS)),
+        "submit": _plain(_fit(verb, SLACK_VIEW_TITLE_CHARS)),
+        "close": _plain("Cancel"),
+        "blocks": [
+            _section(about),
+            _context([_own(warning)]),
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK_ID,
+                "optional": not rejecting,
+                "label": _plain(_fit("Why you reject it" if rejecting else "Reason", SLACK_INPUT_LABEL_CHARS)),
+                "hint": _plain(_fit(hint, SLACK_INPUT_LABEL_CHARS)),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_ACTION_ID,
+                    "multiline": True,
+                    "max_length": REASON_MAX_CHARS,
+                    "placeholder": _plain(_fit("What you checked, or what is wrong", SLACK_PLACEHOLDER_CHARS)),
+                },
+            },
+        ],
+    }
+
+
 # --- gate pieces ------------------------------------------------------------------------------------------
 
 
@@ -218,27 +289,37 @@ def _overdue_prefix(card: GateCard) -> str:
 
 
 def _actions(card: GateCard, approve_label: str) -> Block:
+    """Approve, Reject and the board link; on a gate that needs a person's own key, only "Review and sign"."""
     gate_id = card.gate_id
-    block_id = BLOCK_ID_PREFIX + gate_id
-    if _units(block_id) > SLACK_ID_CHARS or _units(gate_id) > SLACK_BUTTON_VALUE_CHARS:
+    if _units(gate_id) > SLACK_BUTTON_VALUE_CHARS:
+        raise CardDataError("gate_id", f"longer than a Slack button value ({SLACK_BUTTON_VALUE_CHARS})", "GateCard")
+    if card.needs_person_key:
+        review = {**_link_button(REVIEW_ACTION_ID, REVIEW_LABEL, card.page_url), "style": "primary"}
+        return _link_actions(card, [review])
+    elements = [
+        _button(APPROVE_ACTION_ID, approve_label, gate_id, "primary"),
+        _button(REJECT_ACTION_ID, "Reject", gate_id, "danger"),
+    ]
+    if card.page_url:
+        elements.append(_link_button(OPEN_BOARD_ACTION_ID, OPEN_BOARD_LABEL, card.page_url))
+    return _link_actions(card, elements)
+
+
+def _link_actions(card: GateCard, elements: list[Block]) -> Block:
+    block_id = BLOCK_ID_PREFIX + card.gate_id
+    if _units(block_id) > SLACK_ID_CHARS:
         raise CardDataError("gate_id", f"too long to round-trip in a Slack block_id ({SLACK_ID_CHARS} max)", "GateCard")
-    return {
-        "type": "actions",
-        "block_id": block_id,
-        "elements": [
-            _button(APPROVE_ACTION_ID, approve_label, gate_id, "primary"),
-            {
-                **_button(REJECT_ACTION_ID, "Reject", gate_id, "danger"),
-                "confirm": {
-                    "title": _plain("Reject this gate?"),
-                    "text": _plain("One rejection rejects the gate, whatever the quorum."),
-                    "confirm": _plain("Reject"),
-                    "deny": _plain("Cancel"),
-                    "style": "danger",
-                },
-            },
-        ],
-    }
+    return {"type": "actions", "block_id": block_id, "elements": elements}
+
+
+def _link_button(action_id: str, label: str, url: str) -> Block:
+    if _units(url) > SLACK_URL_CHARS:
+        raise CardDataError("page_url", f"longer than Slack's {SLACK_URL_CHARS} for a button url", "GateCard")
+    return {"type": "button", "action_id": action_id, "text": _plain(_fit(label, SLACK_BUTTON_TEXT_CHARS)), "url": url}
+
+
+def _person_key_note(card: GateCard) -> list[Block]:
+    return [_context([f":key: {_own(PERSON_KEY_NOTE)}"])] if card.needs_person_key else []
 
 
 def _button(action_id: str, label: str, value: str, style: str) -> Block:

@@ -2,10 +2,13 @@
 
 Decisions use Universal Actions: `Action.Execute` with verb `gate.approve`/`gate.reject` and
 `data: {"gate_id", "decision"}`, each with an `Action.Submit` fallback carrying the same data for clients
-without Universal Actions. Text given to us (rules, reasons, narratives, names, entities, evidence facts and lines)
-goes only into `TextRun`s (cards/escape.py), which Adaptive Cards never read as markdown: `TextBlock`s and `FactSet`s
-(both read as markdown) carry only our own words, identifiers and formatted figures. No `refresh` block: it needs
-Teams user ids (`refresh.userIds`, at most 60), which only the adapter knows.
+without Universal Actions; the card's `Input.Text` (id `reason`) adds the person's reason to that data. Every gate card
+links to its Close Board page (`Action.OpenUrl`); a gate that needs a person's own key offers "Review and sign" there
+instead of Approve/Reject. An open gate card carries `refresh` (verb `refresh`, at most TEAMS_USERS_PER_REFRESH user
+ids, which the adapter passes in), so each approver sees their own state (`Viewer`). Text given to us (rules, reasons,
+narratives, names, entities, evidence facts and lines) goes only into `TextRun`s (cards/escape.py), which Adaptive
+Cards never read as markdown: `TextBlock`s and `FactSet`s (both read as markdown) carry only our own words,
+identifiers and formatted figures.
 """
 
 from __future__ import annotations
@@ -18,9 +21,22 @@ from cards.certificates import teams_certificate_section
 from cards.escape import teams_data_block, teams_data_run, teams_markdown
 from cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from cards.formatting import STATUS_HEADLINES, decision_verb, parse_time, quorum_progress, utc_time, waiting_on
-from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
-from cards.platform_limits import SLACK_SECTION_TEXT_CHARS, TEAMS_CARD_BYTES, TEAMS_TEXT_CHARS
-from cards.refusals import refusal_wording
+from cards.model import (
+    APPROVED_BY_VIEWER,
+    MAY_DECIDE,
+    NOT_ENTITLED,
+    PREPARED_BY_VIEWER,
+    REASON_MAX_CHARS,
+    REJECTED_BY_VIEWER,
+    CardDataError,
+    DecisionLine,
+    GateCard,
+    StatusCard,
+    TraceExportCard,
+    Viewer,
+)
+from cards.platform_limits import SLACK_SECTION_TEXT_CHARS, TEAMS_CARD_BYTES, TEAMS_TEXT_CHARS, TEAMS_USERS_PER_REFRESH
+from cards.refusals import PERSON_KEY_NOTE, refusal_wording
 from cards.text import ELLIPSIS, fit
 from policy.wording import in_words
 
@@ -29,6 +45,18 @@ CARD_VERSION = "1.5"
 INVOKE_RESPONSE_TYPE = "application/vnd.microsoft.card.adaptive"
 APPROVE_VERB = "gate.approve"
 REJECT_VERB = "gate.reject"
+REFRESH_VERB = "refresh"
+REASON_INPUT_ID = "reason"
+OPEN_BOARD_TITLE = "Open in Close Board"
+REVIEW_TITLE = "Review and sign"
+
+VIEWER_WORDS = {
+    MAY_DECIDE: "Waiting on you.",
+    APPROVED_BY_VIEWER: "You approved this gate.",
+    REJECTED_BY_VIEWER: "You rejected this gate.",
+    PREPARED_BY_VIEWER: "You prepared or requested this work: someone else decides it.",
+    NOT_ENTITLED: "This gate is not yours to decide.",
+}
 
 # Our caps, which keep every card well under TEAMS_CARD_BYTES (cards/platform_limits.py).
 LINE_MAX = 400
@@ -44,25 +72,43 @@ Card = dict[str, Any]
 # --- public cards -----------------------------------------------------------------------------------------
 
 
-def gate_message(card: GateCard, *, locale: str | None = None) -> Card:
+def gate_message(
+    card: GateCard,
+    *,
+    viewer: Viewer | None = None,
+    refresh_user_ids: Sequence[str] = (),
+    locale: str | None = None,
+) -> Card:
+    """An open approval gate; `viewer` is the one person it is rendered for (a refresh), None for the channel;
+    amounts written in the CLDR `locale` (None: en_GB)."""
     headline = f"Approval needed: {card.task_title}"
     body = [
         *_gate_heading(card, headline),
+        *_viewer_banner(viewer),
         _titled("Why policy requires it", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _gate_facts(card),
         *_overdue_banner(card),
         *teams_certificate_section(card.summary, locale=locale),
         *_evidence(evidence_for(card.summary, locale=locale)),
         *_decisions(card.decisions),
+        *_decision_inputs(card, viewer),
     ]
-    return _card(body, _decision_actions(card, "Approve"), _fallback_text(card, headline))
+    actions = _decision_actions(card, "Approve", viewer)
+    return _open_card(card, body, actions, _fallback_text(card, headline), refresh_user_ids)
 
 
-def halt_message(card: GateCard, *, locale: str | None = None) -> Card:
+def halt_message(
+    card: GateCard,
+    *,
+    viewer: Viewer | None = None,
+    refresh_user_ids: Sequence[str] = (),
+    locale: str | None = None,
+) -> Card:
     reason = halt_reason(card.summary) or "The task halted and needs a person to investigate."
     headline = f"Halted: {card.task_title}"
     body = [
         *_gate_heading(card, headline),
+        *_viewer_banner(viewer),
         _titled("What halted", [_verbatim(reason, TEAMS_TEXT_CHARS)], style="attention"),
         _titled("Why a person must look", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _gate_facts(card),
@@ -70,8 +116,10 @@ def halt_message(card: GateCard, *, locale: str | None = None) -> Card:
         *teams_certificate_section(card.summary, locale=locale),
         *_evidence(evidence_for(card.summary, locale=locale)),
         *_decisions(card.decisions),
+        *_decision_inputs(card, viewer),
     ]
-    return _card(body, _decision_actions(card, "Approve re-run"), _fallback_text(card, headline, reason))
+    actions = _decision_actions(card, "Approve re-run", viewer)
+    return _open_card(card, body, actions, _fallback_text(card, headline, reason), refresh_user_ids)
 
 
 def decided_message(card: GateCard, *, locale: str | None = None) -> Card:
@@ -92,7 +140,8 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Card:
         *_evidence(evidence_for(card.summary, locale=locale)),
         *(_decisions(card.decisions) or [_text("No decisions were recorded.", isSubtle=True)]),
     ]
-    return _card(body, None, _fallback_text(card, headline))
+    links = [_open_url(OPEN_BOARD_TITLE, card.page_url)] if card.page_url else None
+    return _card(body, links, _fallback_text(card, headline))
 
 
 def status_message(status: StatusCard) -> Card:
@@ -199,11 +248,63 @@ def _overdue_banner(card: GateCard) -> list[Element]:
     return [_text("Overdue: this gate is past its due time.", color="attention", weight="bolder")]
 
 
-def _decision_actions(card: GateCard, approve_title: str) -> list[Element]:
+def _decision_actions(card: GateCard, approve_title: str, viewer: Viewer | None) -> list[Element]:
+    """Approve and Reject (with the board link), or only a link: "Review and sign" on a gate that needs a person's
+    own key, "Open in Close Board" for a viewer the gate does not wait on."""
+    if card.needs_person_key:
+        return [{**_open_url(REVIEW_TITLE, card.page_url), "style": "positive"}]
+    links = [_open_url(OPEN_BOARD_TITLE, card.page_url)] if card.page_url else []
+    if viewer is not None and not viewer.may_decide:
+        return links
     return [
         _execute(approve_title, APPROVE_VERB, card.gate_id, "approve", "positive"),
         _execute("Reject", REJECT_VERB, card.gate_id, "reject", "destructive"),
+        *links,
     ]
+
+
+def _decision_inputs(card: GateCard, viewer: Viewer | None) -> list[Element]:
+    """The reason box, whose value Teams adds to the Approve/Reject data; none where no one-tap decision is offered."""
+    if card.needs_person_key:
+        return [_text(PERSON_KEY_NOTE, weight="bolder")]
+    if viewer is not None and not viewer.may_decide:
+        return []
+    return [
+        {
+            "type": "Input.Text",
+            "id": REASON_INPUT_ID,
+            "label": "Reason (required to reject)",
+            "placeholder": "What you checked, or what is wrong",
+            "isMultiline": True,
+            "maxLength": REASON_MAX_CHARS,
+            "spacing": "medium",
+        }
+    ]
+
+
+def _viewer_banner(viewer: Viewer | None) -> list[Element]:
+    if viewer is None:
+        return []
+    banner = [_text(VIEWER_WORDS[viewer.state], weight="bolder", color="accent", spacing="small")]
+    if viewer.prompt:
+        banner.append(_verbatim_attention(viewer.prompt))
+    return banner
+
+
+def _open_card(
+    card: GateCard, body: list[Element], actions: list[Element], fallback_text: str, refresh_user_ids: Sequence[str]
+) -> Card:
+    if len(refresh_user_ids) > TEAMS_USERS_PER_REFRESH:
+        too_many = f"at most {TEAMS_USERS_PER_REFRESH}, got {len(refresh_user_ids)}"
+        raise CardDataError("refresh_user_ids", too_many, "Teams card")
+    rendered = _card(body, actions, fallback_text)
+    refresh = {"type": "Action.Execute", "title": "Refresh", "verb": REFRESH_VERB, "data": {"gate_id": card.gate_id}}
+    rendered["refresh"] = {"action": refresh, "userIds": list(refresh_user_ids)}
+    return rendered
+
+
+def _open_url(title: str, url: str) -> Element:
+    return {"type": "Action.OpenUrl", "title": title, "url": url}
 
 
 def _execute(title: str, verb: str, gate_id: str, decision: str, style: str) -> Element:
@@ -286,7 +387,8 @@ def _card(body: list[Element], actions: list[Element] | None, fallback_text: str
         card["actions"] = actions
     if len(json.dumps(card, ensure_ascii=False).encode("utf-8")) > TEAMS_CARD_BYTES:
         # Unreachable with the caps above for any realistic summary; if it happens, keep the decision path.
-        card["body"] = [*body[:3], _text("Some figures are too large for a Teams card; see the close status.")]
+        inputs = [element for element in body[3:] if str(element.get("type", "")).startswith("Input.")]
+        card["body"] = [*body[:3], _text("Some figures are too large for a Teams card; see the close status."), *inputs]
     return card
 
 
@@ -328,6 +430,11 @@ def _data_facts(facts: Iterable[Fact]) -> list[Element]:
 def _text(text: str, **options: Any) -> Element:
     """Text we wrote ourselves (markdown allowed)."""
     return {"type": "TextBlock", "text": fit(text, TEAMS_TEXT_CHARS), "wrap": True, **options}
+
+
+def _verbatim_attention(text: str) -> Element:
+    """A message for the person (it may carry a link or their own words): a TextRun in the attention colour."""
+    return teams_data_block([teams_data_run(fit(text, TEAMS_TEXT_CHARS), color="attention", weight="bolder")])
 
 
 def _verbatim(text: str, limit: int, monospace: bool = False) -> Element:

@@ -73,7 +73,9 @@ def assert_block_limits(block: dict[str, Any]) -> None:
         assert len(block["elements"]) <= 25
         for button in block["elements"]:
             assert utf16_units(button["text"]["text"]) <= 75
-            assert utf16_units(button["value"]) <= 2000
+            assert ("value" in button) != ("url" in button), "a button either carries a value or links"
+            assert utf16_units(button.get("value", "")) <= 2000
+            assert utf16_units(button.get("url", "")) <= 3000
             assert utf16_units(button["action_id"]) <= 255
 
 
