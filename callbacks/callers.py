@@ -13,12 +13,12 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 
+from audit.person_proof import read_message, verify_signature
 from audit.trace import append_event, seal_pending
 from callbacks.decision_writer import Seal
 from callbacks.principals import CHANNELS, PRINCIPAL_LOOKUP, normalise_identity
 from policy.command_roles import AccessDecision, check_access
 from policy.model import Policy
-from policy.person_proof import read_message, verify_signature
 from records.states import PrincipalKind
 
 TOKEN_PREFIX = "cs_"

@@ -16,13 +16,27 @@ from psycopg import AsyncConnection, errors
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
+from audit.person_proof import digest_of_gate
 from audit.trace import append_event, seal_pending
-from callbacks.person_signature import SIGNED_CALLBACK, PersonProofRejected, check_person_signature
+from callbacks.person_signature import (
+    BOARD,
+    SIGNED_CALLBACK,
+    PersonProofRejected,
+    check_passkey_assertion,
+    check_person_signature,
+)
 from callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
-from records.gates import GateRecord, read_gate
-from records.states import DECIDED, Decision, GateStatus
+from records.gates import GateRecord, read_gate, read_gate_facts
+from records.states import DECIDED, Decision, GateStatus, ProofKind
 
 DECISIONS = tuple(decision.value for decision in Decision)
+# What each door's decision carries as proof (the database maps channels to proofs the same way: migration 0017).
+CHANNEL_PROOF = {
+    "slack": ProofKind.PLATFORM_IDENTITY,
+    "teams": ProofKind.PLATFORM_IDENTITY,
+    SIGNED_CALLBACK: ProofKind.ED25519,
+    BOARD: ProofKind.PASSKEY,
+}
 
 
 class GateNotFound(LookupError):
@@ -57,7 +71,8 @@ class DecisionRequest:
     nonce: str
     channel: str
     proof: dict[str, Any] = field(default_factory=dict)
-    """Person-level proof: an Ed25519 signature for signed callbacks, the platform identity for Slack and Teams."""
+    """Person-level proof: an Ed25519 signature for signed callbacks, a passkey assertion for the board, the platform
+    identity for Slack and Teams."""
 
     def digest(self) -> str:
         body = f"{self.gate_id}\n{normalise_identity(self.principal)}\n{self.decision}\n{self.reason}\n{self.nonce}"
@@ -274,14 +289,17 @@ async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
 # the gate and (gate, principal) are unique, and the principal lookup is LIMIT 1.
 _DECISION_CONTEXT = (
     "SELECT r.gate_id::text AS replay_gate, r.request_digest AS replay_digest,"
-    " s.status, g.approver_role AS role, g.tier, g.prepared_by, g.requested_by,"
-    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision AS previous, p.public_key"
+    " s.status, g.approver_role AS role, g.tier, g.prepared_by, g.requested_by, g.accepted_proofs,"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision AS previous, p.public_key,"
+    " k.public_key AS passkey_public_key, k.sign_count AS passkey_sign_count"
     " FROM (SELECT 1) AS one"
     " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
     " LEFT JOIN gate g ON g.gate_id = %(gate)s"
     " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
     f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
     " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
+    " LEFT JOIN principal_passkey k ON k.credential_id = %(credential)s AND k.principal_id = p.principal_id"
+    "  AND k.revoked_at IS NULL"
 )
 
 
@@ -296,12 +314,15 @@ class _DecisionContext:
     tier: str | None
     prepared_by: str | None
     requested_by: list[str] | None
+    accepted_proofs: list[str] | None
     principal_id: str | None
     kind: str | None
     display_name: str | None
     roles: list[str] | None
     previous: str | None
     public_key: bytes | None
+    passkey_public_key: bytes | None
+    passkey_sign_count: int | None
 
     @property
     def principal(self) -> Principal | None:
@@ -310,21 +331,61 @@ class _DecisionContext:
         return Principal(self.principal_id, self.kind or "", self.display_name or "", tuple(self.roles or ()))
 
 
-def _check_person_proof(request: DecisionRequest, principal: Principal, public_key: bytes | None) -> None:
-    """A signed-callback decision carries the person's own Ed25519 signature (callbacks/person_signature.py)."""
+async def _check_person_proof(
+    conn: AsyncConnection[Any], request: DecisionRequest, principal: Principal, row: _DecisionContext
+) -> None:
+    """A signed-callback decision carries the person's own Ed25519 signature, a board decision their passkey's
+    assertion (callbacks/person_signature.py), each over the digest of the gate's summary as the database holds it."""
+    facts = await read_gate_facts(conn, request.gate_id)
+    assert facts is not None  # the context row found the gate
+    digest = digest_of_gate(facts.digest_fields(), facts.summary_json)
     try:
-        check_person_signature(
+        if request.channel == SIGNED_CALLBACK:
+            check_person_signature(
+                gate_id=request.gate_id,
+                principal=request.principal,
+                principal_id=principal.principal_id,
+                decision=request.decision,
+                reason=request.reason,
+                nonce=request.nonce,
+                proof=request.proof,
+                public_key=row.public_key,
+                summary_digest=digest,
+            )
+            return
+        count = check_passkey_assertion(
             gate_id=request.gate_id,
-            principal=request.principal,
             principal_id=principal.principal_id,
             decision=request.decision,
             reason=request.reason,
             nonce=request.nonce,
             proof=request.proof,
-            public_key=public_key,
+            passkey_public_key=row.passkey_public_key,
+            sign_count=row.passkey_sign_count or 0,
+            summary_digest=digest,
         )
     except PersonProofRejected as rejected:
         raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
+    async with conn.cursor() as cur:  # the count only rises: a replayed assertion is refused here by the database
+        await cur.execute("SELECT record_passkey_use(%s, %s)", (request.proof["credential_id"], count))
+
+
+def _check_proof_strength(request: DecisionRequest, row: _DecisionContext) -> None:
+    """The gate's accepted proofs (frozen from risk.yaml when it opened) admit this door's proof; the database
+    checks the same, whoever connects. A rejection says why."""
+    who = normalise_identity(request.principal)
+    proof = CHANNEL_PROOF.get(request.channel)
+    accepted = tuple(row.accepted_proofs or ())
+    if proof is None or proof not in accepted:
+        raise DecisionRefused(
+            request.gate_id,
+            who,
+            "needs_person_key",
+            f"this {row.tier} gate must be signed with the person's own key ({', '.join(accepted)}); a"
+            f" {request.channel} decision cannot decide it: review and sign it on the Close Board",
+        )
+    if request.decision == Decision.REJECT and not request.reason.strip():
+        raise DecisionRefused(request.gate_id, who, "reason_required", "a rejection needs the person's reason")
 
 
 def stored_proof(request: DecisionRequest) -> dict[str, Any]:
@@ -344,7 +405,12 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
     async with conn.cursor(row_factory=class_row(_DecisionContext)) as cur:
         await cur.execute(
             _DECISION_CONTEXT,
-            {"nonce": request.nonce, "gate": request.gate_id, "key": normalise_identity(request.principal)},
+            {
+                "nonce": request.nonce,
+                "gate": request.gate_id,
+                "key": normalise_identity(request.principal),
+                "credential": request.proof.get("credential_id") if request.channel == BOARD else None,
+            },
         )
         row = await cur.fetchone()
     assert row is not None
@@ -356,8 +422,8 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         raise GateNotFound(request.gate_id)
     assert row.role is not None and row.tier is not None and row.prepared_by is not None
     principal = row.principal
-    if principal is not None and principal.is_human and request.channel == SIGNED_CALLBACK:
-        _check_person_proof(request, principal, row.public_key)
+    if principal is not None and principal.is_human and request.channel in (SIGNED_CALLBACK, BOARD):
+        await _check_person_proof(conn, request, principal, row)
     check_may_decide(
         request,
         principal,
@@ -369,6 +435,7 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
     assert principal is not None
     if row.previous is not None:
         raise _second_vote(request, principal.principal_id, row.previous)
+    _check_proof_strength(request, row)
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO gate_decision"

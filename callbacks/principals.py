@@ -14,7 +14,7 @@ import yaml
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
-from policy.person_proof import parse_public_key
+from audit.person_proof import parse_public_key
 from records.states import PrincipalKind
 
 # Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.

@@ -42,7 +42,7 @@ def principals_keygen(
     out: Annotated[Path, typer.Option("--out", help="Folder for the key files.")] = Path("."),
 ) -> None:
     """Write a person's Ed25519 key pair: NAME.key (private, PKCS8 PEM, mode 0600) and NAME.pub (base64)."""
-    from policy.person_proof import generate_key_pair, public_key_text
+    from audit.person_proof import generate_key_pair, public_key_text
 
     if not KEY_NAME.fullmatch(name):
         fail(f"NAME {name!r} must be 1-128 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")

@@ -94,8 +94,9 @@ def policy_seed(policy: Policy, workflows: Mapping[str, Workflow]) -> list[tuple
     return [
         *((f"DELETE FROM {table}", []) for table in _POLICY_TABLES),
         (
-            "INSERT INTO policy_tier (name, rank, gated, quorum, approver_role) VALUES (%s, %s, %s, %s, %s)",
-            [(t.name, t.rank, t.gate, t.quorum, t.approver_role) for t in policy.tiers],
+            "INSERT INTO policy_tier (name, rank, gated, quorum, approver_role, accepted_proofs)"
+            " VALUES (%s, %s, %s, %s, %s, %s)",
+            [(t.name, t.rank, t.gate, t.quorum, t.approver_role, list(t.accepted_proofs)) for t in policy.tiers],
         ),
         ("INSERT INTO policy_task (workflow, task, tier) VALUES (%s, %s, %s)", list(tasks)),
         (

@@ -4,7 +4,8 @@ A gate's outcome (approved, rejected) is computed by the `gate_state` view from 
 service recorded. The engine reads gates through `records.gates` and marks a gate `applied` once it has acted on
 the outcome.
 Before acting, it re-checks each decision's person-level proof (`unproven_decisions`): a decision counts only when
-it carries the person's own Ed25519 signature or a chat identity that belongs to that person.
+it carries the person's own key (an Ed25519 signature or a passkey assertion over the gate's summary digest) or a
+chat identity that belongs to that person; which of these a gate accepts, the database decides (gate.accepted_proofs).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
+from audit.person_proof import decision_message, digest_of_gate, passkey_proof_problem, verify_signature
 from audit.trace import append_event
 from engine.lifecycle import GateLifecycle
 from engine.supervisor import move_gate
 from policy import GateRequirement
-from policy.person_proof import decision_message, verify_signature
+from records.gates import read_gate_facts
 
 
 async def open_gate(
@@ -82,6 +84,8 @@ async def open_gate(
             existing: str | None = await cur.fetchone()
         assert existing is not None
         return existing
+    facts = await read_gate_facts(conn, gate_id)
+    assert facts is not None  # inserted above, in this transaction
     await append_event(
         conn,
         actor=actor,
@@ -99,6 +103,7 @@ async def open_gate(
             "prepared_by": prepared_by,
             "requested_by": sorted(set(requested_by)),
             "due_at": due_at.isoformat(),
+            "summary_digest": digest_of_gate(facts.digest_fields(), facts.summary_json),
             "to": f"role:{requirement.approver_role}",
         },
     )
@@ -148,40 +153,68 @@ class RecordedDecision:
     public_key: bytes | None
     logins: tuple[str, ...]
     identity_matches: bool
+    passkey_public_key: bytes | None = None  # the COSE key of a live passkey of this principal the proof names
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "public_key", bytes(self.public_key) if self.public_key is not None else None)
         object.__setattr__(self, "logins", tuple(self.logins))
+        if self.passkey_public_key is not None:
+            object.__setattr__(self, "passkey_public_key", bytes(self.passkey_public_key))
 
 
-def decision_proof_problem(d: RecordedDecision) -> str | None:
-    """Why this decision's proof does not hold, or None when it does. Pure."""
+def _signed_at(proof: dict[str, Any]) -> int | None:
+    signed_at = proof.get("signed_at")
+    return None if isinstance(signed_at, bool) or not isinstance(signed_at, int) else signed_at
+
+
+def decision_proof_problem(d: RecordedDecision, summary_digest: str) -> str | None:
+    """Why this decision's proof does not hold, or None when it does. Pure.
+
+    `summary_digest` is the gate's, computed from its frozen columns: a person's key must have signed that digest."""
     proof = d.proof if isinstance(d.proof, dict) else {}
-    if d.channel == "signed_callback":
-        signature, signed_at = proof.get("signature"), proof.get("signed_at")
-        if proof.get("kind") != "ed25519" or not isinstance(signature, str):
-            return "no Ed25519 signature in the proof"
-        if isinstance(signed_at, bool) or not isinstance(signed_at, int):
+    if d.channel in ("signed_callback", "board"):
+        signed_at = _signed_at(proof)
+        if signed_at is None:
             return "the proof's signed_at is not unix seconds"
-        if d.public_key is None:
-            return "the principal has no registered public key"
-        for name in (d.principal_id, *d.logins):  # the person may have signed under a login alias
-            message = decision_message(
+        names = (d.principal_id, *d.logins)  # the person may have signed under a login alias
+        messages = [
+            decision_message(
                 gate_id=d.gate_id,
                 principal=name,
                 decision=d.decision,
                 reason=d.reason,
                 nonce=d.nonce,
                 signed_at=signed_at,
+                summary_digest=summary_digest,
             )
-            if verify_signature(bytes(d.public_key), message, signature):
-                return None
-        return "the Ed25519 signature does not verify against the principal's registered key"
+            for name in names
+        ]
+        if d.channel == "board":
+            return _passkey_problem(d, proof, messages[0])
+        signature = proof.get("signature")
+        if proof.get("kind") != "ed25519" or not isinstance(signature, str):
+            return "no Ed25519 signature in the proof"
+        if d.public_key is None:
+            return "the principal has no registered public key"
+        if any(verify_signature(bytes(d.public_key), message, signature) for message in messages):
+            return None
+        return "the Ed25519 signature does not verify against the principal's registered key over this gate's summary"
     if d.channel in ("slack", "teams"):
         if proof.get("kind") != d.channel or not d.identity_matches:
             return f"the {d.channel} identity in the proof does not belong to the principal"
         return None
     return f"unknown decision channel {d.channel!r}"
+
+
+def _passkey_problem(d: RecordedDecision, proof: dict[str, Any], message: bytes) -> str | None:
+    if d.passkey_public_key is None:
+        return "the proof names no live passkey of the principal"
+    rp_id, origin = proof.get("rp_id"), proof.get("origin")
+    if not isinstance(rp_id, str) or not isinstance(origin, str):
+        return "the passkey proof does not say which board it was made for"
+    return passkey_proof_problem(
+        proof=proof, credential_public_key=d.passkey_public_key, message=message, rp_id=rp_id, origin=origin
+    )
 
 
 async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[RecordedDecision]:
@@ -196,7 +229,10 @@ async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[R
             "         WHERE i.principal_id = d.principal_id AND i.channel = d.channel"
             "           AND i.channel = d.proof->>'kind'"
             "           AND i.tenant = d.proof->>'tenant' AND i.external_id = d.proof->>'external_id')"
-            " AS identity_matches"
+            " AS identity_matches,"
+            " (SELECT k.public_key FROM principal_passkey k WHERE k.credential_id = d.proof->>'credential_id'"
+            "   AND k.principal_id = d.principal_id AND (k.revoked_at IS NULL OR k.revoked_at > d.decided_at))"
+            " AS passkey_public_key"
             " FROM gate_decision d LEFT JOIN principal p USING (principal_id)"
             " WHERE d.gate_id = %s ORDER BY d.decision_id",
             (gate_id,),
@@ -206,9 +242,13 @@ async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[R
 
 async def unproven_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[UnprovenDecision]:
     """The gate's decisions that carry no valid person-level proof; such a decision never counts."""
-    out = []
+    out: list[UnprovenDecision] = []
+    facts = await read_gate_facts(conn, gate_id)
+    if facts is None:
+        return out
+    digest = digest_of_gate(facts.digest_fields(), facts.summary_json)
     for d in await recorded_decisions(conn, gate_id):
-        problem = decision_proof_problem(d)
+        problem = decision_proof_problem(d, digest)
         if problem is not None:
             out.append(UnprovenDecision(d.gate_id, d.principal_id, d.channel, problem))
     return out

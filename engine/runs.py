@@ -12,6 +12,7 @@ from typing import Any
 from psycopg import AsyncConnection, errors
 from psycopg.rows import class_row, scalar_row
 
+from audit.person_proof import digest_of_gate
 from audit.trace import append_event, register_close_versions, seal_pending
 from engine.actors import ENGINE_ACTOR
 from engine.dispatch import dead_letters
@@ -371,6 +372,8 @@ def _gate_status(gate: GateRecord) -> dict[str, Any]:
         "prepared_by": gate.prepared_by,
         "requested_by": list(gate.requested_by),
         "expires_at": gate.expires_at.isoformat() if gate.expires_at else None,
+        "accepted_proofs": list(gate.accepted_proofs),
+        "summary_digest": digest_of_gate(gate.facts.digest_fields(), gate.facts.summary_json),
         "overdue": bool(gate.overdue),
         "decisions": [
             {

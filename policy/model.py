@@ -18,6 +18,13 @@ class Tier:
     due_hours: int | None
     rank: int
     expire_hours: int | None = None  # after this, decisions are refused and the work must be redone
+    accepted_proofs: tuple[str, ...] = ()  # PROOF_KINDS a decision on a gate of this tier may carry; () if ungated
+
+
+# What may prove that a person decided (records.states.ProofKind holds the same words; so does the database).
+PLATFORM_IDENTITY = "platform_identity"
+PERSON_KEY_PROOFS = ("ed25519", "passkey")
+PROOF_KINDS = (PLATFORM_IDENTITY, *PERSON_KEY_PROOFS)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from pathlib import Path
 from policy.escalation import EscalationReason
 from policy.fields import Fields
 from policy.model import (
+    PERSON_KEY_PROOFS,
+    PROOF_KINDS,
     AccrualsPolicy,
     AmountThreshold,
     Policy,
@@ -77,13 +79,13 @@ def _parse_tiers(root: Fields) -> tuple[Tier, ...]:
         raise root.error("tiers", "must list at least one tier")
     tiers: list[Tier] = []
     for rank, entry in enumerate(entries):
-        first = Fields(entry, root.source, f"tiers[{rank}]", ("name", "gate"), _GATED_TIER_KEYS)
+        first = Fields(entry, root.source, f"tiers[{rank}]", ("name", "gate"), (*_GATED_TIER_KEYS, "proofs"))
         name = first.text("name")
         if not _NAME.match(name):
             raise first.error("name", f"tier names are lower_snake_case, got {name!r}")
         if any(tier.name == name for tier in tiers):
             raise first.error("name", f"duplicate tier {name!r}")
-        fields = Fields(entry, root.source, f"tiers[{name}]", ("name", "gate"), _GATED_TIER_KEYS)
+        fields = Fields(entry, root.source, f"tiers[{name}]", ("name", "gate"), (*_GATED_TIER_KEYS, "proofs"))
         if fields.flag("gate"):
             for key in _GATED_TIER_KEYS:
                 if not fields.has(key):
@@ -96,6 +98,7 @@ def _parse_tiers(root: Fields) -> tuple[Tier, ...]:
                 raise fields.error("expire_hours", f"must be later than due_hours ({due_hours}), got {expire_hours}")
             tiers.append(
                 Tier(
+                    accepted_proofs=_accepted_proofs(fields),
                     name=name,
                     gate=True,
                     quorum=fields.integer("quorum", minimum=1),
@@ -106,11 +109,29 @@ def _parse_tiers(root: Fields) -> tuple[Tier, ...]:
                 )
             )
         else:
-            for key in _GATED_TIER_KEYS:
+            for key in (*_GATED_TIER_KEYS, "proofs"):
                 if fields.has(key):
                     raise fields.error(key, "only allowed on a tier with gate: true")
             tiers.append(Tier(name=name, gate=False, quorum=0, approver_role=None, due_hours=None, rank=rank))
     return tuple(tiers)
+
+
+def _accepted_proofs(fields: Fields) -> tuple[str, ...]:
+    """A gated tier's `proofs`: which proofs a decision may carry. Without the key only a person's own key counts
+    (Ed25519 or a passkey): a platform identity proves only what the platform's shared secret proves."""
+    if not fields.has("proofs"):
+        return PERSON_KEY_PROOFS
+    entries = fields.items("proofs")
+    if not entries:
+        raise fields.error("proofs", f"must list at least one of {', '.join(PROOF_KINDS)}")
+    proofs: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, str) or entry not in PROOF_KINDS:
+            raise fields.error("proofs", f"unknown proof {entry!r}; known: {', '.join(PROOF_KINDS)}")
+        if entry in proofs:
+            raise fields.error("proofs", f"{entry} is listed twice")
+        proofs.append(entry)
+    return tuple(proofs)
 
 
 def _tier_reference(fields: Fields, key: str, tier_ranks: dict[str, int]) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import RowMaker, dict_row
+from psycopg.rows import RowMaker, class_row, dict_row
 
-from records.states import Decision, GateStatus
+from records.states import Decision, GateStatus, ProofKind
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,33 @@ class GateRecord:
     rejections: int
     overdue: bool
     decisions: tuple[DecisionRecord, ...]
+    accepted_proofs: tuple[str, ...] = ()  # ProofKind values, frozen when the gate opened
+    subject: str = ""
+    amount: Decimal | None = None
+    summary_json: str = "null"  # the summary as the database prints it (its digest is taken of this)
+
+    @property
+    def facts(self) -> GateFacts:
+        """The columns a person's signature covers."""
+        return GateFacts(
+            self.gate_id,
+            self.close_id,
+            self.task,
+            self.attempt,
+            self.kind,
+            self.tier,
+            self.quorum,
+            self.approver_role,
+            self.rule,
+            self.subject,
+            self.amount,
+            self.summary_json,
+        )
+
+    @property
+    def needs_person_key(self) -> bool:
+        """True when a chat identity cannot decide this gate: only the person's own key (passkey, Ed25519) can."""
+        return ProofKind.PLATFORM_IDENTITY not in self.accepted_proofs
 
     @property
     def missing(self) -> int:
@@ -80,6 +108,7 @@ _GATE_QUERY = (
     "SELECT g.gate_id::text AS gate_id, g.close_id::text AS close_id, c.entity, c.period, g.task, t.title,"
     " g.attempt, g.kind, g.tier, g.rule, g.approver_role, g.quorum, g.summary, g.prepared_by, g.requested_by,"
     " g.opened_at, g.due_at, g.expires_at, g.escalated_at IS NOT NULL AS escalated, s.lifecycle, s.status,"
+    " g.accepted_proofs, g.subject, g.amount, coalesce(g.summary, 'null'::jsonb)::text AS summary_json,"
     " s.approvals::int AS approvals, s.rejections::int AS rejections, s.overdue, "
     + ", ".join(f"d.{name}s" for name in _DECISION_ARRAYS)
     + " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
@@ -103,6 +132,7 @@ def _gate_record(values: dict[str, Any]) -> GateRecord:
         **{
             **values,
             "requested_by": tuple(values["requested_by"]),
+            "accepted_proofs": tuple(values["accepted_proofs"]),
             "status": GateStatus(values["status"]),
             "decisions": decisions,
         }
@@ -130,3 +160,37 @@ async def read_gates_of_close(conn: AsyncConnection[Any], close_id: str) -> list
     async with conn.cursor(row_factory=_gate_rows) as cur:
         await cur.execute(_GATE_QUERY + " WHERE s.close_id = %s ORDER BY g.opened_at, g.gate_id", (close_id,))
         return await cur.fetchall()
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    """The columns a person's signature covers (audit.person_proof.gate_summary_digest): all frozen at open."""
+
+    gate_id: str
+    close_id: str
+    task: str
+    attempt: int
+    kind: str
+    tier: str
+    quorum: int
+    approver_role: str
+    rule: str
+    subject: str
+    amount: Decimal | None
+    summary_json: str  # the summary as the database prints it, so fractions stay exact
+
+    def digest_fields(self) -> dict[str, Any]:
+        """Keyword arguments for gate_summary_digest, less the parsed summary (the caller parses summary_json)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "summary_json"}
+
+
+async def read_gate_facts(conn: AsyncConnection[Any], gate_id: str) -> GateFacts | None:
+    """The gate's signed facts, or None when there is no such gate."""
+    async with conn.cursor(row_factory=class_row(GateFacts)) as cur:
+        await cur.execute(
+            "SELECT g.gate_id::text AS gate_id, g.close_id::text AS close_id, g.task, g.attempt, g.kind, g.tier,"
+            " g.quorum, g.approver_role, g.rule, g.subject, g.amount, coalesce(g.summary, 'null'::jsonb)::text"
+            " AS summary_json FROM public.gate g WHERE g.gate_id = %s",
+            (gate_id,),
+        )
+        return await cur.fetchone()

@@ -64,8 +64,13 @@ class SignedClient:
         self.secret = secret
         self.people = people
 
-    async def decide(self, gate_id: str, principal: str, decision: str, reason: str) -> httpx.Response:
-        body = json.dumps(self.people.body(gate_id, principal, decision, reason)).encode()
+    async def decide(self, gate: dict[str, Any], principal: str, decision: str, reason: str) -> httpx.Response:
+        """Sign over the gate as the status read showed it (its `summary_digest`) and post the decision."""
+        gate_id = gate["gate_id"]
+        body = self.people.body(gate_id, principal, decision, reason, summary_digest=gate["summary_digest"])
+        return await self.post(gate_id, json.dumps(body).encode())
+
+    async def post(self, gate_id: str, body: bytes) -> httpx.Response:
         stamp = str(int(time.time()))
         return await self.http.post(
             f"/callbacks/gates/{gate_id}/decisions",
@@ -197,7 +202,7 @@ async def _drive(
                 return False
             for gate in open_gates:
                 if not machine_refusal_shown:
-                    refused = await client.decide(gate["gate_id"], "Orchestrator", "approve", "self-approval attempt")
+                    refused = await client.decide(gate, "Orchestrator", "approve", "self-approval attempt")
                     console.print(
                         f"   [yellow]orchestrator tries to approve gate {gate['gate_id'][:8]}:[/] "
                         f"HTTP {refused.status_code} {refused.json().get('error')}"
@@ -219,7 +224,7 @@ async def _drive(
                     )
                 for person in _approvers(people, gate, gate["quorum"] - gate["approvals"]):
                     reason = "re-run with corrected bank feed" if gate["kind"] == "escalation" else "reviewed"
-                    response = await client.decide(gate["gate_id"], person.principal_id, "approve", reason)
+                    response = await client.decide(gate, person.principal_id, "approve", reason)
                     if response.status_code != 200:
                         console.print(f"[red]decision refused: {response.status_code} {escape(response.text)}[/]")
                         return False

@@ -239,7 +239,7 @@ async def _decide_open_gates(
             )
             return False
         for person in deciders:
-            response = await client.decide(gate["gate_id"], person.principal_id, decision, why)
+            response = await client.decide(gate, person.principal_id, decision, why)
             recorded = response.status_code == 200 and "status" in (response.json() if response.content else {})
             if not recorded:
                 console.print(

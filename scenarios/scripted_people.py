@@ -13,9 +13,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from audit.person_proof import decision_message, public_key_raw, sign
 from callbacks.person_signature import ed25519_proof
 from callbacks.principals import Principal, normalise_identity
-from policy.person_proof import decision_message, public_key_raw, sign
 
 
 class ScriptedPeople:
@@ -38,12 +38,20 @@ class ScriptedPeople:
         return self.keys.get(normalise_identity(principal)) or Ed25519PrivateKey.generate()
 
     def body(
-        self, gate_id: str, principal: str, decision: str, reason: str, nonce: str | None = None
+        self,
+        gate_id: str,
+        principal: str,
+        decision: str,
+        reason: str,
+        nonce: str | None = None,
+        *,
+        summary_digest: str,
     ) -> dict[str, Any]:
-        """A complete signed-callback body for `principal`, signed by their own key."""
+        """A complete signed-callback body for `principal`, signed by their own key over the gate summary they read
+        (`summary_digest`, as the status read gives it)."""
         nonce = nonce or uuid.uuid4().hex
         signed_at = int(time.time())
-        signature = self.sign(gate_id, principal, decision, reason, nonce, signed_at)
+        signature = self.sign(gate_id, principal, decision, reason, nonce, signed_at, summary_digest)
         return {
             "principal": principal,
             "decision": decision,
@@ -53,12 +61,24 @@ class ScriptedPeople:
             "signature": signature,
         }
 
-    def proof(self, gate_id: str, principal: str, decision: str, reason: str, nonce: str) -> dict[str, Any]:
+    def proof(
+        self, gate_id: str, principal: str, decision: str, reason: str, nonce: str, *, summary_digest: str
+    ) -> dict[str, Any]:
         """The `proof` of a `DecisionRequest` made in-process on the signed-callback channel."""
         signed_at = int(time.time())
-        return ed25519_proof(self.sign(gate_id, principal, decision, reason, nonce, signed_at), signed_at)
+        signature = self.sign(gate_id, principal, decision, reason, nonce, signed_at, summary_digest)
+        return ed25519_proof(signature, signed_at)
 
-    def sign(self, gate_id: str, principal: str, decision: str, reason: str, nonce: str, signed_at: int) -> str:
+    def sign(
+        self,
+        gate_id: str,
+        principal: str,
+        decision: str,
+        reason: str,
+        nonce: str,
+        signed_at: int,
+        summary_digest: str,
+    ) -> str:
         message = decision_message(
             gate_id=str(uuid.UUID(gate_id)),
             principal=normalise_identity(principal),
@@ -66,5 +86,6 @@ class ScriptedPeople:
             reason=reason,
             nonce=nonce,
             signed_at=signed_at,
+            summary_digest=summary_digest,
         )
         return sign(self.key_for(principal), message)

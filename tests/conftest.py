@@ -21,6 +21,7 @@ from countersign import migrate
 from countersign.database import Database, start_embedded, with_database_name
 from countersign.runtime import Runtime, load_rules_all
 from countersign.settings import PROJECT_ROOT, Settings
+from tests import support
 
 TEMPLATE = f"countersign_template_{os.getpid()}"
 
@@ -60,7 +61,9 @@ def database(pg_server_url: str, template_url: str) -> Iterator[Database]:
         admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
     database = Database(with_database_name(pg_server_url, name))
     migrate.harden_database(database)  # a clone starts with PostgreSQL's default database rights; db upgrade's step
+    support.CURRENT_DATABASE.append(database.url)
     yield database
+    support.CURRENT_DATABASE.remove(database.url)
     with _admin(pg_server_url) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from psycopg import AsyncConnection
 
+from audit.person_proof import decision_message, digest_of_gate, public_key_raw
+from audit.person_proof import sign as person_sign
 from callbacks.principals import normalise_identity, parse_principals, upsert_principals
 from callbacks.signature import sign
 from countersign.runtime import Runtime
 from countersign.settings import PROJECT_ROOT
 from engine.books import load_books
 from engine.runs import start_close
-from policy.person_proof import decision_message, public_key_raw
-from policy.person_proof import sign as person_sign
 
 SECRET = "test-callback-secret"
 # Who holds each role in config/principals.yaml (the shipped test principals).
@@ -47,6 +48,28 @@ def person_public_key(principal: str) -> bytes:
     return public_key_raw(person_key(principal))
 
 
+# The test's database (tests/conftest.py `database` sets it), so a signer can read the gate it signs as a client
+# reads it from the status API: with its summary digest.
+CURRENT_DATABASE: list[str] = []
+NO_SUCH_GATE_DIGEST = "0" * 64
+
+
+def gate_digest(gate_id: str) -> str:
+    """The summary digest of the gate as the test database holds it (all zeros when there is no such gate)."""
+    if not CURRENT_DATABASE or not _is_uuid(gate_id):
+        return NO_SUCH_GATE_DIGEST
+    with psycopg.connect(CURRENT_DATABASE[-1], autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT g.gate_id::text, g.close_id::text, g.task, g.attempt, g.kind, g.tier, g.quorum, g.approver_role,"
+            " g.rule, g.subject, g.amount, coalesce(g.summary, 'null'::jsonb)::text FROM gate g WHERE g.gate_id = %s",
+            (gate_id,),
+        ).fetchone()
+    if row is None:
+        return NO_SUCH_GATE_DIGEST
+    names = ("gate_id", "close_id", "task", "attempt", "kind", "tier", "quorum", "approver_role", "rule", "subject")
+    return digest_of_gate({**dict(zip(names, row[:10], strict=True)), "amount": row[10]}, row[11])
+
+
 def person_signature(
     gate_id: str,
     principal: str,
@@ -55,8 +78,10 @@ def person_signature(
     nonce: str,
     signed_at: int,
     key: Ed25519PrivateKey | None = None,
+    summary_digest: str | None = None,
 ) -> str:
-    """The person's own signature over a decision, as a client computes it (gate id and principal canonical)."""
+    """The person's own signature over a decision, as a client computes it (gate id and principal canonical), over
+    the gate's summary digest as the database holds it unless `summary_digest` says otherwise."""
     message = decision_message(
         gate_id=str(uuid.UUID(gate_id)) if _is_uuid(gate_id) else gate_id,
         principal=normalise_identity(principal),
@@ -64,6 +89,7 @@ def person_signature(
         reason=reason,
         nonce=nonce,
         signed_at=signed_at,
+        summary_digest=gate_digest(gate_id) if summary_digest is None else summary_digest,
     )
     return person_sign(key or person_key(principal), message)
 

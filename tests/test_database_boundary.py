@@ -265,10 +265,21 @@ def test_a_signed_decision_needs_a_registered_key(database: Database, owner: psy
         _decide(callbacks, gate_id, "carol.main")
 
 
+def _accept_platform_identity(owner: psycopg.Connection[Any], gate_id: str) -> None:
+    """Set-up only: the gate accepts chat identities, as a medium-tier gate does (risk.yaml `proofs`)."""
+    with owner.transaction():
+        owner.execute("ALTER TABLE gate DISABLE TRIGGER gate_requirements_fixed")
+        owner.execute(
+            "UPDATE gate SET accepted_proofs = '{platform_identity,ed25519,passkey}' WHERE gate_id = %s", (gate_id,)
+        )
+        owner.execute("ALTER TABLE gate ENABLE ALWAYS TRIGGER gate_requirements_fixed")
+
+
 def test_a_mapped_platform_identity_is_accepted_and_nobody_back_dates_a_decision(
     database: Database, owner: psycopg.Connection[Any]
 ) -> None:
     gate_id = _seed(owner)
+    _accept_platform_identity(owner, gate_id)
     with _as(database, "callbacks") as callbacks:
         _decide(
             callbacks,

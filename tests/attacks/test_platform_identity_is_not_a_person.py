@@ -1,14 +1,13 @@
-"""Issue 21's two attacks, written before the fix: a platform identity is a system's word, not a person's proof.
+"""Issue 21's two attacks: a platform identity is a system's word, not a person's proof.
 
-Both pass a quorum-2 critical gate today, so both are strict xfails: the day the database refuses a platform-identity
-decision on a high or critical gate (proof strength per tier), they pass, the strict marker turns that into a failure,
-and whoever fixed it removes the marker. Until then they keep the hole in plain sight.
+Written before the fix, when both passed a quorum-2 critical gate; since migration 0017 the database refuses a
+platform-identity decision on a gate whose tier accepts only a person's own key (risk.yaml `proofs`), whoever
+connects, and both attacks fail.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Any
 
@@ -28,21 +27,15 @@ from tests.support import count, rewrite_gate_as_owner, start_default_close
 from tests.test_database_boundary import _as, _decide, _seed
 
 SETTLE_TIMEOUT_S = 300.0  # a bound on a loaded machine, not a measure
-NOT_YET = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,  # only the attack succeeding counts: a broken set-up is a plain failure
-    reason="issue 21: the database accepts platform identity on a critical gate (no proof strength per tier yet)",
-)
 
 
-@NOT_YET
 def test_the_callbacks_role_cannot_pass_a_critical_gate_with_two_platform_identities(
     database: Database, owner: psycopg.Connection[Any]
 ) -> None:
     gate_id = _seed(owner, quorum=2, role="cfo")  # a critical sign-off gate, two distinct CFOs needed
     with _as(database, "callbacks") as callbacks:
         for person, slack_user in (("bob.osei", "U0BOB"), ("carol.main", "U0CAROL")):
-            with contextlib.suppress(psycopg.errors.RaiseException):  # refused: what issue 21 builds
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="accepts only ed25519, passkey"):
                 _decide(
                     callbacks,
                     gate_id,
@@ -54,7 +47,6 @@ def test_the_callbacks_role_cannot_pass_a_critical_gate_with_two_platform_identi
     assert status == ("open",), "two rows of mapped Slack identities passed a critical gate"
 
 
-@NOT_YET
 async def test_the_slack_signing_secret_alone_cannot_approve_a_critical_gate_for_two_cfos(
     conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
 ) -> None:
@@ -64,7 +56,9 @@ async def test_the_slack_signing_secret_alone_cannot_approve_a_critical_gate_for
         await advance(conn, close_id, ctx)
     await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
     gate_id = next(g["gate_id"] for g in (await close_status(conn, close_id))["gates"] if g["task"] == "accruals")
-    await rewrite_gate_as_owner(conn, gate_id, "tier = 'critical', quorum = 2, approver_role = 'cfo'")
+    await rewrite_gate_as_owner(
+        conn, gate_id, "tier = 'critical', quorum = 2, approver_role = 'cfo', accepted_proofs = '{ed25519,passkey}'"
+    )
     # One holder of the signing secret signs two clicks, each naming another CFO's Slack user id.
     for user in ("U0BOB", "U0CAROL"):
         body = button_click(gate_id, user)

@@ -25,9 +25,9 @@ import psycopg
 import pytest
 
 from audit.checkpoint import parse_signer_key
+from audit.person_proof import public_key_text
 from audit.trace import verify_chain
 from engine.runs import close_status
-from policy.person_proof import public_key_text
 from tests.deploy import compose
 from tests.deploy.postgres import ScramServer, free_port, scram_postgres
 from tests.support import decision_body, person_public_key, signed_headers

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from audit.person_proof import public_key_raw, read_message, sign
 from callbacks.callers import issue_token, revoke_tokens
 from countersign.app import create_app
 from countersign.settings import PROJECT_ROOT
-from policy.person_proof import public_key_raw, read_message, sign
 from tests.support import count, start_default_close
 
 

@@ -7,7 +7,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.person_proof import (
+from audit.person_proof import (
     DECISION_PURPOSE,
     READ_PURPOSE,
     decision_message,
@@ -38,6 +38,7 @@ FIELDS = {
     "reason": "checked the bank rec",
     "nonce": "n-1",
     "signed_at": 1_700_000_000,
+    "summary_digest": "ab" * 32,
 }
 
 
@@ -52,7 +53,8 @@ def test_decision_message_is_canonical_sorted_compact_utf8_json() -> None:
     assert list(data) == sorted(data)
     assert text == (
         '{"decision":"approve","gate_id":"5f0c3a36-0c1e-4a5e-9d51-0d3f6e1f2a10","nonce":"n-1",'
-        '"principal":"alice","purpose":"countersign.decision.v1","reason":"ça va — ok","signed_at":1700000000}'
+        '"principal":"alice","purpose":"countersign.decision.v2","reason":"ça va — ok","signed_at":1700000000,'
+        '"summary_digest":"' + "ab" * 32 + '"}'
     )
 
 
@@ -172,6 +174,7 @@ _fields = st.fixed_dictionaries(
         "reason": _text,
         "nonce": _text,
         "signed_at": st.integers(min_value=0, max_value=2**40),
+        "summary_digest": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
     }
 )
 
@@ -189,6 +192,9 @@ def test_round_trip_verifies_and_any_single_field_change_fails(
         other: object = data.draw(st.integers(min_value=0, max_value=2**40).filter(lambda v: v != fields[changed]))
     elif changed == "decision":
         other = "reject" if fields[changed] == "approve" else "approve"
+    elif changed == "summary_digest":  # the person saw another summary: one hex digit differs
+        digest = str(fields[changed])
+        other = ("1" if digest[0] == "0" else "0") + digest[1:]
     else:
         other = data.draw(_text.filter(lambda v: v != fields[changed]))
     tampered = decision_message(**{**fields, changed: other})  # type: ignore[arg-type]
