@@ -5,8 +5,9 @@ else is a permanent failure that `close status` shows.
 
 No connection is held while Slack or Teams answers. Each message is claimed in one short statement (a lease row,
 `engine/outbox.py`), the connection goes back, what the message shows is read from the tables in a second short step
-and rendered through `cards/`, the platform is called with no connection held (every HTTP call has a `timeout_s`, and
-the whole message a deadline), and the outcome is recorded with a third. Messages for different channels go out
+and rendered through `cards/` (linking to the Close Board, whose address each sender holds), the platform is called with
+no connection held (every HTTP call has a `timeout_s`, and the whole message a deadline), and the outcome is recorded
+with a third. Messages for different channels go out
 concurrently, so a hung Slack does not hold up Teams.
 """
 
@@ -26,8 +27,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.transparency_log import checkpoint_note
-from bot.gate_cards import slack_gate_message, teams_gate_card
-from bot.queries import gate_card, load_gate
+from bot.gate_cards import GateView, slack_gate_message, teams_gate_card
+from bot.queries import gate_card, gate_view, load_gate
 from cards import notices
 from drill_hooks.kill_points import kill_point
 from engine.leases import Connect, connect_to, holder_id, renewing
@@ -64,6 +65,8 @@ class DeliveryError(Exception):
 
 
 class Sender(Protocol):
+    board_url: str  # the Close Board's public base URL: the cards link to each gate's page
+
     async def post(self, channel: str, card: Any) -> str: ...
 
     async def update(self, channel: str, message_id: str, card: Any) -> None: ...
@@ -82,12 +85,13 @@ def _retry_after(headers: Any) -> float | None:
 
 
 class SlackSender:
-    def __init__(self, client: AsyncWebClient, *, timeout_s: int = TIMEOUT_S) -> None:
+    def __init__(self, client: AsyncWebClient, *, board_url: str, timeout_s: int = TIMEOUT_S) -> None:
         client.timeout = timeout_s  # the SDK's default is 30 s; ours is explicit
         self.client = client
+        self.board_url = board_url
 
     def render(self, card: Any) -> dict[str, Any]:
-        return slack_gate_message(card)
+        return slack_gate_message(card.card if isinstance(card, GateView) else card)
 
     async def post(self, channel: str, card: Any) -> str:
         message = self.render(card)
@@ -122,6 +126,7 @@ class TeamsSender:
     app_id: str
     app_password: str | None
     service_url: str
+    board_url: str = field(kw_only=True)  # COUNTERSIGN_BOARD_URL: the cards link to each gate's page
     token_url: str | None = None  # TEAMS_TOKEN_URL, a test override: a plain client-credentials POST, no msal
     app_type: str = "MultiTenant"  # TEAMS_APP_TYPE: MultiTenant | SingleTenant | UserAssignedMSI
     tenant_id: str | None = None  # TEAMS_APP_TENANT_ID
@@ -131,7 +136,7 @@ class TeamsSender:
     _tokens: Any = None
 
     def render(self, card: Any) -> dict[str, Any]:
-        return teams_gate_card(card)
+        return teams_gate_card(card if isinstance(card, GateView) else GateView(card))
 
     async def _bearer(self) -> str:
         if self.token_url is None:  # msal, per bot type (bot/teams_tokens.py); it caches and refreshes tokens
@@ -298,19 +303,24 @@ class _Rendered:
     state: str | None = None  # the card's state key (`records.gates.card_state`), stored once the card is sent
 
 
-async def _read(conn: AsyncConnection[Any], message: OutboxMessage) -> _Rendered:
+async def _read(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> _Rendered:
     if message.kind == OutboxKind.NOTICE:
         return _Rendered(text=await notice_text(conn, message))
     if message.gate_id is None:
         raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
     gate = await load_gate(conn, message.gate_id)
+    # Teams cards name who may decide (their cards refresh by themselves); Slack's show everyone the same.
+    if message.platform == "teams":
+        view = await gate_view(conn, gate, board_url)
+    else:
+        view = GateView(gate_card(gate, board_url))
     if message.kind == OutboxKind.GATE_CARD:
-        return _Rendered(card=gate_card(gate), state=gate.card_state)
+        return _Rendered(card=view, state=gate.card_state)
     if message.kind == OutboxKind.CARD_UPDATE:
         posted = await posted_message_id(conn, message.gate_id, message.platform, message.channel)
         if posted is None:
             raise DeliveryError("the card to update has not been posted yet", permanent=False)
-        return _Rendered(card=gate_card(gate), platform_message_id=posted, state=gate.card_state)
+        return _Rendered(card=view, platform_message_id=posted, state=gate.card_state)
     raise DeliveryError(f"unknown outbox kind {message.kind!r}", permanent=True)
 
 
@@ -361,7 +371,7 @@ async def _deliver_one(
     renew: Callable[[], Awaitable[bool]] = lambda: _renew(connect, message.message_id, holder)  # noqa: E731
     try:
         async with connect() as conn:
-            rendered = await _read(conn, message)
+            rendered = await _read(conn, message, sender.board_url)
         # No connection from here until the platform has answered (or the deadline passed).
         async with renewing(renew, every_s=CLAIM_S / 3):
             try:

@@ -1,17 +1,55 @@
-"""Choosing which card to render for a gate (no I/O: bot/queries.py reads what the card shows)."""
+"""Choosing which card to render for a gate, and for whom (no I/O: bot/queries.py reads what the card shows).
+
+A `GateView` is what one rendering needs: the card, the Teams user ids whose cards refresh by themselves, and the
+one person it is rendered for when a Teams refresh asks (`Viewer`). `viewer_state` says what that person may still do,
+in the words of the decision rules (callbacks.decision_writer.check_may_decide holds the rules themselves).
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from callbacks.principals import Principal
 from cards import slack as slack_cards
 from cards import teams as teams_cards
-from cards.model import GateCard, StatusCard
+from cards.model import (
+    APPROVED_BY_VIEWER,
+    MAY_DECIDE,
+    NOT_ENTITLED,
+    PREPARED_BY_VIEWER,
+    REJECTED_BY_VIEWER,
+    GateCard,
+    StatusCard,
+    Viewer,
+)
 from policy import ESCALATION
-from records.states import GateStatus
+from records.gates import GateRecord
+from records.states import Decision, GateStatus
 
 PERIOD = re.compile(r"\d{4}-(0[1-9]|1[0-2])")  # a month as `close payments` takes it
+
+
+@dataclass(frozen=True)
+class GateView:
+    card: GateCard
+    teams_user_ids: tuple[str, ...] = ()  # who gets an automatic refresh (the gate's possible deciders)
+    viewer: Viewer | None = None  # None: the card the whole channel sees
+
+
+def viewer_state(gate: GateRecord, principal: Principal | None) -> str:
+    """What `principal` may still do on `gate`, for their own view of its card."""
+    if principal is None or not principal.is_human:
+        return NOT_ENTITLED
+    own = next((d for d in gate.decisions if d.principal_id == principal.principal_id), None)
+    if own is not None:
+        return APPROVED_BY_VIEWER if own.decision is Decision.APPROVE else REJECTED_BY_VIEWER
+    if principal.principal_id in {gate.prepared_by, *gate.requested_by}:
+        return PREPARED_BY_VIEWER
+    if gate.approver_role not in principal.roles:
+        return NOT_ENTITLED
+    return MAY_DECIDE
 
 
 def slack_gate_message(card: GateCard) -> dict[str, Any]:
@@ -22,12 +60,12 @@ def slack_gate_message(card: GateCard) -> dict[str, Any]:
     return slack_cards.gate_message(card)
 
 
-def teams_gate_card(card: GateCard) -> dict[str, Any]:
+def teams_gate_card(view: GateView) -> dict[str, Any]:
+    card = view.card
     if card.status != GateStatus.OPEN:
         return teams_cards.decided_message(card)
-    if card.kind == ESCALATION:
-        return teams_cards.halt_message(card)
-    return teams_cards.gate_message(card)
+    render = teams_cards.halt_message if card.kind == ESCALATION else teams_cards.gate_message
+    return render(card, viewer=view.viewer, refresh_user_ids=view.teams_user_ids)
 
 
 def status_card(status: dict[str, Any]) -> StatusCard:

@@ -1,6 +1,6 @@
-"""The bot's reads and its one table: a gate card built from the gate's one typed read (`records.gates`), and the
-Slack event ids already handled. The adapters never run these themselves: they reach them through `bot/wiring.py`,
-the delivery through its own short connections."""
+"""The bot's reads and its one table: a gate card built from the gate's one typed read (`records.gates`), the Teams
+ids of the people who may decide a gate, and the Slack event ids already handled. The adapters never run these
+themselves: they reach them through `bot/wiring.py`, the delivery through its own short connections."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from cards.model import DecisionLine, GateCard
+from bot.gate_cards import GateView, viewer_state
+from callbacks.principals import resolve_identity
+from cards.links import gate_page_url
+from cards.model import DecisionLine, GateCard, Viewer
+from cards.platform_limits import TEAMS_USERS_PER_REFRESH
 from records.gates import GateRecord, read_gate
+from records.states import GateStatus
 
 
 class UnknownGate(LookupError):
@@ -23,12 +28,61 @@ async def load_gate(conn: AsyncConnection[Any], gate_id: str) -> GateRecord:
     return gate
 
 
-async def load_gate_card(conn: AsyncConnection[Any], gate_id: str) -> GateCard:
-    return gate_card(await load_gate(conn, gate_id))
+async def load_gate_card(conn: AsyncConnection[Any], gate_id: str, board_url: str) -> GateCard:
+    return gate_card(await load_gate(conn, gate_id), board_url)
 
 
-def gate_card(gate: GateRecord) -> GateCard:
-    """What a gate card shows, from the gate's one typed read."""
+async def load_gate_view(
+    conn: AsyncConnection[Any],
+    gate_id: str,
+    board_url: str,
+    *,
+    teams_viewer: tuple[str, str] | None = None,
+    prompt: str = "",
+) -> GateView:
+    """The gate's card as Teams shows it: to the channel, or (`teams_viewer` = (tenant, AAD object id)) to one person,
+    with `prompt` for them; with the Teams ids of the gate's deciders while it is open."""
+    gate = await load_gate(conn, gate_id)
+    return await gate_view(conn, gate, board_url, teams_viewer=teams_viewer, prompt=prompt)
+
+
+async def gate_view(
+    conn: AsyncConnection[Any],
+    gate: GateRecord,
+    board_url: str,
+    *,
+    teams_viewer: tuple[str, str] | None = None,
+    prompt: str = "",
+) -> GateView:
+    viewer = None
+    if teams_viewer is not None:
+        tenant, external_id = teams_viewer
+        principal = await resolve_identity(conn, "teams", external_id, tenant)
+        viewer = Viewer(viewer_state(gate, principal), prompt)
+    deciders = await teams_decider_ids(conn, gate) if gate.status is GateStatus.OPEN else ()
+    return GateView(gate_card(gate, board_url), deciders, viewer)
+
+
+async def teams_decider_ids(conn: AsyncConnection[Any], gate: GateRecord) -> tuple[str, ...]:
+    """The Teams ids (as `principal_identity` holds them) of the active humans who hold the gate's role and did not
+    prepare its work: whose cards Teams refreshes by themselves. At most TEAMS_USERS_PER_REFRESH, in principal order."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT i.external_id FROM principal_identity i JOIN principal p USING (principal_id)"
+            " WHERE i.channel = 'teams' AND p.kind = 'human' AND p.active AND %(role)s = ANY(p.roles)"
+            " AND p.principal_id <> ALL(%(preparers)s)"
+            " ORDER BY p.principal_id, i.tenant, i.external_id LIMIT %(limit)s",
+            {
+                "role": gate.approver_role,
+                "preparers": [gate.prepared_by, *gate.requested_by],
+                "limit": TEAMS_USERS_PER_REFRESH,
+            },
+        )
+        return tuple(str(row[0]) for row in await cur.fetchall())
+
+
+def gate_card(gate: GateRecord, board_url: str) -> GateCard:
+    """What a gate card shows, from the gate's one typed read; `board_url` is the Close Board's public base URL."""
     return GateCard(
         gate_id=gate.gate_id,
         close_id=gate.close_id,
@@ -52,6 +106,8 @@ def gate_card(gate: GateRecord) -> GateCard:
             )
             for d in gate.decisions
         ),
+        page_url=gate_page_url(board_url, gate.gate_id),
+        needs_person_key=gate.needs_person_key,
     )
 
 

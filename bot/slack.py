@@ -1,9 +1,12 @@
 """Slack: one slack-bolt AsyncApp for events, slash commands and interactivity at `POST /slack/events`.
 
-Buttons are acknowledged at once and decided in a lazy listener, so a slow database never trips Slack's 3-second
-limit and an exception after `ack()` cannot turn into a 404. The responder is checked with `users.info`, mapped to a
-principal through its Slack identity, and handed to the decision use case every door shares
-(`services.decide.decide_gate`). Reads go through `services.reading`; this module runs no query.
+Approve and Reject open a modal asking for the reason (`views.open` with the click's trigger_id); its submission is
+checked at once (the form is the clicker's, the gate still open, a rejection has a reason: the modal shows what is
+wrong) and decided in a lazy listener, so a slow database never trips Slack's 3-second limit and an exception after
+`ack()` cannot turn into a 404. The responder is checked with `users.info`, mapped to a principal through its Slack
+identity, and handed to the decision use case every door shares (`services.decide.decide_gate`) with the reason. A
+gate that needs the person's own key is never decided here: its card links to the Close Board, and a click on an old
+card's button is answered with where to sign it. Reads go through `services.reading`; this module runs no query.
 
 `/close` commands answer through the command's `response_url` (bolt's `respond()`), which works in any channel the
 command was typed in, joined by the bot or not: refusals, usage and errors only to the caller (ephemeral); a status
@@ -16,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -29,13 +33,14 @@ from bot.answers import SERVICE_ERRORS, answer_for
 from bot.command_words import first_words
 from bot.gate_cards import PERIOD, status_card
 from bot.slack_auth import single_flight_authorization
-from bot.wiring import ChatWiring, NoBooksLoaded
+from bot.slack_forms import DecisionForm, ReasonRejected, parse_form, submitted_reason
+from bot.wiring import ChatWiring, NoBooksLoaded, UnknownGate
 from callbacks.storable import storable_text
 from cards import slack as slack_cards
-from cards.model import CardDataError, TraceExportCard
+from cards.model import CardDataError, GateCard, TraceExportCard
 from cards.payments import payments_card, slack_payments_message
 from policy.command_roles import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
-from records.states import Decision
+from records.states import Decision, GateStatus
 from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from services.exports import export_trace
 from services.reading import (
@@ -99,15 +104,35 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, wir
     async def ack_only(ack: Any) -> None:
         await ack()
 
-    async def decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient) -> None:
+    async def open_form(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient) -> None:
         try:
-            await _decide(body, action, client, wiring)
+            await _open_form(body, action, client, wiring)
         except Exception:  # after ack() nobody awaits this task: log loudly rather than lose it
-            log.exception("deciding a Slack button click failed")
+            log.exception("opening a Slack decision form failed")
             raise
 
     for action_id in ACTIONS:
-        app.action(action_id)(ack=ack_only, lazy=[decide])
+        app.action(action_id)(ack=ack_only, lazy=[open_form])
+    for action_id in slack_cards.LINK_ACTION_IDS:  # a link button still tells the app it was clicked
+        app.action(action_id)(ack_only)
+
+    async def check_form(ack: Any, body: dict[str, Any]) -> None:
+        checked = await _checked_submission(body, wiring)
+        if isinstance(checked, str):  # shown under the reason box; nothing is recorded
+            await ack(response_action="errors", errors={slack_cards.REASON_BLOCK_ID: checked})
+            return
+        await ack()
+
+    async def decide(body: dict[str, Any], client: AsyncWebClient) -> None:
+        try:
+            checked = await _checked_submission(body, wiring)  # the same checks the acknowledgement made
+            if not isinstance(checked, str):
+                await _decide(checked, client, wiring)
+        except Exception:  # after ack() nobody awaits this task: log loudly rather than lose it
+            log.exception("deciding a Slack decision form failed")
+            raise
+
+    app.view(slack_cards.DECISION_VIEW_ID)(ack=check_form, lazy=[decide])
 
     async def run_command(command: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond | None) -> None:
         try:
@@ -165,24 +190,97 @@ def _field(body: dict[str, Any], outer: str, inner: str) -> str:
     return str(value.get(inner) or "") if isinstance(value, dict) else ""
 
 
-async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient, wiring: ChatWiring) -> None:
+async def _open_form(body: dict[str, Any], action: dict[str, Any], client: AsyncWebClient, wiring: ChatWiring) -> None:
+    """Approve or Reject was clicked: open the decision form, or say why there is nothing to decide here."""
     user = _field(body, "user", "id")
     team = _field(body, "team", "id") or _field(body, "user", "team_id")
     channel = _field(body, "container", "channel_id") or _field(body, "channel", "id")
     if not (user and team and channel and storable_text(user + team + channel)):
         log.warning("ignoring a Slack action without a user, team and channel")
         return
+    if max(len(user), len(team), len(channel)) > MAX_ID_CHARS:
+        await _ephemeral(client, channel, user, "This click carries ids that are not valid.")
+        return
     action_ts = str(action.get("action_ts"))
-    if len(action_ts) > MAX_ID_CHARS or not storable_text(action_ts):  # part of the decision's nonce, stored as text
+    if len(action_ts) > MAX_ID_CHARS or not storable_text(action_ts):
         await _ephemeral(client, channel, user, "This click carries an action timestamp that is not valid.")
         return
     decision = ACTIONS[str(action.get("action_id"))]
-    gate_id = str(action.get("value", ""))
     try:
-        gate_id = str(uuid.UUID(gate_id))
+        gate_id = str(uuid.UUID(str(action.get("value", ""))))
     except ValueError:
         await _ephemeral(client, channel, user, "This button does not carry a valid gate id.")
         return
+    try:
+        card = await wiring.gate_card(gate_id)
+    except UnknownGate:
+        await _ephemeral(client, channel, user, "This card's gate no longer exists.")
+        return
+    closed = _not_decidable_here(card)
+    if closed is not None:
+        await _ephemeral(client, channel, user, closed)
+        return
+    trigger_id = body.get("trigger_id")
+    if not isinstance(trigger_id, str) or not trigger_id:
+        await _ephemeral(client, channel, user, "This click carries no trigger to open the decision form with.")
+        return
+    form = DecisionForm(gate_id, decision, user, team, channel)
+    try:
+        await client.views_open(
+            trigger_id=trigger_id, view=slack_cards.decision_modal(card, decision.value, form.metadata())
+        )
+    except SlackApiError as exc:
+        await _ephemeral(client, channel, user, f"Could not open the decision form ({exc.response.get('error')}).")
+
+
+def _not_decidable_here(card: GateCard) -> str | None:
+    """Why this gate cannot be decided from Slack now (the words for the person), or None when it can."""
+    if card.needs_person_key:
+        return slack_cards.person_key_text(card)
+    if card.status != GateStatus.OPEN:
+        return f"This gate is already {card.status}, so there is nothing left to decide."
+    return None
+
+
+@dataclass(frozen=True)
+class _Submission:
+    form: DecisionForm
+    reason: str
+    view_id: str
+
+
+async def _checked_submission(body: dict[str, Any], wiring: ChatWiring) -> _Submission | str:
+    """A submitted decision form, checked again from the start (its metadata is a claim, not a fact), or the words
+    saying why it cannot be recorded."""
+    raw_view = body.get("view")
+    view: dict[str, Any] = raw_view if isinstance(raw_view, dict) else {}
+    form = parse_form(view.get("private_metadata"))
+    if form is None:
+        return "This form is not one Countersign opened. Click the card's button again."
+    if _field(body, "user", "id") != form.user or _team_of(body) != form.team:
+        return "This form was opened by someone else: open your own from the card."
+    view_id = view.get("id")
+    if not isinstance(view_id, str) or not view_id or len(view_id) > MAX_ID_CHARS or not storable_text(view_id):
+        return "This form carries no valid id. Click the card's button again."
+    try:
+        reason = submitted_reason(view)
+    except ReasonRejected as exc:
+        return str(exc)
+    if form.decision is Decision.REJECT and not reason:
+        return "Say why you reject this gate: a rejection needs a reason."
+    try:
+        card = await wiring.gate_card(form.gate_id)
+    except UnknownGate:
+        return "This gate no longer exists."
+    closed = _not_decidable_here(card)
+    if closed is not None:
+        return closed
+    return _Submission(form, reason, view_id)
+
+
+async def _decide(submission: _Submission, client: AsyncWebClient, wiring: ChatWiring) -> None:
+    form = submission.form
+    user, team, channel, gate_id = form.user, form.team, form.channel, form.gate_id
     try:
         info = await client.users_info(user=user)
     except SlackApiError as exc:
@@ -202,14 +300,14 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
                 conn,
                 identity,
                 gate_id=gate_id,
-                decision=decision,
-                reason=f"{decision} via Slack",
-                nonce=f"slack:{team}:{user}:{gate_id}:{action_ts}",
+                decision=form.decision,
+                reason=submission.reason,
+                nonce=f"slack:{team}:{user}:{gate_id}:{submission.view_id}",  # one form, one decision
                 on_recorded=wiring.on_recorded,
                 seal=wiring.seal,
             )
         except DecisionRefused as refused:
-            await _ephemeral(client, channel, user, slack_cards.refusal_text(refused.code, str(refused)))
+            await _ephemeral(client, channel, user, await _refusal_text(wiring, gate_id, refused))
             return
         except DecisionConflict as conflict:
             await _ephemeral(client, channel, user, slack_cards.refusal_text("conflict", str(conflict)))
@@ -219,6 +317,16 @@ async def _decide(body: dict[str, Any], action: dict[str, Any], client: AsyncWeb
             return
     if decided.message_ids:
         await wiring.deliver(list(decided.message_ids))
+
+
+async def _refusal_text(wiring: ChatWiring, gate_id: str, refused: DecisionRefused) -> str:
+    """The refusal in words; a gate that needs the person's own key says where to sign it."""
+    if refused.code == "needs_person_key":
+        try:
+            return slack_cards.person_key_text(await wiring.gate_card(gate_id))
+        except UnknownGate:
+            pass
+    return slack_cards.refusal_text(refused.code, str(refused))
 
 
 def _command_name(words: list[str]) -> str:

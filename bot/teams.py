@@ -2,15 +2,20 @@
 
 botbuilder authenticates the incoming JWT (issuer, audience = our app id, keys from the OpenID metadata, channel
 endorsement, service URL claim); every failure, whatever the SDK raises, is a 401. The turn itself is handled here:
-an `adaptiveCard/action` invoke decides through the decision use case every door shares (`services.decide`) and
-answers with the updated card; a message `close status` or `close trace export csv|json` is answered in the
-conversation. Reads go through `services.reading`; this module runs no query. Outbound calls use our own small connector
-(bot/delivery.py `TeamsSender`), so the eventual move to the Microsoft 365 Agents SDK stays small.
+an `adaptiveCard/action` invoke decides through the decision use case every door shares (`services.decide`), with the
+reason typed into the card (a rejection without one is answered with the card again, asking for it, and nothing is
+recorded), and answers with the updated card as that person sees it; the `refresh` invoke answers with the card as the
+person asking sees it ("Waiting on you", "You approved"). A gate that needs the person's own key is never decided here:
+its card links to the Close Board, and a click on an old card's button is answered with where to sign it. A message
+`close status` or `close trace export csv|json` is answered in the conversation. Reads go through `services.reading`;
+this module runs no query. Outbound calls use our own small connector (bot/delivery.py `TeamsSender`), so the eventual
+move to the Microsoft 365 Agents SDK stays small.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import uuid
 from typing import Any, Protocol
@@ -33,12 +38,13 @@ from fastapi.responses import JSONResponse, Response
 from audit.export import FORMATS
 from bot.answers import SERVICE_ERRORS, answer_for
 from bot.command_words import first_words
-from bot.gate_cards import PERIOD, status_card, teams_gate_card
+from bot.gate_cards import PERIOD, GateView, status_card, teams_gate_card
 from bot.wiring import ChatWiring, UnknownGate
 from callbacks.storable import storable_text
 from cards import teams as teams_cards
-from cards.model import CardDataError
+from cards.model import REASON_MAX_CHARS, CardDataError, Viewer
 from cards.payments import payments_card, teams_payments_card
+from cards.refusals import REASON_NEEDED, person_key_needed
 from policy.command_roles import HELP, PAYMENTS, STATUS, TRACE_EXPORT
 from records.states import Decision
 from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
@@ -232,9 +238,8 @@ class TeamsAdapter:
         action: dict[str, Any] = raw_action if isinstance(raw_action, dict) else {}
         raw_data = action.get("data")
         data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
-        decision = VERBS.get(str(action.get("verb"))) or (
-            data.get("decision") if data.get("decision") in tuple(Decision) else None
-        )
+        verb = str(action.get("verb"))
+        decision = VERBS.get(verb) or (data.get("decision") if data.get("decision") in tuple(Decision) else None)
         if self._is_bot(activity):
             refusal = teams_cards.error_card("Refused", "Bots and apps cannot decide gates.")
             return JSONResponse(
@@ -245,16 +250,32 @@ class TeamsAdapter:
             gate_id = str(uuid.UUID(str(data.get("gate_id"))))
         except ValueError:
             return self._invoke_card(teams_cards.error_card("Not recorded", "This card does not carry a gate id."))
-        if decision is None:
-            return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown action on this card."))
         sender = activity.from_property
         external_id = str(sender.aad_object_id)
+        tenant = self._tenant(activity)
         nonce = f"teams:{activity.id or uuid.uuid4()}"
         if not (len(external_id) <= MAX_ID_CHARS and len(nonce) <= MAX_ID_CHARS and storable_text(external_id + nonce)):
             # A NUL or a lone surrogate can be neither stored nor traced as the claimed identity: refused here.
             log.info("refused a Teams card action whose sender or activity id cannot be stored")
             return self._invoke_card(teams_cards.error_card("Not recorded", "This action's sender or id is not valid."))
-        identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=self._tenant(activity))
+        if verb == teams_cards.REFRESH_VERB:  # the card as this person sees it; nothing is decided
+            return await self._view_card(gate_id, tenant, external_id)
+        if decision is None:
+            return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown action on this card."))
+        reason = data.get(teams_cards.REASON_INPUT_ID)
+        reason = reason.strip() if isinstance(reason, str) else ""
+        if len(reason) > REASON_MAX_CHARS or not storable_text(reason):
+            prompt = f"A reason is at most {REASON_MAX_CHARS} characters of text. Nothing was recorded."
+            return await self._view_card(gate_id, tenant, external_id, prompt)
+        try:
+            view = await self.wiring.teams_gate_view(gate_id, tenant=tenant, user=external_id)
+        except UnknownGate:
+            return self._invoke_card(teams_cards.error_card("Not recorded", "This card's gate no longer exists."))
+        if view.card.needs_person_key:  # an old card's button: no one-tap decision on this gate
+            return self._invoke_card(teams_gate_card(_prompted(view, person_key_needed(view.card.page_url))))
+        if decision == Decision.REJECT and not reason:
+            return self._invoke_card(teams_gate_card(_prompted(view, REASON_NEEDED)))
+        identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=tenant)
         async with self.wiring.connect_callbacks() as conn:
             try:
                 decided = await decide_gate(
@@ -262,24 +283,32 @@ class TeamsAdapter:
                     identity,
                     gate_id=gate_id,
                     decision=decision,
-                    reason=f"{decision} via Teams",
+                    reason=reason,
                     nonce=nonce,
                     on_recorded=self.wiring.on_recorded,
                     seal=self.wiring.seal,
                 )
             except DecisionRefused as refused:
+                if refused.code == "needs_person_key":
+                    return self._invoke_card(teams_gate_card(_prompted(view, person_key_needed(view.card.page_url))))
+                if refused.code == "reason_required":
+                    return self._invoke_card(teams_gate_card(_prompted(view, REASON_NEEDED)))
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:
                 return self._invoke_card(teams_cards.error_card("Not recorded", str(conflict)))
             except GateNotFound:
                 return self._invoke_card(teams_cards.error_card("Not recorded", "This card's gate no longer exists."))
-        try:
-            card = await self.wiring.gate_card(gate_id)
-        except UnknownGate:
-            return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
         if decided.message_ids:
             await self.wiring.deliver(list(decided.message_ids))
-        return self._invoke_card(teams_gate_card(card))
+        return await self._view_card(gate_id, tenant, external_id)
+
+    async def _view_card(self, gate_id: str, tenant: str, user: str, prompt: str = "") -> Response:
+        """The gate's card as this person sees it now, with `prompt` for them."""
+        try:
+            view = await self.wiring.teams_gate_view(gate_id, tenant=tenant, user=user, prompt=prompt)
+        except UnknownGate:
+            return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
+        return self._invoke_card(teams_gate_card(view))
 
     @staticmethod
     def _invoke_card(card: dict[str, Any]) -> Response:
@@ -388,6 +417,12 @@ class TeamsAdapter:
                 }
             ],
         }
+
+
+def _prompted(view: GateView, prompt: str) -> GateView:
+    """The same view with a word for the person it is rendered for."""
+    viewer = dataclasses.replace(view.viewer, prompt=prompt) if view.viewer else Viewer("may_decide", prompt)
+    return dataclasses.replace(view, viewer=viewer)
 
 
 def _card_activity(card: dict[str, Any]) -> dict[str, Any]:

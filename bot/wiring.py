@@ -1,5 +1,6 @@
-"""What the composition root hands each chat door: connections, the policy, delivery, the allow-lists, and the
-door's own two reads (a gate's card, a Slack event seen before).
+"""What the composition root hands each chat door: connections, the policy, delivery, the allow-lists, the Close
+Board's public address (every gate card links to its page), and the door's own reads (a gate's card, a person's view
+of it, a Slack event seen before).
 
 The adapters parse and render; every read of a close or a payment run goes through `services.reading`, every
 decision through `services.decide.decide_gate`, every export through `services.exports.export_trace`, every start
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.queries import UnknownGate, first_slack_event, load_gate_card
+from bot.gate_cards import GateView
+from bot.queries import UnknownGate, first_slack_event, load_gate_card, load_gate_view
 from cards.model import GateCard
 from engine.outbox import ChannelTarget
 from policy.model import Policy
@@ -33,6 +35,7 @@ class ChatWiring:
     deliver: Deliver
     policy: Policy  # risk.yaml: its approver roles may run `status` (policy/command_roles.py)
     on_recorded: OnRecorded  # enqueue a decided gate's card updates, in the decision's transaction
+    board_url: str  # COUNTERSIGN_BOARD_URL: the Close Board's public base URL, where each gate has its page
     channels: tuple[ChannelTarget, ...] = ()
     seal: Seal | None = None  # the server's group sealer; None seals on the request's own connection
     slack_team_ids: frozenset[str] = frozenset()  # the only Slack workspaces answered; empty answers none
@@ -41,7 +44,12 @@ class ChatWiring:
     async def gate_card(self, gate_id: str) -> GateCard:
         """What the gate's card shows now; UnknownGate when there is no such gate."""
         async with self.connect_engine() as conn:
-            return await load_gate_card(conn, gate_id)
+            return await load_gate_card(conn, gate_id, self.board_url)
+
+    async def teams_gate_view(self, gate_id: str, *, tenant: str, user: str, prompt: str = "") -> GateView:
+        """The gate's Teams card as one person (`user`, an AAD object id) sees it; UnknownGate when there is none."""
+        async with self.connect_engine() as conn:
+            return await load_gate_view(conn, gate_id, self.board_url, teams_viewer=(tenant, user), prompt=prompt)
 
     async def first_slack_event(self, event_id: str) -> bool:
         """False when this Slack event id was handled before (Slack retries events it thinks were lost)."""

@@ -205,6 +205,7 @@ def _mount_chat(
         start_close=start_close_for,
         deliver=deliver,
         on_recorded=enqueue_card_updates,
+        board_url=settings.board_url,
         channels=channel_targets(settings),
         seal=pools.sealer.seal,
         policy=runtime.policy,

@@ -18,10 +18,12 @@ import pytest_asyncio
 import respx
 from slack_sdk.signature import SignatureVerifier
 
+from bot.slack_forms import DecisionForm
 from bot.teams import clear_metadata_cache
 from callbacks.principals import Identity, Principal, upsert_principals
 from countersign.app import create_app
 from countersign.runtime import Runtime
+from records.states import Decision
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.teams_auth import FakeBotFrameworkAuth
 
@@ -172,6 +174,37 @@ def button_click(
         ],
     }
     return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def view_submission(view: dict[str, Any], user: str, reason: str | None = None, *, team: str = TEAM) -> bytes:
+    """The `view_submission` Slack sends when `user` submits `view` (as views.open returned it) with `reason` typed."""
+    typed: dict[str, Any] = {"type": "plain_text_input", "value": reason}
+    payload = {
+        "type": "view_submission",
+        "team": {"id": team, "domain": "acme"},
+        "user": {"id": user, "team_id": team},
+        "api_app_id": "A0COUNTERSIGN",
+        "token": "legacy",
+        "trigger_id": "trigger-submit",
+        "view": {**view, "state": {"values": {"reason": {"reason": typed}}}},
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def decision_form(
+    gate_id: str,
+    user: str,
+    decision: str = "approve",
+    reason: str | None = None,
+    *,
+    view_id: str = "V0FORM0001",
+    opened_by: str | None = None,
+) -> bytes:
+    """A submission of the decision form the door would have opened for `opened_by` (default: `user`) on `gate_id`:
+    for tests about deciding, which need not click first (the click that opens it is tested on its own)."""
+    form = DecisionForm(gate_id, Decision(decision), opened_by or user, TEAM, SLACK_CHANNEL)
+    view = {"id": view_id, "type": "modal", "callback_id": "gate_decision", "private_metadata": form.metadata()}
+    return view_submission(view, user, reason)
 
 
 def slash_command(text: str, user: str, *, response_url: str | None = None) -> bytes:

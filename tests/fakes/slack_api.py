@@ -29,6 +29,7 @@ class FakeSlack:
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     uploads: dict[str, bytes] = field(default_factory=dict)
+    views: list[dict[str, Any]] = field(default_factory=list)  # opened with views.open, each with its id
     fail_next: dict[str, list[tuple[int, dict[str, str], dict[str, Any]]]] = field(default_factory=dict)
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -43,6 +44,11 @@ class FakeSlack:
         host, port = self.server.server_address[:2]
         assert isinstance(host, str)
         return f"http://{host}:{port}/respond/commands"
+
+    def opened_views(self) -> list[dict[str, Any]]:
+        """The views opened with `views.open`, in order, as Slack would show them (each with its `id`)."""
+        with self._lock:
+            return list(self.views)
 
     def responses(self) -> list[dict[str, Any]]:
         """The answers posted to response_url, in order."""
@@ -107,6 +113,15 @@ class FakeSlack:
         if method in ("chat.postMessage", "chat.update"):
             ts = params.get("ts") or f"1700000000.{next(self._ts):06d}"
             return 200, {}, {"ok": True, "channel": params.get("channel"), "ts": ts}
+        if method == "views.open":  # the decision form: answered with the view Slack would now show, given an id
+            view = params.get("view")
+            parsed = json.loads(view) if isinstance(view, str) else view
+            if not params.get("trigger_id") or not isinstance(parsed, dict):
+                return 200, {}, {"ok": False, "error": "invalid_arguments"}
+            opened = {**parsed, "id": f"V{next(self._ts):08d}"}
+            with self._lock:
+                self.views.append(opened)
+            return 200, {}, {"ok": True, "view": opened}
         if method == "chat.postEphemeral":
             return 200, {}, {"ok": True, "message_ts": f"1700000001.{next(self._ts):06d}"}
         if method == "files.getUploadURLExternal":
