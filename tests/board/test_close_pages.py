@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import uuid
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+import httpx
+from fastapi import FastAPI
 from markupsafe import escape
 
 from audit.checkpoint import generate_signer
 from audit.transparency_log import sign_log_checkpoint
+from board.pages import build_root_router
 from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import close_status
 from money.formatting import format_money
 from policy.wording import in_words
+from records.gates import DecisionRecord, read_gate
+from records.states import Decision, GateStatus
+from services.board_reads import may_decide
 from tests.board.pages_support import Board, board_fixture  # noqa: F401  (the `board` fixture)
 from tests.engine.workflow_support import approve_open_gates
-from tests.support import count, start_default_close
+from tests.support import count, post_decision, start_default_close
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -162,11 +169,22 @@ async def test_a_variance_gate_shows_the_table_the_narrative_and_its_picture(
     book_set = await count(conn, "SELECT book_set_id FROM close_run WHERE close_id = %s", close_id)
     corrected = default_books / "corrected" / "bank_lines.csv"
     await load_bank_feed(conn, book_set, corrected, loaded_by="alice.chen", close_id=close_id)
+    rerun_checked = False
     for _ in range(4):
-        if any(g["task"] == "variance_analysis" for g in (await close_status(conn, close_id))["gates"]):
+        gates = (await close_status(conn, close_id))["gates"]
+        if any(g["task"] == "variance_analysis" for g in gates):
             break
+        for rerun in [g for g in gates if g["task"] == "bank_reconciliation" and g["attempt"] == 2]:
+            # Alice asked for the re-run (she loaded the corrected feed): it waits on another controller, not her.
+            assert "alice.chen" in rerun["requested_by"]
+            await board.look_as("alice.chen")
+            assert rerun["gate_id"] not in (await board.client.get("/board/inbox")).text
+            await board.look_as("bob.osei")
+            assert rerun["gate_id"] in (await board.client.get("/board/inbox")).text
+            rerun_checked = True
         await approve_open_gates(board.client, conn, close_id)
         await advance(conn, close_id, engine_ctx)
+    assert rerun_checked
     gate = await _gate(conn, close_id, "variance_analysis")
     async with conn.cursor() as cur:
         await cur.execute("SELECT summary FROM gate WHERE gate_id = %s", (gate["gate_id"],))
@@ -256,3 +274,45 @@ async def test_the_stylesheet_is_served_and_nothing_else_from_static(board: Boar
     assert "font" in css.text
     for name in ("pages.py", "..%2Fpages.py", "missing.css"):
         assert (await board.client.get(f"/board/static/{name}")).status_code == 404
+
+
+async def test_a_gate_is_offered_only_to_whom_the_decision_would_admit(
+    board: Board, conn: Any, runtime: Any, engine_ctx: Any, default_books: Any
+) -> None:
+    close_id = await _halted_close(conn, runtime, engine_ctx, default_books)
+    gate = await read_gate(conn, (await _gate(conn, close_id, "accruals"))["gate_id"])
+    assert gate is not None and gate.approver_role == "controller"
+    alice = await board.look_as("alice.chen")
+    assert may_decide(gate, alice.caller)
+    assert not may_decide(gate, (await board.look_as("carol.main")).caller)  # cfo only: not the gate's role
+    assert not may_decide(replace(gate, prepared_by="alice.chen"), alice.caller)
+    assert not may_decide(replace(gate, requested_by=("dana.reyes", "alice.chen")), alice.caller)
+    assert not may_decide(replace(gate, lifecycle="applied"), alice.caller)
+    assert not may_decide(replace(gate, status=GateStatus.EXPIRED), alice.caller)
+    assert not may_decide(replace(gate, decisions=(replace_decision(gate, "alice.chen"),)), alice.caller)
+    assert not may_decide(gate, replace(alice.caller, active=False))
+
+
+def replace_decision(gate: Any, principal: str) -> DecisionRecord:
+    return DecisionRecord(principal, principal, Decision.APPROVE, "reviewed", gate.opened_at, "signed_callback")
+
+
+async def test_a_persons_reason_is_shown_as_text_never_as_markup(
+    board: Board, conn: Any, runtime: Any, engine_ctx: Any, default_books: Any
+) -> None:
+    close_id = await _halted_close(conn, runtime, engine_ctx, default_books)
+    gate = await _gate(conn, close_id, "intercompany")
+    hostile = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    assert (await post_decision(board.client, gate["gate_id"], "alice.chen", reason=hostile)).status_code == 200
+    await board.look_as("erin.park")
+    page = (await board.client.get(f"/board/gates/{gate['gate_id']}")).text
+    assert _html(hostile) in page
+    assert "<script" not in page and "<img src=x" not in page and " style=" not in page
+
+
+async def test_the_root_sends_a_browser_to_the_board() -> None:
+    app = FastAPI()
+    app.include_router(build_root_router())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://countersign.test") as client:
+        response = await client.get("/")
+    assert response.status_code == 303 and response.headers["location"] == "/board/"
