@@ -161,7 +161,7 @@ def build_page_router(deps: BoardDeps) -> APIRouter:
                 output = await read_variance_output(conn, deps.policy, viewer.caller, close_id)
             table = evidence.variance_table(output.result)
             if table is None or not table.rows:
-                raise CloseNotFound(close_id)
+                return page("not_found.html", viewer, 404, missing=f"close {close_id} has no variance analysis yet")
             return svg(variance_svg(table.rows, output.currency, locale=deps.locale))
 
         return await answer(viewer, render)
@@ -172,7 +172,7 @@ def build_page_router(deps: BoardDeps) -> APIRouter:
             async with deps.connect_engine() as conn:
                 position = await read_contract_position(conn, deps.policy, viewer.caller, close_id)
             if position is None or not position.points:
-                raise CloseNotFound(close_id)
+                return page("not_found.html", viewer, 404, missing=f"close {close_id} is not a payment run")
             title = f"{position.contract_id} {position.contract_title}"
             return svg(position_svg(position.points, position.currency, title, locale=deps.locale))
 
