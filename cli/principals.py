@@ -74,6 +74,40 @@ def principals_keygen(
     )
 
 
+@principals_app.command("enroll")
+def principals_enroll(
+    name: Annotated[str, typer.Argument(help="The person who will enrol a passkey (an active human principal).")],
+    hours: Annotated[int, typer.Option("--hours", min=1, max=168, help="How long the link works.")] = 24,
+) -> None:
+    """Print a one-time link with which NAME enrols a passkey on the Close Board (as the owner; traced)."""
+    from audit.trace import seal_pending
+    from callbacks.passkeys import PasskeyRefused, issue_enrolment
+    from callbacks.principals import normalise_identity
+
+    rt = runtime()
+    principal = normalise_identity(name)
+
+    async def go() -> str:
+        async with connection(rt, "owner") as conn:
+            async with conn.transaction():
+                token = await issue_enrolment(conn, principal, issued_by="countersign-cli", hours=hours)
+            await seal_pending(conn)
+            return token
+
+    try:
+        token = run(go)
+    except PasskeyRefused as exc:
+        fail(str(exc))
+        return
+    link = f"{rt.settings.board_url.rstrip('/')}/board/enrol#token={token}"
+    console.print(f"enrolment link for {escape(principal)} (works once, for {hours} h):")
+    print(link)  # plain, so it can be copied or piped; the token is after '#', so no server ever logs it
+    console.print(
+        "Give it to the person over a channel you trust. Whoever opens it first enrols a key for them: the"
+        " enrolment is traced and shown on their passkey page, where they can revoke a key they do not know."
+    )
+
+
 @principals_app.command("token")
 def principals_token(
     name: Annotated[str, typer.Argument(help="The principal the token reads as.")],

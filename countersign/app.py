@@ -142,14 +142,14 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(callbacks)
     app.include_router(_health_router(pools, metrics))
     app.include_router(build_read_router(pools.connect_callbacks, pools.connect_engine, runtime.policy))
-    app.include_router(_board_router(runtime, pools))
+    _install_board(app, runtime, pools)
     if deliver is not None:
         _mount_chat(app, runtime, pools, senders, deliver)
     return app
 
 
-def _board_router(runtime: Runtime, pools: _Pools) -> APIRouter:
-    from board.app import BoardDeps, build_board_router
+def _install_board(app: FastAPI, runtime: Runtime, pools: _Pools) -> None:
+    from board.app import BoardDeps, install_board
 
     deps = BoardDeps(
         connect_callbacks=pools.connect_callbacks,
@@ -160,7 +160,7 @@ def _board_router(runtime: Runtime, pools: _Pools) -> APIRouter:
         seal=pools.sealer.seal,
         on_recorded=enqueue_card_updates,
     )
-    return build_board_router(deps)
+    install_board(app, deps)
 
 
 def _health_router(pools: _Pools, metrics: ServeMetrics) -> APIRouter:

@@ -60,7 +60,7 @@ CREATE TABLE public.passkey_enrolment (
     CHECK (expires_at > issued_at AND expires_at <= issued_at + interval '7 days')
 );
 CREATE TABLE public.principal_passkey (
-    credential_id text PRIMARY KEY CHECK (credential_id ~ '^[A-Za-z0-9_-]{{16,1364}}$'),
+    credential_id text PRIMARY KEY CHECK (credential_id ~ '^[A-Za-z0-9_-]+$' AND length(credential_id) BETWEEN 16 AND 1364),
     principal_id  text NOT NULL REFERENCES public.principal,
     public_key    bytea NOT NULL CHECK (length(public_key) BETWEEN 16 AND 1024),
     sign_count    bigint NOT NULL DEFAULT 0 CHECK (sign_count >= 0),
@@ -85,7 +85,7 @@ CREATE TABLE public.board_session (
     CHECK (expires_at > created_at AND expires_at <= created_at + interval '12 hours')
 );
 CREATE TABLE public.webauthn_challenge (
-    challenge     bytea PRIMARY KEY CHECK (length(challenge) = 32),
+    challenge     bytea PRIMARY KEY CHECK (length(challenge) BETWEEN 16 AND 64),
     purpose       text NOT NULL CHECK (purpose IN ('sign_in', 'enrol', 'decide')),
     principal_id  text REFERENCES public.principal,
     gate_id       uuid REFERENCES public.gate,
