@@ -117,7 +117,7 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, wir
         app.action(action_id)(ack_only)
 
     async def check_form(ack: Any, body: dict[str, Any]) -> None:
-        checked = await _checked_submission(body, wiring)
+        checked = await _checked_submission(body, wiring, gate_read=True)
         if isinstance(checked, str):  # shown under the reason box; nothing is recorded
             await ack(response_action="errors", errors={slack_cards.REASON_BLOCK_ID: checked})
             return
@@ -125,7 +125,8 @@ def build_slack_app(*, token: str, signing_secret: str, api_url: str | None, wir
 
     async def decide(body: dict[str, Any], client: AsyncWebClient) -> None:
         try:
-            checked = await _checked_submission(body, wiring)  # the same checks the acknowledgement made
+            # The form's own checks again; the gate's state is the decision writer's to judge (and trace) now.
+            checked = await _checked_submission(body, wiring, gate_read=False)
             if not isinstance(checked, str):
                 await _decide(checked, client, wiring)
         except Exception:  # after ack() nobody awaits this task: log loudly rather than lose it
@@ -249,9 +250,10 @@ class _Submission:
     view_id: str
 
 
-async def _checked_submission(body: dict[str, Any], wiring: ChatWiring) -> _Submission | str:
+async def _checked_submission(body: dict[str, Any], wiring: ChatWiring, *, gate_read: bool) -> _Submission | str:
     """A submitted decision form, checked again from the start (its metadata is a claim, not a fact), or the words
-    saying why it cannot be recorded."""
+    saying why it cannot be recorded. With `gate_read`, also whether the gate can still be decided here (the modal
+    then says why not); the decision writer checks the same and traces a refusal."""
     raw_view = body.get("view")
     view: dict[str, Any] = raw_view if isinstance(raw_view, dict) else {}
     form = parse_form(view.get("private_metadata"))
@@ -268,6 +270,8 @@ async def _checked_submission(body: dict[str, Any], wiring: ChatWiring) -> _Subm
         return str(exc)
     if form.decision is Decision.REJECT and not reason:
         return "Say why you reject this gate: a rejection needs a reason."
+    if not gate_read:
+        return _Submission(form, reason, view_id)
     try:
         card = await wiring.gate_card(form.gate_id)
     except UnknownGate:

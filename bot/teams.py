@@ -271,8 +271,8 @@ class TeamsAdapter:
             view = await self.wiring.teams_gate_view(gate_id, tenant=tenant, user=external_id)
         except UnknownGate:
             return self._invoke_card(teams_cards.error_card("Not recorded", "This card's gate no longer exists."))
-        if view.card.needs_person_key:  # an old card's button: no one-tap decision on this gate
-            return self._invoke_card(teams_gate_card(_prompted(view, person_key_needed(view.card.page_url))))
+        # A gate that needs a person's own key (an old card's button) is refused by the decision writer, which traces
+        # the attempt; the answer below says where to sign it.
         if decision == Decision.REJECT and not reason:
             return self._invoke_card(teams_gate_card(_prompted(view, REASON_NEEDED)))
         identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=tenant)

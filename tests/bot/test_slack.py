@@ -22,7 +22,17 @@ from countersign.settings import PROJECT_ROOT
 from engine.orchestrator import advance
 from engine.outbox import enqueue_card_updates
 from engine.runs import close_status
-from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAM, button_click, slack_headers, slash_command, wait_until
+from tests.bot.conftest import (
+    PEOPLE,
+    SLACK_CHANNEL,
+    TEAM,
+    button_click,
+    decision_form,
+    slack_headers,
+    slash_command,
+    view_submission,
+    wait_until,
+)
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 
 # Slack's published example (docs "Verifying requests from Slack"; python-slack-sdk's signature tests).
@@ -75,18 +85,19 @@ async def test_each_gate_card_is_posted_once_per_channel(
     assert await count(conn, "SELECT count(*) FROM outbox_message WHERE platform_message_id IS NOT NULL") == 6
 
 
-async def test_fifty_identical_clicks_record_one_decision_and_one_update(
+async def test_fifty_identical_form_submissions_record_one_decision_and_one_update(
     conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
 ) -> None:
     _, status = await _close_with_cards(conn, chat_runtime, default_books)
-    gate_id = _gate(status, "accruals")
-    body = button_click(gate_id, "U0ALICE")
+    gate_id = _gate(status, "intercompany")  # medium: one tap from chat is enough
+    body = decision_form(gate_id, "U0ALICE")
     headers = slack_headers(body)
     responses = await asyncio.gather(
         *(chat_api.post("/slack/events", content=body, headers=headers) for _ in range(50))
     )
     assert {r.status_code for r in responses} == {200}
-    await wait_until(lambda: len(fake_slack.calls_to("users.info")) >= 50)
+    # The first to be recorded decides; the rest are replays of its nonce (one form, one decision) or find the
+    # gate already approved.
     await wait_until(lambda: len(fake_slack.calls_to("chat.update")) >= 1)
     await asyncio.sleep(0.5)  # let any stragglers finish before counting
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 1
@@ -109,7 +120,7 @@ async def test_a_bot_or_deactivated_user_cannot_decide(
         " VALUES ('bob.osei', 'slack', %s, %s)",
         (TEAM.casefold(), user.casefold()),
     )
-    body = button_click(_gate(status, "accruals"), user)
+    body = decision_form(_gate(status, "intercompany"), user)
     assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
     await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
@@ -121,9 +132,91 @@ async def test_an_unmapped_slack_user_is_refused(
     conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
 ) -> None:
     _, status = await _close_with_cards(conn, chat_runtime, default_books)
-    body = button_click(_gate(status, "accruals"), "U0MALLORY")
+    body = decision_form(_gate(status, "intercompany"), "U0MALLORY")
     await chat_api.post("/slack/events", content=body, headers=slack_headers(body))
     await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+
+
+def _blocks(call: Any) -> list[dict[str, Any]]:
+    blocks = call.params.get("blocks")
+    return list(json.loads(blocks) if isinstance(blocks, str) else blocks or [])
+
+
+def _card_of(fake_slack: Any, gate_id: str) -> list[dict[str, Any]]:
+    posted = [c for c in fake_slack.calls_to("chat.postMessage") if f"gate:{gate_id}" in json.dumps(_blocks(c))]
+    assert len(posted) == 1
+    return _blocks(posted[0])
+
+
+def _buttons(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+async def test_a_click_opens_the_form_and_its_submission_records_the_reason(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    gate_id = _gate(status, "intercompany")
+    page = f"{chat_runtime.settings.board_url}/board/gates/{gate_id}"
+    buttons = _buttons(_card_of(fake_slack, gate_id))
+    assert [(b["action_id"], b.get("url")) for b in buttons] == [
+        ("gate_approve", None),
+        ("gate_reject", None),
+        ("gate_open_board", page),
+    ]
+    click = button_click(gate_id, "U0ALICE", "reject")
+    assert (await chat_api.post("/slack/events", content=click, headers=slack_headers(click))).status_code == 200
+    await wait_until(lambda: len(fake_slack.opened_views()) == 1)
+    (opened,) = fake_slack.calls_to("views.open")
+    assert opened.params["trigger_id"] == "trigger"
+    view = fake_slack.opened_views()[0]
+    assert view["callback_id"] == "gate_decision"
+    assert await count(conn, "SELECT count(*) FROM gate_decision") == 0  # a click alone decides nothing
+    # Someone else cannot submit Alice's form; an empty reason cannot reject: the modal says why, nothing is recorded.
+    for body, problem in (
+        (view_submission(view, "U0BOB", "looks wrong"), "opened by someone else"),
+        (view_submission(view, "U0ALICE", "   "), "a rejection needs a reason"),
+    ):
+        answer = await chat_api.post("/slack/events", content=body, headers=slack_headers(body))
+        assert answer.status_code == 200
+        assert answer.json()["response_action"] == "errors" and problem in answer.json()["errors"]["reason"]
+    submitted = view_submission(view, "U0ALICE", "ACME-US booked the loan twice")
+    answer = await chat_api.post("/slack/events", content=submitted, headers=slack_headers(submitted))
+    assert answer.status_code == 200 and not answer.content  # the modal closes
+    await wait_until(lambda: len(fake_slack.calls_to("chat.update")) >= 1)
+    rows = await (await conn.execute("SELECT principal_id, decision, reason FROM gate_decision")).fetchall()
+    assert rows == [("alice.chen", "reject", "ACME-US booked the loan twice")]
+    assert "ACME-US booked the loan twice" in json.dumps(fake_slack.calls_to("chat.update")[0].params)
+
+
+async def test_a_gate_that_needs_a_persons_key_offers_review_and_sign_and_a_click_says_where(
+    conn: Any, chat_api: Any, chat_runtime: Any, default_books: Any, fake_slack: Any
+) -> None:
+    _, status = await _close_with_cards(conn, chat_runtime, default_books)
+    gate_id = _gate(status, "accruals")  # high: the person's own key only
+    page = f"{chat_runtime.settings.board_url}/board/gates/{gate_id}"
+    buttons = _buttons(_card_of(fake_slack, gate_id))
+    assert [(b["action_id"], b["text"]["text"], b["url"]) for b in buttons] == [
+        ("gate_review_and_sign", "Review and sign", page)
+    ]
+    # An old card's button, or a forged form: the door answers with where to sign, and nothing is recorded.
+    click = button_click(gate_id, "U0ALICE")
+    assert (await chat_api.post("/slack/events", content=click, headers=slack_headers(click))).status_code == 200
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 1)
+    expected = f"This gate needs your own key: review and sign it on the Close Board: {page}"
+    assert fake_slack.calls_to("chat.postEphemeral")[0].params["text"] == expected
+    assert fake_slack.calls_to("views.open") == []
+    form = decision_form(gate_id, "U0ALICE", reason="fine")
+    answer = await chat_api.post("/slack/events", content=form, headers=slack_headers(form))
+    assert answer.json()["errors"]["reason"] == expected  # the modal says so at once
+    # ... and the decision writer refuses the submission itself, traces it, and the person is told where to sign.
+    await wait_until(lambda: len(fake_slack.calls_to("chat.postEphemeral")) == 2)
+    assert fake_slack.calls_to("chat.postEphemeral")[1].params["text"] == expected
+    refused = (
+        "SELECT count(*) FROM trace_event WHERE kind = 'decision_refused' AND payload->>'code' = 'needs_person_key'"
+    )
+    assert await count(conn, refused) == 1
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
 
 

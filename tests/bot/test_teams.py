@@ -245,6 +245,10 @@ async def test_a_gate_that_needs_a_persons_key_is_answered_with_where_to_sign_it
     assert f"This gate needs your own key: review and sign it on the Close Board: {page}" in _texts(card)
     assert [(a["type"], a["title"], a["url"]) for a in card["actions"]] == [("Action.OpenUrl", "Review and sign", page)]
     assert await count(conn, "SELECT count(*) FROM gate_decision") == 0
+    refused = (
+        "SELECT count(*) FROM trace_event WHERE kind = 'decision_refused' AND payload->>'code' = 'needs_person_key'"
+    )
+    assert await count(conn, refused) == 1  # refused by the decision writer, and in the trace
 
 
 async def test_the_posted_card_refreshes_for_the_gates_deciders_and_links_to_its_page(
