@@ -100,7 +100,9 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
                 session = await passkeys.complete_sign_in(conn, body.get("response"), board)
         except PasskeyRefused as exc:
             return _refused(str(exc), 401)
-        answer = JSONResponse({"signed_in": session.principal_id, "next": f"{PREFIX}/inbox"})
+        answer = JSONResponse(
+            {"signed_in": session.principal_id, "csrf_token": session.csrf_token, "next": f"{PREFIX}/inbox"}
+        )
         answer.set_cookie(
             SESSION_COOKIE,
             session.token,

@@ -7,7 +7,6 @@ registered with their principal; the halt is resolved by loading the corrected b
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 import time
@@ -15,7 +14,6 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
-import uvicorn
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -23,13 +21,15 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from callbacks.signature import sign
-from countersign.app import create_app
 from countersign.runtime import Runtime, connection, engine_context, start_rules
 from countersign.timeline import print_timeline
 from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import TaskRow, close_status, count_closes_with_entity_prefix, load_close, task_rows
+from policy.model import PLATFORM_IDENTITY
 from records.states import GateStatus
+from scenarios.demo_server import demo_server
+from scenarios.passkey_people import PasskeyPeople
 from scenarios.scripted_people import ScriptedPeople
 from services.loading import load_book_set
 from services.starting import start_close_on_book_set
@@ -57,16 +57,30 @@ def _approvers(people: list[Principal], gate: dict[str, Any], count: int) -> lis
 
 
 class SignedClient:
-    """Posts decisions to the server exactly as an external client would."""
+    """Posts decisions to the server exactly as an external client would: a gate that needs a person's own key is
+    signed with the person's passkey on the Close Board, any other over the signed callback."""
 
-    def __init__(self, base_url: str, secret: str, people: ScriptedPeople) -> None:
+    def __init__(self, base_url: str, secret: str, people: ScriptedPeople, board: PasskeyPeople) -> None:
         self.http = httpx.AsyncClient(base_url=base_url, timeout=30)
         self.secret = secret
         self.people = people
+        self.board = board
+
+    async def enrol_approvers(self, rt: Runtime, people: list[Principal], console: Console) -> None:
+        """Everyone who may decide a gate enrols a passkey from an owner's one-time link, then signs in."""
+        approvers = [p for p in people if p.is_human and {"controller", "cfo"} & set(p.roles)]
+        for person in approvers:
+            await self.board.enrol(rt, person.principal_id)
+        console.print(
+            f"passkeys enrolled from one-time links and signed in: {', '.join(p.display_name for p in approvers)}"
+        )
 
     async def decide(self, gate: dict[str, Any], principal: str, decision: str, reason: str) -> httpx.Response:
-        """Sign over the gate as the status read showed it (its `summary_digest`) and post the decision."""
+        """A gate whose tier accepts only a person's own key (risk.yaml `proofs`) is signed on the board with the
+        person's passkey; any other over the signed callback, signed over the gate as the status read showed it."""
         gate_id = gate["gate_id"]
+        if PLATFORM_IDENTITY not in gate["accepted_proofs"] and principal in self.board.people:
+            return await self.board.decide(principal, gate_id, decision, reason)
         body = self.people.body(gate_id, principal, decision, reason, summary_digest=gate["summary_digest"])
         return await self.post(gate_id, json.dumps(body).encode())
 
@@ -84,6 +98,7 @@ class SignedClient:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        await self.board.aclose()
 
 
 async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
@@ -121,21 +136,14 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
     console.rule(f"[bold]Close {entity} {period}[/]  ({close_id})")
     console.print(f"books: {loaded.gl_lines:,} GL lines, profile default, seed {seed}")
 
-    server = uvicorn.Server(uvicorn.Config(create_app(rt), host="127.0.0.1", port=0, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        if serving.done():
-            raise RuntimeError("the demo server failed to start")
-        await asyncio.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    client = SignedClient(f"http://127.0.0.1:{port}", secret, scripted)
-    console.print(f"signed-callback server listening on 127.0.0.1:{port}")
-    try:
-        closed = await _drive(rt, close_id, books_dir, people, client, console)
-    finally:
-        await client.aclose()
-        server.should_exit = True
-        await serving
+    async with demo_server(rt) as served:
+        client = SignedClient(served.base_url, secret, scripted, PasskeyPeople(served.board_url, served.base_url))
+        console.print(f"server listening on {served.base_url}: signed callbacks, the Close Board at {served.board_url}")
+        try:
+            await client.enrol_approvers(rt, people, console)
+            closed = await _drive(rt, close_id, books_dir, people, client, console)
+        finally:
+            await client.aclose()
 
     async with connection(rt) as conn:
         verified = await verify_chain(conn)

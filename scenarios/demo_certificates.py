@@ -23,14 +23,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from rich.console import Console
 from rich.markup import escape
 
 from audit.trace import iter_events, verify_chain
 from callbacks.principals import Principal, parse_principals, upsert_principals
 from certificates import assess_contract, parse_certificate, parse_contract
-from countersign.app import create_app
 from countersign.runtime import Runtime, connection, engine_context, start_rules
 from countersign.timeline import describe
 from engine.context import EngineContext
@@ -39,6 +37,8 @@ from engine.runs import TaskRow, close_status, find_close, task_rows
 from engine.workflows.certificates.runs import payment_run_status
 from records.states import DECIDED, Decision, GateStatus
 from scenarios.demo import SignedClient, _approvers, _starter
+from scenarios.demo_server import demo_server
+from scenarios.passkey_people import PasskeyPeople
 from scenarios.scripted_people import ScriptedPeople
 from services.loading import load_construction
 from services.starting import start_month_of_payment_runs
@@ -164,23 +164,6 @@ def pure_verdict(data_dir: Path, certificates_jsonl: bytes, certificate_id: str)
 
 
 # --- the server and the engine ------------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def callback_server(rt: Runtime) -> AsyncIterator[str]:
-    """The real app on a real socket (127.0.0.1, a free port); yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(rt), host="127.0.0.1", port=0, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if serving.done():
-                raise RuntimeError("the demo server failed to start")
-            await asyncio.sleep(0.05)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await serving
 
 
 @asynccontextmanager
@@ -451,10 +434,11 @@ async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cass
         f"{len(month.truth['duplicates'])} duplicate re-submission, hostile text in {month.injected}"
     )
 
-    async with callback_server(rt) as base_url, certificates_engine(rt, cassette_dir=cassette_dir) as ctx:
-        client = SignedClient(base_url, secret, scripted)
-        console.print(f"signed-callback server listening on {base_url}")
+    async with demo_server(rt) as served, certificates_engine(rt, cassette_dir=cassette_dir) as ctx:
+        client = SignedClient(served.base_url, secret, scripted, PasskeyPeople(served.board_url, served.base_url))
+        console.print(f"server listening on {served.base_url}: signed callbacks, the Close Board at {served.board_url}")
         try:
+            await client.enrol_approvers(rt, people, console)
             driven = await drive_runs(rt, ctx, runs, people, client, console)
         finally:
             await client.aclose()

@@ -327,7 +327,12 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
             for person in voters[: gate["quorum"] - gate["approvals"]]:
                 nonce = uuid.uuid4().hex
                 proof = _scripted_people(people).proof(
-                    gate["gate_id"], person.principal_id, "approve", "restart drill", nonce
+                    gate["gate_id"],
+                    person.principal_id,
+                    "approve",
+                    "restart drill",
+                    nonce,
+                    summary_digest=gate["summary_digest"],
                 )
                 await record_decision(
                     conn,
