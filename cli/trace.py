@@ -92,6 +92,13 @@ def _verify_bundle_offline(path: Path, key: str | None) -> None:
         f"bundle verified: {report.events} events of close {report.close_id} included in tree size "
         f"{report.tree_size}, root {report.root.hex()}, signed by {report.key_name} ({report.origin})"
     )
+    console.print(
+        f"decision proofs checked: {report.decision_proofs} ({report.ed25519_decisions} Ed25519,"
+        f" {report.passkey_decisions} passkey); {report.platform_identity_decisions} platform identity"
+        " (Slack or Teams: not checkable offline)"
+    )
+    for note in report.notes:
+        console.print(f"note: {escape(note)}")
     if key is None:
         console.print("note: checked against the key inside the bundle; pin the key you trust with --key")
 

@@ -15,12 +15,15 @@ from psycopg import AsyncConnection
 
 from audit.bundle import build_bundle
 from audit.checkpoint import NoteSigner, encode_verifier_key
+from audit.decision_proofs import ED25519, PASSKEY, DecisionKey, GateEvidence, ed25519_key_text, passkey_key_text
 from audit.export import FORMATS, export_events
 from audit.trace import iter_events, seal_pending
 from audit.transparency_log import latest_checkpoint, load_tree, sign_log_checkpoint
 from callbacks.callers import record_trace_exported
 from callbacks.decision_writer import Seal
 from engine.runs import load_close
+from records.decision_keys import DecisionKeyRow, read_decision_keys
+from records.gates import GateFacts, read_gates_of_close
 
 BUNDLE = "bundle"  # the export format that is a zip an auditor verifies offline, beside audit.export.FORMATS
 
@@ -94,15 +97,55 @@ async def export_bundle(
         assert latest is not None
         tree = await load_tree(conn, size=latest.tree_size)
         events = [e async for e in iter_events(conn, close_id=close_id, upto_seq=latest.tree_size)]
+        gates = await _gate_evidence(conn, close_id)
         data = build_bundle(
             close_id=close_id,
             events=events,
             tree=tree,
             checkpoint_note=latest.note,
             verifier_key=encode_verifier_key(signer.verifier()),
+            gates=gates,
         )
     async with connect("owner") as conn:
         await record_trace_exported(
             conn, principal_id=requested_by, close_id=close_id, fmt=BUNDLE, data=data, platform=platform
         )
     return ExportedBundle(close_id=close_id, data=data, events=len(events))
+
+
+async def _gate_evidence(conn: AsyncConnection[Any], close_id: str) -> list[GateEvidence]:
+    """decisions.json's gates: every gate of the close with its signed facts and the keys of its person's-key
+    decisions (a decision whose key the database no longer holds is left out; the bundle then names it)."""
+    keys: dict[str, list[DecisionKey]] = {}
+    for row in await read_decision_keys(conn, close_id):
+        key = _decision_key(row)
+        if key is not None:
+            keys.setdefault(row.gate_id, []).append(key)
+    return [
+        GateEvidence(_facts_json(gate.facts), tuple(keys.get(gate.gate_id, ())))
+        for gate in await read_gates_of_close(conn, close_id)
+    ]
+
+
+def _facts_json(facts: GateFacts) -> dict[str, Any]:
+    fields = facts.digest_fields()
+    amount = fields["amount"]
+    return {**fields, "amount": None if amount is None else format(amount, "f"), "summary_json": facts.summary_json}
+
+
+def _decision_key(row: DecisionKeyRow) -> DecisionKey | None:
+    signed_under = (row.principal_id, *row.logins)
+    if row.channel == "board":
+        if row.passkey_public_key is None or row.credential_id is None:
+            return None
+        return DecisionKey(
+            row.decision_id,
+            row.principal_id,
+            signed_under,
+            PASSKEY,
+            passkey_key_text(row.passkey_public_key),
+            row.credential_id,
+        )
+    if row.public_key is None:
+        return None
+    return DecisionKey(row.decision_id, row.principal_id, signed_under, ED25519, ed25519_key_text(row.public_key))
