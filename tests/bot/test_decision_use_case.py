@@ -45,14 +45,15 @@ async def callbacks_conn(database: Database) -> AsyncIterator[psycopg.AsyncConne
 
 @pytest_asyncio.fixture
 async def posted_gate(conn: Any, chat_runtime: Any, default_books: Any, fake_slack: Any, teams_connector: Any) -> str:
-    """The accruals gate of a close whose gate cards were posted, so a decision has cards to update."""
+    """The intercompany gate (medium: a chat identity may decide it) of a close whose gate cards were posted, so a
+    decision has cards to update."""
     close_id = await start_default_close(conn, chat_runtime, default_books)
     await upsert_principals(conn, PEOPLE)
     async with engine_context(chat_runtime) as ctx:
         await advance(conn, close_id, ctx)
     await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
     status = await close_status(conn, close_id)
-    return str(next(g["gate_id"] for g in status["gates"] if g["task"] == "accruals"))
+    return str(next(g["gate_id"] for g in status["gates"] if g["task"] == "intercompany"))
 
 
 ALICE_ON_SLACK = PlatformIdentity(channel="slack", external_id="U0ALICE", tenant=TEAM)

@@ -23,9 +23,9 @@ from countersign.chat import build_senders
 from countersign.runtime import engine_context
 from engine.orchestrator import advance
 from engine.runs import close_status
-from tests.bot.conftest import PEOPLE, button_click, slack_headers, wait_until
+from tests.bot.conftest import PEOPLE, decision_form, slack_headers, wait_until
 from tests.bot.test_teams import _auth, invoke
-from tests.support import count, start_default_close
+from tests.support import count, rewrite_gate_as_owner, start_default_close
 
 SLACK_HANG_S = 3600.0  # Slack answers the hung methods only when the fake stops, after the test
 ANSWER_BOUND_S = 300.0  # a door that waited for Slack would wait SLACK_HANG_S; this fails it long before
@@ -54,10 +54,12 @@ async def test_a_hung_slack_leaves_teams_decisions_and_get_closes_answering_whil
     accruals = next(g["gate_id"] for g in status["gates"] if g["task"] == "accruals")
     others = [g["gate_id"] for g in status["gates"] if g["gate_id"] != accruals]
     token = await issue_token(conn, "alice.chen")  # GET /closes needs a principal's credentials
+    for (gate,) in await (await conn.execute("SELECT gate_id FROM gate")).fetchall():  # every gate decidable in chat
+        await rewrite_gate_as_owner(conn, str(gate), "accepted_proofs = '{platform_identity,ed25519,passkey}'")
 
     fake_slack.hang(*hung, seconds=SLACK_HANG_S)
-    clicks = [
-        button_click(gate, user, decision, action_ts=f"1700000{n:03d}.000001")
+    clicks = [  # decision forms submitted (a click only opens one)
+        decision_form(gate, user, decision, f"reason {n}", view_id=f"V0HANG{n:04d}")
         for n, (gate, user, decision) in enumerate(
             (others[i % len(others)], SLACK_USERS[i % len(SLACK_USERS)], ("approve", "reject")[i % 2])
             for i in range(30)

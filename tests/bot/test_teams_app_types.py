@@ -15,6 +15,8 @@ from bot.teams import build_authentication, tenant_issuers
 from tests.bot.conftest import SERVICE_URL, TEAMS_APP_ID
 from tests.fakes.teams_auth import FakeBotFrameworkAuth
 
+BOARD_URL = "https://close.example.com"
+
 TENANT_ID = "0b5f7d2e-1111-4c1a-9e1e-0123456789ab"
 LOGIN = "https://login.microsoftonline.com"
 IMDS = "http://169.254.169.254/metadata/identity/oauth2/token"
@@ -52,7 +54,9 @@ async def test_a_password_bot_gets_its_token_from_its_authority(app_type: str, a
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
         token = _authority_routes(router, authority)
         activities = _activities(router)
-        sender = TeamsSender(TEAMS_APP_ID, "app-password", SERVICE_URL, app_type=app_type, tenant_id=TENANT_ID)
+        sender = TeamsSender(
+            TEAMS_APP_ID, "app-password", SERVICE_URL, board_url=BOARD_URL, app_type=app_type, tenant_id=TENANT_ID
+        )
         for _ in range(2):  # msal caches the token: one token request for two sends
             await sender.send_activity(SERVICE_URL, CONVERSATION, {"type": "message", "text": "hi"})
     assert token.call_count == 1
@@ -77,7 +81,9 @@ async def test_a_user_assigned_managed_identity_gets_its_token_from_imds_without
             )
         )
         activities = _activities(router)
-        sender = TeamsSender(TEAMS_APP_ID, None, SERVICE_URL, app_type="UserAssignedMSI", tenant_id=TENANT_ID)
+        sender = TeamsSender(
+            TEAMS_APP_ID, None, SERVICE_URL, board_url=BOARD_URL, app_type="UserAssignedMSI", tenant_id=TENANT_ID
+        )
         await sender.send_activity(SERVICE_URL, CONVERSATION, {"type": "message", "text": "hi"})
     request = imds.calls[0].request
     assert request.url.params["client_id"] == TEAMS_APP_ID
@@ -90,7 +96,14 @@ async def test_no_token_is_a_retryable_delivery_error_without_the_secret() -> No
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
         refused = httpx.Response(401, json={"error": "invalid_client", "error_description": "bad secret"})
         _authority_routes(router, TENANT_ID, refused)
-        sender = TeamsSender(TEAMS_APP_ID, "wrong-password", SERVICE_URL, app_type="SingleTenant", tenant_id=TENANT_ID)
+        sender = TeamsSender(
+            TEAMS_APP_ID,
+            "wrong-password",
+            SERVICE_URL,
+            board_url=BOARD_URL,
+            app_type="SingleTenant",
+            tenant_id=TENANT_ID,
+        )
         with pytest.raises(DeliveryError) as raised:
             await sender.send_activity(SERVICE_URL, CONVERSATION, {"type": "message", "text": "hi"})
     assert "invalid_client" in str(raised.value) and "wrong-password" not in str(raised.value)

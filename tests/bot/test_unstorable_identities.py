@@ -19,7 +19,7 @@ import pytest
 
 from countersign.app import create_app
 from countersign.runtime import Runtime
-from tests.bot.conftest import button_click, slack_headers, wait_until
+from tests.bot.conftest import button_click, decision_form, slack_headers, wait_until
 from tests.bot.test_teams import _auth, _gate, invoke, message
 from tests.support import count
 
@@ -93,7 +93,7 @@ async def test_a_slack_click_with_a_nul_in_its_action_ts_is_refused_without_a_cr
     with caplog.at_level(logging.ERROR, logger="countersign.slack"):
         response = await tolerant_api.post("/slack/events", content=body, headers=slack_headers(body))
         assert response.status_code < 500, response.text
-        clean = button_click(gate_id, "U0ALICE", action_ts="1700000200.000001")
+        clean = decision_form(gate_id, "U0ALICE")  # the form a clean click opens, submitted
         await tolerant_api.post("/slack/events", content=clean, headers=slack_headers(clean))
         await wait_until(lambda: len(fake_slack.calls_to("chat.update")) >= 1)
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == [], "a listener crashed on the NUL"
