@@ -6,16 +6,19 @@ Imported by the benchmark scripts from this directory (each puts it on `sys.path
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import psycopg
 
+from audit.person_proof import digest_of_gate
 from callbacks.principals import Principal, upsert_principals
 from countersign.database import Database
 from countersign.runtime import load_rules
 from countersign.settings import load_settings
 from engine.books import load_books
 from engine.runs import start_close
+from records.gates import read_gate_facts
 from scenarios.scripted_people import ScriptedPeople
 
 
@@ -65,6 +68,17 @@ async def prepare_open_gates(
         if analyze:
             await conn.execute("ANALYZE")
     return gates
+
+
+async def summary_digests(database: Database, gate_ids: Iterable[str]) -> dict[str, str]:
+    """Each gate's summary digest, the SHA-256 its approver signs over, read once per gate before any load runs."""
+    digests: dict[str, str] = {}
+    async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as conn:
+        for gate_id in gate_ids:
+            facts = await read_gate_facts(conn, gate_id)
+            assert facts is not None, gate_id
+            digests[gate_id] = digest_of_gate(facts.digest_fields(), facts.summary_json)
+    return digests
 
 
 def stop_embedded(database: Database | None) -> None:

@@ -47,7 +47,7 @@ if str(REPO_ROOT) not in sys.path:
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
-from _support import exit_code, prepare_open_gates, stop_embedded  # noqa: E402
+from _support import exit_code, prepare_open_gates, stop_embedded, summary_digests  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 from audit.trace import verify_chain  # noqa: E402
@@ -348,8 +348,9 @@ async def drive(
     return result
 
 
-def signed_decision(gate_id: str) -> tuple[str, bytes, dict[str, str]]:
-    body = json.dumps(SCRIPTED.body(gate_id, PRINCIPAL, "approve", "bench")).encode()
+def signed_decision(gate_id: str, summary_digest: str) -> tuple[str, bytes, dict[str, str]]:
+    """A signed-callback request deciding the gate, signed over its summary digest (`summary_digests`)."""
+    body = json.dumps(SCRIPTED.body(gate_id, PRINCIPAL, "approve", "bench", summary_digest=summary_digest)).encode()
     stamp = str(int(time.time()))
     headers = {
         "content-type": "application/json",
@@ -363,6 +364,7 @@ async def run_load(
     server: Server,
     database: Database,
     gates: dict[str, list[str]],
+    digests: dict[str, str],
     concurrency: int,
     cpu: CpuWatch,
     direct: bool,
@@ -383,7 +385,7 @@ async def run_load(
         ]
 
         async def post_decision(index: int, gate_id: str) -> int:
-            path, body, headers = signed_decision(gate_id)
+            path, body, headers = signed_decision(gate_id, digests[gate_id])
             return (await clients[index % clients_count].post(path, content=body, headers=headers)).status_code
 
         async def get_health(index: int, _: str) -> int:
@@ -426,7 +428,7 @@ async def run_load(
 
             async def decide_in_process(_: int, gate_id: str) -> int:
                 nonce = uuid.uuid4().hex
-                proof = SCRIPTED.proof(gate_id, PRINCIPAL, "approve", "bench", nonce)
+                proof = SCRIPTED.proof(gate_id, PRINCIPAL, "approve", "bench", nonce, summary_digest=digests[gate_id])
                 request = DecisionRequest(gate_id, PRINCIPAL, "approve", "bench", nonce, "signed_callback", proof)
                 async with pool.connection() as conn:
                     outcome = await record_decision(conn, request)
@@ -620,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
             books = root / "books"
             generate_books(load_profile(REPO_ROOT / "config" / "profiles" / "default.yaml"), SEED, books)
             gates = asyncio.run(prepare_database(database, books, gate_sets))
+            digests = asyncio.run(summary_digests(database, [g for ids in gates.values() for g in ids]))
             with psycopg.connect(database.url) as conn:
                 row = conn.execute("SHOW server_version").fetchone()
             print(f"postgres {row[0] if row else '?'} (embedded, default settings)")
@@ -633,7 +636,9 @@ def main(argv: list[str] | None = None) -> int:
             clients = "one shared httpx client" if args.shared_client else "one httpx client each"
             print(f"N={n:,} decisions, concurrency={args.concurrency} ({clients}), principal {PRINCIPAL}")
             results = asyncio.run(
-                run_load(server, database, gates, args.concurrency, cpu, not args.no_direct, args.shared_client)
+                run_load(
+                    server, database, gates, digests, args.concurrency, cpu, not args.no_direct, args.shared_client
+                )
             )
             for result in results:
                 print_phase(result)

@@ -41,7 +41,7 @@ import bench_callbacks as callbacks_bench  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
-from _support import exit_code, prepare_open_gates  # noqa: E402
+from _support import exit_code, prepare_open_gates, summary_digests  # noqa: E402
 
 from countersign import migrate  # noqa: E402
 from countersign.database import Database, start_embedded  # noqa: E402
@@ -149,9 +149,9 @@ def _hold_idle(port: int, count: int, reopened: list[float], stop: threading.Eve
         sock.close()
 
 
-async def _time_decisions(base_url: str, gate_ids: list[str], phase: Phase) -> None:
+async def _time_decisions(base_url: str, gate_ids: list[str], digests: dict[str, str], phase: Phase) -> None:
     for gate_id in gate_ids:
-        path, body, headers = callbacks_bench.signed_decision(gate_id)
+        path, body, headers = callbacks_bench.signed_decision(gate_id, digests[gate_id])
         started = time.perf_counter()
         try:
             async with httpx.AsyncClient(base_url=base_url, timeout=10, trust_env=False) as http:
@@ -243,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 books,
             )
             gates = asyncio.run(prepare_gates(database, books, gate_sets))
+            digests = asyncio.run(summary_digests(database, [g for ids in gates.values() for g in ids]))
             server = callbacks_bench.start_server(database, root / "state", 1, None)
             port = int(server.base_url.rsplit(":", 1)[1])
             served = (
@@ -250,12 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"server: {served}, {server.base_url}")
             warm = Phase("warm-up")
-            asyncio.run(_time_decisions(server.base_url, gates["baseline"][:10], warm))
+            asyncio.run(_time_decisions(server.base_url, gates["baseline"][:10], digests, warm))
             rss_before = psutil.Process(server.process.pid).memory_info().rss
             sampler = RssPeak(server.process.pid)
 
             baseline = Phase("baseline")
-            asyncio.run(_time_decisions(server.base_url, gates["baseline"][10:], baseline))
+            asyncio.run(_time_decisions(server.base_url, gates["baseline"][10:], digests, baseline))
 
             heads = Phase("heads")
             offered: list[int] = []
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             for thread in threads:
                 thread.start()
-            asyncio.run(_time_decisions(server.base_url, gates["heads"], heads))
+            asyncio.run(_time_decisions(server.base_url, gates["heads"], digests, heads))
             while sum(offered) < budget and time.monotonic() - started < 120:
                 time.sleep(0.1)  # let the attackers offer their whole budget even if the decisions finished first
             stop.set()
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             holder.start()
             time.sleep(1.0)  # all connections open before the first decision
             started = time.monotonic()
-            asyncio.run(_time_decisions(server.base_url, gates["idle"], idle))
+            asyncio.run(_time_decisions(server.base_url, gates["idle"], digests, idle))
             stop.set()
             holder.join()
             idle.attack = (
