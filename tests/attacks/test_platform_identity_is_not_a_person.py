@@ -22,7 +22,7 @@ from countersign.database import Database
 from countersign.runtime import engine_context
 from engine.orchestrator import advance
 from engine.runs import close_status
-from tests.bot.conftest import PEOPLE, TEAM, button_click, slack_headers
+from tests.bot.conftest import PEOPLE, TEAM, decision_form, slack_headers
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 from tests.test_database_boundary import _as, _decide, _seed
 
@@ -59,9 +59,9 @@ async def test_the_slack_signing_secret_alone_cannot_approve_a_critical_gate_for
     await rewrite_gate_as_owner(
         conn, gate_id, "tier = 'critical', quorum = 2, approver_role = 'cfo', accepted_proofs = '{ed25519,passkey}'"
     )
-    # One holder of the signing secret signs two clicks, each naming another CFO's Slack user id.
+    # One holder of the signing secret signs two decision forms, each naming another CFO's Slack user id.
     for user in ("U0BOB", "U0CAROL"):
-        body = button_click(gate_id, user)
+        body = decision_form(gate_id, user, view_id=f"V0ATTACK{user}")
         assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
     # Both clicks are settled once each is recorded or refused (a refusal is traced); only then count.
     settled = (
