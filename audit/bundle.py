@@ -59,7 +59,7 @@ signed in `checkpoint.txt`.
   principal id and its login aliases) and the `key` that verifies it: `{"kind": "ed25519", "public_key": standard
   base64 of the raw 32-byte key}` or `{"kind": "passkey", "credential_id", "public_key": base64url of its COSE key}`.
   The proof itself is in the decision's `gate_decided` event (its payload's `proof` and `nonce`), covered by the
-  chain. The person signed the canonical decision message (RFC 8785-style sorted JSON of purpose
+  chain. The person signed the canonical decision message (compact JSON, keys sorted, UTF-8, of purpose
   `countersign.decision.v2`, gate_id, principal, decision, reason, nonce, signed_at and summary_digest), where
   summary_digest is the SHA-256 of the gate's canonical facts and equals the `summary_digest` of its `gate_opened`
   event; a passkey assertion's WebAuthn challenge is the SHA-256 of that message. The keys are what the database
