@@ -215,13 +215,11 @@ def check_decisions(events: Sequence[Mapping[str, Any]], gates: Mapping[str, Gat
             raise DecisionProofInvalid(f"{_who(event, payload)}: unknown decision channel {channel!r}")
     if gates is None:
         counts.notes.append(
-            f"no decision proofs in a version 1 bundle: {counts.unchecked} decisions made with a person's own key"
-            " were not checked"
+            "no decision proofs in a version 1 bundle"
+            f" (not checked: {counts.unchecked} decisions made with a person's own key)"
         )
     if counts.untraced:
-        counts.notes.append(
-            f"{counts.untraced} decisions were recorded before the trace carried their proofs and were not checked"
-        )
+        counts.notes.append(f"not checked: {counts.untraced} decisions recorded before the trace carried their proofs")
     return counts
 
 

@@ -287,7 +287,9 @@ def test_a_version_1_bundle_still_verifies_and_says_it_holds_no_decision_proofs(
     report = verify_bundle(_archive(_manifest(files, format=FORMAT_V1), FILES_V1))
     assert report.format == FORMAT_V1
     assert (report.decision_proofs, report.unchecked_decisions, report.platform_identity_decisions) == (0, 1, 1)
-    assert report.notes and report.notes[0].startswith("no decision proofs in a version 1 bundle")
+    assert report.notes == (
+        "no decision proofs in a version 1 bundle (not checked: 1 decisions made with a person's own key)",
+    )
 
 
 def test_a_version_2_bundle_without_decisions_json_is_refused() -> None:
@@ -303,3 +305,11 @@ def test_an_unmodified_rebuilt_bundle_passes_and_a_malformed_decisions_json_is_n
     files["decisions.json"] = b'{"gates": [{"facts": {}}]}\n'
     with pytest.raises(BundleInvalid, match=r"decisions\.json is malformed"):
         verify_bundle(_archive(_manifest(files), FILES))
+
+
+def test_a_decision_traced_before_its_proof_was_is_noted_as_unchecked_not_passed_as_verified() -> None:
+    old = ed25519_decision(17)
+    old["payload"] = {k: v for k, v in old["payload"].items() if k not in ("proof", "nonce")}
+    report = verify_bundle(bundle([opened(), old], [good_gate(BOB_KEY)]))
+    assert (report.ed25519_decisions, report.unchecked_decisions) == (0, 1)
+    assert report.notes == ("not checked: 1 decisions recorded before the trace carried their proofs",)
