@@ -199,3 +199,31 @@ def test_round_trip_verifies_and_any_single_field_change_fails(
         other = data.draw(_text.filter(lambda v: v != fields[changed]))
     tampered = decision_message(**{**fields, changed: other})  # type: ignore[arg-type]
     assert not verify_signature(ALICE_PUB, tampered, signature)
+
+
+def test_the_gate_summary_digest_is_exact_and_moves_with_any_fact_a_person_was_shown() -> None:
+    from audit.person_proof import digest_of_gate
+
+    facts = {
+        "gate_id": FIELDS["gate_id"],
+        "close_id": "0b7e2f1c-58d4-4a55-9a1f-6b2f9f0e1d2c",
+        "task": "accruals",
+        "attempt": 1,
+        "kind": "approval",
+        "tier": "high",
+        "quorum": 1,
+        "approver_role": "controller",
+        "rule": "amount GBP 250,000.00 >= threshold",
+        "subject": "ACME-UK",
+        "amount": "82213.52",
+    }
+    summary = '{"journal": {"total": 82213.52, "lines": [{"account": "2100", "amount": 0.10}]}, "currency": "GBP"}'
+    digest = digest_of_gate(facts, summary)
+    assert digest == digest_of_gate(dict(facts), summary)  # deterministic
+    assert len(digest) == 64
+    # 0.10 stays "0.10" (no float rounding); one cent or one byte anywhere changes the digest.
+    assert digest != digest_of_gate(facts, summary.replace("0.10", "0.11"))
+    assert digest != digest_of_gate(facts, summary.replace("0.10", "0.1"))
+    assert digest != digest_of_gate(facts, summary.replace("GBP", "EUR"))
+    for name, other in (("tier", "medium"), ("quorum", 2), ("amount", "82213.53"), ("subject", "ACME-US")):
+        assert digest != digest_of_gate({**facts, name: other}, summary), name

@@ -173,3 +173,24 @@ def test_a_malformed_findings_section_is_a_policy_error_even_with_a_date_in_it(
 ) -> None:
     data = yaml.safe_load(yaml.safe_dump({**policy_data, "findings": findings}).replace("'2026-01-01'", "2026-01-01"))
     assert refuse(data).field.startswith("findings")
+
+
+def test_a_tier_lists_only_known_proofs_and_omitting_them_accepts_only_a_persons_key(
+    policy_data: dict[str, Any],
+) -> None:
+    from policy.model import PERSON_KEY_PROOFS
+
+    tiers = policy_data["tiers"]
+    medium = next(t for t in tiers if t["name"] == "medium")
+    medium["proofs"] = ["platform_identity", "a_wink"]
+    with pytest.raises(PolicyError, match=r"tiers\[medium\]\.proofs.*unknown proof 'a_wink'"):
+        parse_policy(policy_data, SOURCE)
+    medium["proofs"] = []
+    with pytest.raises(PolicyError, match="at least one"):
+        parse_policy(policy_data, SOURCE)
+    medium.pop("proofs")
+    assert parse_policy(policy_data, SOURCE).tier("medium").accepted_proofs == PERSON_KEY_PROOFS
+    low = next(t for t in tiers if not t["gate"])
+    low["proofs"] = ["passkey"]
+    with pytest.raises(PolicyError, match="only allowed on a tier with gate: true"):
+        parse_policy(policy_data, SOURCE)

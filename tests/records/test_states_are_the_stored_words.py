@@ -46,3 +46,21 @@ async def test_gate_status_names_every_outcome_the_view_derives(conn: Any) -> No
     case = definition[definition.index("CASE") : definition.index("END AS status")]
     derived = set(re.findall(r"THEN '([a-z_]+)'::text", case)) | set(re.findall(r"ELSE '([a-z_]+)'::text", case))
     assert derived == {status.value for status in GateStatus}
+
+
+async def test_proof_kinds_are_the_words_policy_and_both_proof_checks_admit(conn: Any) -> None:
+    """records.ProofKind, policy's PROOF_KINDS and the CHECKs of policy_tier and gate name the same proofs."""
+    from policy.model import PROOF_KINDS
+    from records.states import ProofKind
+
+    words = {kind.value for kind in ProofKind}
+    assert set(PROOF_KINDS) == words
+    for table in ("policy_tier", "gate"):
+        async with conn.cursor() as cur:
+            await cur.execute(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass"
+                " AND conname LIKE '%%accepted_proofs%%'",
+                (table,),
+            )
+            (definition,) = [d for (d,) in await cur.fetchall()]
+        assert set(re.findall(r"'([a-z_0-9]+)'::text", definition)) == words, table
