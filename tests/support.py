@@ -111,6 +111,7 @@ def decision_body(
     reason: str = "reviewed",
     signed_at: int | None = None,
     key: Ed25519PrivateKey | None = None,
+    summary_digest: str | None = None,
     **extra: Any,
 ) -> bytes:
     """A decision body signed by the person's own test key (or `key`); `extra` fields override after signing."""
@@ -122,7 +123,7 @@ def decision_body(
         "reason": reason,
         "nonce": nonce,
         "signed_at": stamp,
-        "signature": person_signature(gate_id, principal, decision, reason, nonce, stamp, key),
+        "signature": person_signature(gate_id, principal, decision, reason, nonce, stamp, key, summary_digest),
     }
     body.update(extra)
     return json.dumps(body).encode()

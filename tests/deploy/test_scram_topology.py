@@ -178,8 +178,16 @@ def _process_environment(process: subprocess.Popen[bytes]) -> dict[str, str]:
     return dict(item.decode().split("=", 1) for item in raw.split(b"\0") if b"=" in item)
 
 
-async def _decide(http: httpx.AsyncClient, secret: str, gate_id: str, person: str) -> None:
-    body = decision_body(person, "approve", gate_id=gate_id, reason="reviewed in the topology test")
+async def _decide(http: httpx.AsyncClient, secret: str, gate: dict[str, Any], person: str) -> None:
+    """Signed over the gate as the status read showed it (its summary digest), as a client signs."""
+    body = decision_body(
+        person,
+        "approve",
+        gate_id=gate["gate_id"],
+        reason="reviewed in the topology test",
+        summary_digest=gate["summary_digest"],
+    )
+    gate_id = gate["gate_id"]
     answer = await http.post(
         f"/callbacks/gates/{gate_id}/decisions", content=body, headers=signed_headers(body, secret=secret)
     )
@@ -212,7 +220,7 @@ async def _drive_to_closed(topology: Topology, owner: psycopg.AsyncConnection[An
                 voters = [p for p, roles in PEOPLE.items() if gate["approver_role"] in roles and p not in excluded]
                 for person in voters[: gate["quorum"]]:
                     if (gate["gate_id"], person) not in decided:
-                        await _decide(http, secret, gate["gate_id"], person)
+                        await _decide(http, secret, gate, person)
                         decided.add((gate["gate_id"], person))
             await asyncio.sleep(0.5)
     raise AssertionError(f"close {close_id} not closed within {CLOSE_LIMIT_S}s: {json.dumps(status, default=str)}")
