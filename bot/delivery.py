@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from audit.transparency_log import checkpoint_note
 from bot.gate_cards import GateView, slack_gate_message, teams_gate_card
-from bot.queries import gate_card, gate_view, load_gate
+from bot.queries import enrolled_passkey_for_slack_user, gate_card, gate_view, load_gate
 from cards import notices
 from drill_hooks.kill_points import kill_point
 from engine.leases import Connect, connect_to, holder_id, renewing
@@ -305,7 +305,7 @@ class _Rendered:
 
 async def _read(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> _Rendered:
     if message.kind == OutboxKind.NOTICE:
-        return _Rendered(text=await notice_text(conn, message))
+        return _Rendered(text=await notice_text(conn, message, board_url))
     if message.gate_id is None:
         raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
     gate = await load_gate(conn, message.gate_id)
@@ -324,8 +324,10 @@ async def _read(conn: AsyncConnection[Any], message: OutboxMessage, board_url: s
     raise DeliveryError(f"unknown outbox kind {message.kind!r}", permanent=True)
 
 
-async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str:
+async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> str:
     """A notice's words, rendered by `cards/notices.py` from the rows its template names (never from the outbox)."""
+    if message.template == "passkey_enrolled":
+        return await _passkey_enrolled_text(conn, message, board_url)
     if message.template == "gate_overdue" and message.gate_id is not None:
         gate = await read_gate(conn, message.gate_id)
         if gate is None:
@@ -340,6 +342,19 @@ async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage) -> str
             note=note, entity=close.entity if close else None, period=close.period if close else None
         )
     raise DeliveryError(f"unknown notice template {message.template!r}", permanent=True)
+
+
+async def _passkey_enrolled_text(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> str:
+    """The person's direct message about a passkey enrolled for them: sent only to that person's own Slack user."""
+    if message.platform != "slack":
+        raise DeliveryError("passkey enrolments are announced on Slack only", permanent=True)
+    credential_id = str(message.payload.get("credential_id", ""))
+    passkey = await enrolled_passkey_for_slack_user(conn, credential_id, message.channel)
+    if passkey is None:
+        raise DeliveryError(
+            f"no passkey {credential_id} of the person whose Slack user is {message.channel}", permanent=True
+        )
+    return notices.passkey_enrolled_notice(label=passkey.label, created_at=passkey.created_at, board_url=board_url)
 
 
 async def _send(sender: Sender, message: OutboxMessage, rendered: _Rendered) -> str | None:

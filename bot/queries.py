@@ -1,12 +1,16 @@
 """The bot's reads and its one table: a gate card built from the gate's one typed read (`records.gates`), the Teams
-ids of the people who may decide a gate, and the Slack event ids already handled. The adapters never run these
+ids of the people who may decide a gate, an enrolled passkey as its person's direct message names it, and the Slack
+event ids already handled. The adapters never run these
 themselves: they reach them through `bot/wiring.py`, the delivery through its own short connections."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import class_row
 
 from bot.gate_cards import GateView, viewer_state
 from callbacks.principals import resolve_identity
@@ -119,3 +123,24 @@ async def first_slack_event(conn: AsyncConnection[Any], event_id: str) -> bool:
             (event_id,),
         )
         return await cur.fetchone() is not None
+
+
+@dataclass(frozen=True)
+class EnrolledPasskey:
+    label: str
+    created_at: datetime
+
+
+async def enrolled_passkey_for_slack_user(
+    conn: AsyncConnection[Any], credential_id: str, slack_user: str
+) -> EnrolledPasskey | None:
+    """The passkey's label and enrolment time, when `slack_user` is a Slack identity of the passkey's own person
+    (identities are stored case-folded, Slack user ids are upper case); None otherwise."""
+    async with conn.cursor(row_factory=class_row(EnrolledPasskey)) as cur:
+        await cur.execute(
+            "SELECT k.label, k.created_at FROM principal_passkey k"
+            " JOIN principal_identity i ON i.principal_id = k.principal_id AND i.channel = 'slack'"
+            " WHERE k.credential_id = %s AND upper(i.external_id) = %s LIMIT 1",
+            (credential_id, slack_user),
+        )
+        return await cur.fetchone()

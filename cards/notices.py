@@ -1,7 +1,8 @@
-"""Plain-text notices posted in a close's channels, rendered from facts the deliverer read from the tables.
+"""Plain-text notices posted in a close's channels (or to one person), rendered from facts the deliverer read from
+the tables.
 
-The outbox names a template (`gate_overdue`, `checkpoint`) and its ids and numbers; these functions are the only
-place the words come from.
+The outbox names a template (`gate_overdue`, `checkpoint`, `passkey_enrolled`) and its ids and numbers; these
+functions are the only place the words come from.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Protocol
 
+from cards.escape import slack_data, slack_own
 from cards.platform_limits import SLACK_SECTION_TEXT_CHARS
-from cards.text import fit
+from cards.text import fit, one_line
 
 
 def _utc(moment: dt.datetime) -> str:
@@ -73,5 +75,15 @@ def checkpoint_notice(*, note: str, entity: str | None, period: str | None) -> s
     after = f" after sign-off of {entity} {period}" if entity and period else ""
     return fit(
         f"Close trace checkpoint{after}. Keep this message: it witnesses the log.\n```\n{note}```",
+        SLACK_SECTION_TEXT_CHARS,
+    )
+
+
+def passkey_enrolled_notice(*, label: str, created_at: dt.datetime, board_url: str) -> str:
+    """The direct message telling a person a passkey was enrolled for them; the label is Slack data, on one line."""
+    passkeys_url = slack_own(f"{board_url.rstrip('/')}/board/passkeys")
+    return fit(
+        f"A passkey named “{one_line(slack_data(label))}” was enrolled for you on the Close Board at"
+        f" {_utc(created_at)}. If this was not you, revoke it at {passkeys_url} and tell your Countersign owner.",
         SLACK_SECTION_TEXT_CHARS,
     )

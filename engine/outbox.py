@@ -31,11 +31,17 @@ MAX_ATTEMPTS = 8
 MAX_BACKOFF_S = 300.0
 CLAIM_S = 5.0  # a delivery's claim, renewed every CLAIM_S / 3 during the call; a dead deliverer's lapses within it
 
-# Notice templates and the arguments each takes (all integers). The migration's CHECK holds the same list.
+# Notice templates and the arguments each takes. The migrations' CHECK (`outbox_row_is_facts`) holds the same list.
 NOTICE_TEMPLATES: dict[str, frozenset[str]] = {
     "gate_overdue": frozenset(),  # the gate's row says everything: task, role, due and expiry, approvals
     "checkpoint": frozenset({"tree_size"}),  # the signed checkpoint at that tree size, witnessed in the channel
+    # A passkey enrolled for the person the notice goes to (a Slack user id), named by its credential id (a
+    # base64url string). Only the database writes it, as the enrolment is redeemed (migration 0017): the engine
+    # never enqueues it, and `enqueue_notices` takes integer arguments only.
+    "passkey_enrolled": frozenset({"credential_id"}),
 }
+# The templates only the database writes; `enqueue_notices` refuses them.
+DATABASE_NOTICES = frozenset({"passkey_enrolled"})
 
 
 class NotAFact(ValueError):
@@ -111,6 +117,8 @@ async def enqueue_notices(
     """A notice once per channel, as a template name and its arguments; `key` names the fact, so announcing it twice
     sends nothing more. The deliverer renders the text from the tables when it posts."""
     args = dict(args or {})
+    if template in DATABASE_NOTICES:
+        raise NotAFact(f"notice {template!r} is written only by the database, never enqueued")
     allowed = NOTICE_TEMPLATES.get(template)
     if allowed is None:
         raise NotAFact(f"unknown notice template {template!r}; known: {', '.join(sorted(NOTICE_TEMPLATES))}")

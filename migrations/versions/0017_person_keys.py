@@ -391,6 +391,122 @@ END $$;
 """
 
 
+# --- Every enrolment is announced to the person in chat (issue 21) ------------------------------------------------
+# A key enrolled by someone else (a compromised web process substituting its own credential during the ceremony) must
+# be noticed: redeeming an enrolment also writes one outbox notice per Slack identity of the person, a direct message
+# (chat.postMessage to a user id opens the DM; Slack user ids are upper case, identities are stored case-folded). The
+# notice carries only the credential id; the deliverer reads the label and time from `principal_passkey` and checks
+# that the recipient is that credential's person (bot/delivery.py). Teams is not announced: a direct message there
+# needs a stored conversation reference, which Countersign does not keep (LIMITATIONS.md).
+
+# 0009's definition, with its fixed path and one more notice template.
+OUTBOX_FACTS_WITH_PASSKEY_NOTICE = r"""
+CREATE OR REPLACE FUNCTION public.outbox_row_is_facts(kind text, template text, gate_id uuid, payload jsonb)
+    RETURNS boolean
+    LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT jsonb_typeof(payload) = 'object' AND CASE kind
+        WHEN 'gate_card' THEN template IS NULL AND gate_id IS NOT NULL AND payload = '{}'::jsonb
+        WHEN 'card_update' THEN template IS NULL AND gate_id IS NOT NULL AND payload - 'state' = '{}'::jsonb
+            AND (NOT payload ? 'state' OR (jsonb_typeof(payload->'state') = 'string'
+                 AND payload->>'state' ~ '^[a-z_]{1,16}:[0-9]{1,6}:[0-9]{1,6}$'))
+        WHEN 'notice' THEN CASE template
+            WHEN 'gate_overdue' THEN gate_id IS NOT NULL AND payload = '{}'::jsonb
+            WHEN 'checkpoint' THEN payload - 'tree_size' = '{}'::jsonb
+                AND jsonb_typeof(payload->'tree_size') = 'number'
+                AND payload->>'tree_size' ~ '^[1-9][0-9]{0,17}$'
+            WHEN 'passkey_enrolled' THEN gate_id IS NULL AND payload - 'credential_id' = '{}'::jsonb
+                AND jsonb_typeof(payload->'credential_id') = 'string'
+                AND payload->>'credential_id' ~ '^[A-Za-z0-9_-]+$'
+                AND length(payload->>'credential_id') BETWEEN 16 AND 1364
+            ELSE false END
+        ELSE false END
+$$;
+"""
+
+# Only the enrolment itself announces a key: neither service role may write such a notice, nor move one to another
+# recipient or credential (inside the SECURITY DEFINER function current_user is the owner). Delivery still records
+# its attempts and outcome on the row.
+OUTBOX_PASSKEY_NOTICES_FROM_ENROLMENT_ONLY = f"""
+CREATE FUNCTION public.outbox_passkey_notices_from_enrolment_only() RETURNS trigger
+    LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    IF current_user IN ('{ENGINE_ROLE}', '{CALLBACKS_ROLE}')
+       AND ((TG_OP = 'INSERT' AND NEW.template = 'passkey_enrolled')
+            OR (TG_OP = 'UPDATE' AND 'passkey_enrolled' IN (NEW.template, OLD.template)
+                AND (NEW.dedupe_key, NEW.close_id, NEW.gate_id, NEW.platform, NEW.channel, NEW.kind, NEW.payload,
+                     NEW.template)
+                    IS DISTINCT FROM
+                    (OLD.dedupe_key, OLD.close_id, OLD.gate_id, OLD.platform, OLD.channel, OLD.kind, OLD.payload,
+                     OLD.template))) THEN
+        RAISE EXCEPTION 'only an enrolment announces a passkey (% tried to % a passkey_enrolled notice)',
+            current_user, lower(TG_OP) USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER outbox_passkey_notices_from_enrolment_only BEFORE INSERT OR UPDATE ON public.outbox_message
+    FOR EACH ROW EXECUTE FUNCTION public.outbox_passkey_notices_from_enrolment_only();
+ALTER TABLE public.outbox_message ENABLE ALWAYS TRIGGER outbox_passkey_notices_from_enrolment_only;
+REVOKE ALL ON FUNCTION public.outbox_passkey_notices_from_enrolment_only() FROM PUBLIC;
+"""
+
+# ENROLMENT_FUNCTIONS' redeem_passkey_enrolment, plus the notices. CREATE OR REPLACE keeps its owner and grants.
+REDEEM_ANNOUNCES = r"""
+CREATE OR REPLACE FUNCTION public.redeem_passkey_enrolment(p_token bytea, p_credential_id text, p_public_key bytea,
+                                                           p_label text)
+    RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    e record;
+BEGIN
+    SELECT x.enrolment_id, x.principal_id, x.user_handle, x.expires_at, x.redeemed_at, p.kind, p.active
+      INTO e
+      FROM public.passkey_enrolment x JOIN public.principal p ON p.principal_id = x.principal_id
+     WHERE x.token_sha256 = pg_catalog.sha256(p_token)
+       FOR UPDATE OF x;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'enrolment refused: no enrolment has this token' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF e.redeemed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'enrolment refused: this enrolment link was already used at %', e.redeemed_at
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF e.expires_at <= now() THEN
+        RAISE EXCEPTION 'enrolment refused: this enrolment link expired at %', e.expires_at
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF e.kind <> 'human' OR NOT e.active THEN
+        RAISE EXCEPTION 'enrolment refused: principal % is not an active human', e.principal_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    UPDATE public.passkey_enrolment SET redeemed_at = now() WHERE enrolment_id = e.enrolment_id;
+    INSERT INTO public.principal_passkey (credential_id, principal_id, public_key, label, enrolment_id, user_handle)
+    VALUES (p_credential_id, e.principal_id, p_public_key, p_label, e.enrolment_id, e.user_handle);
+    INSERT INTO public.trace_pending (ts, close_id, actor, kind, payload, version_set)
+    VALUES (to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), NULL, e.principal_id,
+            'passkey_enrolled',
+            jsonb_build_object('principal', e.principal_id, 'credential_id', p_credential_id, 'label', p_label,
+                               'enrolment_id', e.enrolment_id::text,
+                               'public_key_sha256', encode(pg_catalog.sha256(p_public_key), 'hex')),
+            '{}'::jsonb);
+    -- Tell the person, in a direct message on each Slack identity they have.
+    INSERT INTO public.outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload, template)
+    SELECT 'passkey_enrolled:' || p_credential_id || ':slack:' || i.tenant || ':' || pg_catalog.upper(i.external_id),
+           NULL, NULL, 'slack', pg_catalog.upper(i.external_id), 'notice',
+           jsonb_build_object('credential_id', p_credential_id), 'passkey_enrolled'
+      FROM public.principal_identity i
+     WHERE i.principal_id = e.principal_id AND i.channel = 'slack';
+    RETURN e.principal_id;
+END $$;
+"""
+
+
+def announce_enrolments() -> None:
+    """Run last in upgrade(): every enrolment is announced to the person in chat."""
+    op.execute(OUTBOX_FACTS_WITH_PASSKEY_NOTICE)
+    op.execute(OUTBOX_PASSKEY_NOTICES_FROM_ENROLMENT_ONLY)
+    op.execute(REDEEM_ANNOUNCES)
+
+
 def upgrade() -> None:
     op.execute(PROOF_COLUMNS)
     op.execute(RANDOM_BYTES)
@@ -401,6 +517,7 @@ def upgrade() -> None:
     op.execute(STAMP_PROOFS)
     op.execute(ADMIT_DECISION)
     op.execute(DECIDED_EVENT)
+    announce_enrolments()
 
 
 def downgrade() -> None:
