@@ -134,7 +134,7 @@ async def test_an_escalation_gate_shows_the_reason_in_words_and_the_unmatched_ba
         assert line_id in page and _money(runtime, amount) in page
     assert "100.0%" in page  # the unmatched share of account 1000
     assert "Nobody has decided yet." in page
-    assert '<section class="decide">' in page
+    assert '<section class="decide" id="decide"' in page
 
 
 async def test_an_accruals_gate_shows_the_proposed_journal_then_the_posted_one_and_each_decisions_proof(
