@@ -169,7 +169,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             revoked = await passkeys.revoke_passkey(conn, viewer.principal_id, credential_id)
         await seal()
         if not revoked:
-            return page("refused.html", viewer, status_code=404, message="You hold no live passkey with that id.")
+            return page("not_found.html", viewer, status_code=404, missing="You hold no live passkey with that id")
         return RedirectResponse(f"{PREFIX}/passkeys", status_code=303)
 
     @router.post("/gates/{gate_id}/decision/options")

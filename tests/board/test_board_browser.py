@@ -51,6 +51,8 @@ FEED_ROUNDS = 4  # bound on the approve-and-advance rounds from the corrected fe
 PROOF_IN_WORDS = f"{in_words('passkey')}, through {in_words('board')}"
 DECISIONS = "SELECT principal_id, decision, reason, channel, proof->>'kind' FROM gate_decision WHERE gate_id = %s"
 
+LIVE_PASSKEYS = "SELECT count(*) FROM principal_passkey WHERE principal_id = %s AND revoked_at IS NULL"
+
 FETCH = """async ({url, body, csrf}) => {
   const response = await fetch(url, {
     method: "POST",
@@ -59,6 +61,10 @@ FETCH = """async ({url, body, csrf}) => {
     credentials: "same-origin",
   });
   return {status: response.status, body: await response.json()};
+}"""
+REVOKE = """async ({url, csrf}) => {
+  const response = await fetch(url, {method: "POST", body: new URLSearchParams({csrf_token: csrf})});
+  return {status: response.status, text: await response.text()};
 }"""
 
 
@@ -380,6 +386,12 @@ def test_strangers_people_without_the_role_another_csrf_token_and_a_replayed_ass
     options = page.evaluate(FETCH, {"url": f"{gate_path}/decision/options", "body": body, "csrf": csrf})
     assert options["status"] == 200  # the same request with the session's token is answered (the control)
     assert _rows(board_server, DECISIONS, gate["gate_id"]) == []
+    (danas_key,) = virtual_credentials(dana.page, dana.authenticator)
+    revoke = page.evaluate(
+        REVOKE, {"url": f"/board/passkeys/{_b64url(danas_key['credentialId'])}/revoke", "csrf": csrf}
+    )
+    assert revoke["status"] == 404 and "You hold no live passkey with that id." in revoke["text"]  # not hers
+    assert _rows(board_server, LIVE_PASSKEYS, "dana.reyes") == [(1,)]
 
     page.fill("#reason", "corrected feed reviewed")
     with page.expect_request(lambda r: r.method == "POST" and r.url.endswith(f"{gate_path}/decision")) as sent:
