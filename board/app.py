@@ -91,7 +91,8 @@ def build_board_router(deps: BoardDeps) -> APIRouter:
         if found is not None:
             request.state.viewer = Viewer(caller=found[0], csrf_token=found[1])
 
-    router = APIRouter(prefix=PREFIX, dependencies=[Depends(load_viewer)])
+    # A browser's pages, not an API: left out of the OpenAPI document (the JSON ceremony endpoints serve board.js).
+    router = APIRouter(prefix=PREFIX, dependencies=[Depends(load_viewer)], include_in_schema=False)
     router.include_router(build_passkey_router(deps))  # first: its /static/board.js before the pages' /static/{name}
     router.include_router(build_page_router(deps))
     return router

@@ -307,7 +307,8 @@ async def test_a_persons_reason_is_shown_as_text_never_as_markup(
     await board.look_as("erin.park")
     page = (await board.client.get(f"/board/gates/{gate['gate_id']}")).text
     assert _html(hostile) in page
-    assert "<script" not in page and "<img src=x" not in page and " style=" not in page
+    assert "<script>alert" not in page and "<img src=x" not in page and " style=" not in page
+    assert page.count("<script") == 1 and '<script src="/board/static/board.js" defer></script>' in page
 
 
 async def test_the_root_sends_a_browser_to_the_board() -> None:
