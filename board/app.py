@@ -29,6 +29,7 @@ class BoardDeps:
     locale: str  # CLDR locale for amounts and dates
     seal: Any = None  # the group sealer's seal, as the other doors pass it
     on_recorded: Any = None  # enqueue card updates after a decision
+    deliver: Any = None  # send those card updates now (the chat doors' inline delivery), when chat is on
 
 
 # Every board page: no script or style but the board's own files, no framing, no referrer, no sniffing. The SVG

@@ -210,6 +210,8 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             return _refused(str(exc), 409)
         except GateNotFound as exc:
             return _refused(str(exc), 404)
+        if recorded.message_ids and deps.deliver is not None:
+            await deps.deliver(list(recorded.message_ids))  # the cards show the decision now, not at the next worker
         return JSONResponse({**recorded.outcome.as_dict(), "next": f"{PREFIX}/gates/{gate_id}"})
 
     return router

@@ -142,13 +142,13 @@ def create_app(runtime: Runtime) -> FastAPI:
     app.include_router(callbacks)
     app.include_router(_health_router(pools, metrics))
     app.include_router(build_read_router(pools.connect_callbacks, pools.connect_engine, runtime.policy))
-    _install_board(app, runtime, pools)
+    _install_board(app, runtime, pools, deliver)
     if deliver is not None:
         _mount_chat(app, runtime, pools, senders, deliver)
     return app
 
 
-def _install_board(app: FastAPI, runtime: Runtime, pools: _Pools) -> None:
+def _install_board(app: FastAPI, runtime: Runtime, pools: _Pools, deliver: InlineDelivery | None) -> None:
     from board.app import BoardDeps, install_board
 
     deps = BoardDeps(
@@ -159,6 +159,7 @@ def _install_board(app: FastAPI, runtime: Runtime, pools: _Pools) -> None:
         locale=runtime.settings.locale,
         seal=pools.sealer.seal,
         on_recorded=enqueue_card_updates,
+        deliver=deliver,
     )
     install_board(app, deps)
 
