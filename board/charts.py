@@ -41,6 +41,11 @@ def _config(**options: Any) -> dict[str, Any]:
     return {"js": [], "style": STYLE, "width": WIDTH, "height": HEIGHT, "legend_at_bottom": True, **options}
 
 
+def _thousands(value: float | None) -> str:
+    """The y axis in thousands of the chart's currency (the title names it): 300000 -> '300k'."""
+    return "" if value is None else f"{value / 1000:,.0f}k"
+
+
 def _point(amount: Decimal | None, currency: str, locale: str) -> dict[str, Any] | None:
     if amount is None:
         return None
@@ -67,7 +72,8 @@ def variance_svg(rows: Sequence[VarianceRow], currency: str, *, locale: str) -> 
     shown = list(rows)[:MAX_BARS]
     chart = pygal.Bar(
         **_config(title=f"Variance against budget and prior period ({currency})", x_label_rotation=20),
-        value_formatter=lambda _: "",
+        value_formatter=_thousands,
+        truncate_label=-1,
     )
     chart.x_labels = [f"{row.account} {row.name}" for row in shown]
     chart.add("Actual", [_point(row.actual, currency, locale) for row in shown])
@@ -81,7 +87,8 @@ def position_svg(points: Sequence[PositionPoint], currency: str, contract: str, 
     before it, and what it asks for."""
     chart = pygal.Line(
         **_config(title=f"{contract}: cumulative position ({currency})", x_label_rotation=20),
-        value_formatter=lambda _: "",
+        value_formatter=_thousands,
+        truncate_label=-1,
     )
     chart.x_labels = [f"No. {p.number} {p.period}" + (" (held)" if not p.certified else "") for p in points]
     chart.add("Claimed gross to date", [_point(p.claimed_gross_to_date, currency, locale) for p in points])
