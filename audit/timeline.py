@@ -11,6 +11,13 @@ from audit.trace import TraceEvent
 # Events a door records about a request: what the door saw and says, never a person's own act (migration 0015).
 DOOR_EVENTS = frozenset({"trace_exported", "decision_refused", "command_refused"})
 _WRITERS = {"countersign_callbacks": "the callbacks door", "countersign_engine": "the engine"}
+# How a decision arrived, and so what proves it (audit imports nothing of ours, so the words live here).
+CHANNEL_WORDS = {
+    "board": "on the Close Board, signed with a passkey",
+    "signed_callback": "over the signed callback, signed with Ed25519",
+    "slack": "in Slack (platform identity)",
+    "teams": "in Teams (platform identity)",
+}
 
 
 def door_of(event: TraceEvent) -> str:
@@ -41,7 +48,8 @@ def describe(event: TraceEvent) -> str:
     if kind == "gate_opened":
         return f"{p.get('task')} {p.get('gate_kind')} gate, tier {p.get('tier')}, quorum {p.get('quorum')}"
     if kind == "gate_decided":
-        return f"{p.get('decision')} {p.get('task')} ({p.get('approvals')}/{p.get('quorum')}) via {p.get('channel')}"
+        channel = CHANNEL_WORDS.get(str(p.get("channel")), str(p.get("channel")))
+        return f"{p.get('decision')} {p.get('task')} ({p.get('approvals')}/{p.get('quorum')}) {channel}"
     if kind == "journal_posted":
         return f"journal {p.get('journal_id')}: {p.get('memo')}"
     if kind == "gate_passed":

@@ -7,6 +7,7 @@ from money.formatting import format_money
 from policy.errors import GateInputError
 from policy.escalation import EscalationReason
 from policy.model import AmountThreshold, Policy, Tier
+from policy.wording import in_words
 from policy.workflow import Workflow, WorkflowTask
 
 APPROVAL = "approval"
@@ -100,8 +101,8 @@ def derive_escalation_gate(
     tier = policy.tier(policy.escalation_tier)
     owner = policy.escalation_owner(reason)
     why = (
-        f"{task.id} halted ({reason.value}: {detail.strip()}): {policy.escalation_rule}; "
-        f"{_approvers_sentence(tier, owner)}, the owner of {reason.value}"
+        f"{task.id} halted ({in_words(reason.value)}: {detail.strip()}): {policy.escalation_rule}; "
+        f"{_approvers_sentence(tier, owner)}, who answers for {in_words(reason.value)}"
     )
     return _requirement(task, tier, why, ESCALATION, approver_role=owner)
 

@@ -16,6 +16,7 @@ from policy import (
     derive_gate,
     parse_policy,
 )
+from policy.wording import in_words
 
 SOURCE = "config/risk.yaml"
 EXPECTED_REASONS = {
@@ -127,7 +128,8 @@ def test_escalation_gate_goes_to_the_reasons_owner(policy: Policy, reason: Escal
     assert gate.kind == ESCALATION
     assert gate.approver_role == policy.escalation_owner(reason)
     assert gate.tier == policy.escalation_tier and gate.quorum == policy.tier(gate.tier).quorum
-    assert reason.value in gate.rule and "the specialist said so" in gate.rule
+    assert in_words(reason.value) in gate.rule and "the specialist said so" in gate.rule
+    assert reason.value not in gate.rule  # words, not the code
 
 
 def test_escalated_work_keeps_a_higher_tier_than_the_escalation_tier(policy: Policy) -> None:

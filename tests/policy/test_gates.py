@@ -15,6 +15,7 @@ from policy import (
     effective_tier,
     load_policy,
 )
+from policy.wording import in_words
 from tests.policy.conftest import RISK_PATH
 
 SHIPPED_POLICY = load_policy(RISK_PATH)  # hypothesis tests cannot use function-scoped fixtures
@@ -90,7 +91,7 @@ def test_escalation_gate_uses_escalation_tier_and_names_reason_and_detail(policy
     gate = derive_escalation_gate(policy, task, EscalationReason.BUDGET_EXHAUSTED, "agent timed out")
     assert (gate.kind, gate.tier, gate.quorum, gate.approver_role) == ("escalation", "high", 1, "controller")
     assert gate.task == "bank_reconciliation"
-    assert "budget_exhausted: agent timed out" in gate.rule and policy.escalation_rule in gate.rule
+    assert f"{in_words('budget_exhausted')}: agent timed out" in gate.rule and policy.escalation_rule in gate.rule
 
 
 @pytest.mark.parametrize("detail", ["", "  ", None])
