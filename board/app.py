@@ -7,30 +7,17 @@ asks for `Depends(require_viewer)`; a request without a live session is sent to 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 
-from policy.model import Policy
-from services.decide import Connect
+from board.deps import PREFIX, BoardDeps
+from board.pages import build_page_router, build_root_router
+from board.passkeys import EXCEPTION_HANDLERS, build_passkey_router
+from board.session import SESSION_COOKIE, Viewer
+from services.passkeys import viewer_for
 
-PREFIX = "/board"
-
-
-@dataclass(frozen=True)
-class BoardDeps:
-    """What the board needs from the composition root: the two pools' connectors, the policy and its settings."""
-
-    connect_callbacks: Connect  # sessions, enrolment, decisions (the callbacks role)
-    connect_engine: Connect  # reads (the engine role, as every door reads)
-    policy: Policy
-    board_url: str  # public base URL, e.g. https://close.example.com: the passkeys' origin and rp id
-    locale: str  # CLDR locale for amounts and dates
-    seal: Any = None  # the group sealer's seal, as the other doors pass it
-    on_recorded: Any = None  # enqueue card updates after a decision
-    deliver: Any = None  # send those card updates now (the chat doors' inline delivery), when chat is on
-
+__all__ = ["PREFIX", "BoardDeps", "build_board_router", "install_board"]
 
 # Every board page: no script or style but the board's own files, no framing, no referrer, no sniffing. The SVG
 # pictures set their own, narrower CSP (board/pages.py).
@@ -78,10 +65,6 @@ class BoardSecurityHeaders:
 
 def build_board_router(deps: BoardDeps) -> APIRouter:
     """Every board route under PREFIX, each request with its viewer read from the session cookie first."""
-    from board.pages import build_page_router
-    from board.passkeys import build_passkey_router
-    from board.session import SESSION_COOKIE, Viewer
-    from services.passkeys import viewer_for
 
     async def load_viewer(request: Request) -> None:
         token = request.cookies.get(SESSION_COOKIE)
@@ -102,8 +85,6 @@ def build_board_router(deps: BoardDeps) -> APIRouter:
 def install_board(app: FastAPI, deps: BoardDeps) -> None:
     """Mount the board on the app: its routes, `/` redirecting to it, its security headers and its answers to a
     request without a session or without its CSRF token."""
-    from board.pages import build_root_router
-    from board.passkeys import EXCEPTION_HANDLERS
 
     app.include_router(build_board_router(deps))
     app.include_router(build_root_router())

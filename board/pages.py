@@ -20,8 +20,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from board.app import PREFIX, BoardDeps
 from board.charts import SVG_MEDIA_TYPE, position_svg, task_spans, timeline_svg, variance_svg
+from board.deps import PREFIX, BoardDeps
 from board.rendering import board_environment
 from board.session import Viewer, require_viewer
 from cards.certificates import certificate_summary

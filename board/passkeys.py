@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from board.app import PREFIX, BoardDeps
+from board.deps import PREFIX, BoardDeps
 from board.rendering import board_environment
 from board.session import CSRF_FIELD, SESSION_COOKIE, NotSignedIn, Viewer, require_viewer
 from services import passkeys

@@ -41,7 +41,7 @@ from callbacks.passkeys import PasskeyRefused, Session
 from records.gates import read_gate
 from records.states import Decision, GateStatus
 
-__all__ = ["BoardOrigin", "PasskeyRefused", "Session"]
+__all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
 
 RP_NAME = "Countersign Close Board"
 MAX_RESPONSE_CHARS = 16_384
