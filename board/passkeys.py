@@ -88,8 +88,11 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
     @router.post("/sign-in/options")
     async def sign_in_options(request: Request) -> Response:
         check_origin(request, board)
-        async with deps.connect_callbacks() as conn:
-            return JSONResponse(await passkeys.sign_in_options(conn, board))
+        try:
+            async with deps.connect_callbacks() as conn:
+                return JSONResponse(await passkeys.sign_in_options(conn, board))
+        except PasskeyRefused as exc:
+            return _refused(str(exc), 503)
 
     @router.post("/sign-in")
     async def sign_in(request: Request) -> Response:

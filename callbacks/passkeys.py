@@ -21,6 +21,8 @@ from audit.trace import append_event
 from callbacks.callers import Caller
 
 CHALLENGE_TTL_S = 300
+MAX_LIVE_SIGN_INS = 10_000  # open sign-in challenges (anyone may ask for one); past this, new ones are refused
+EXPIRED_SWEEP_ROWS = 500  # expired challenges deleted per new one, so a flood cannot grow the table
 SESSION_TTL_H = 8
 ENROLMENT_TTL_H = 24
 
@@ -161,6 +163,20 @@ async def store_challenge(
     gate_id: str | None = None,
     message: bytes | None = None,
 ) -> None:
+    await conn.execute(
+        "DELETE FROM webauthn_challenge WHERE ctid = ANY (ARRAY(SELECT ctid FROM webauthn_challenge"
+        " WHERE expires_at < now() LIMIT %s))",
+        (EXPIRED_SWEEP_ROWS,),
+    )
+    if purpose == "sign_in":
+        async with conn.cursor(row_factory=scalar_row) as cur:
+            await cur.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM webauthn_challenge WHERE purpose = 'sign_in' AND used_at IS NULL"
+                " AND expires_at > now() LIMIT %s) live",
+                (MAX_LIVE_SIGN_INS,),
+            )
+            if (await cur.fetchone() or 0) >= MAX_LIVE_SIGN_INS:
+                raise PasskeyRefused("too many sign-ins are in flight; try again in a few minutes")
     await conn.execute(
         "INSERT INTO webauthn_challenge (challenge, purpose, principal_id, gate_id, message, expires_at)"
         " VALUES (%s, %s, %s, %s, %s, now() + make_interval(secs => %s))",

@@ -99,6 +99,9 @@ CREATE TABLE public.webauthn_challenge (
 GRANT SELECT, INSERT ON public.board_session, public.webauthn_challenge TO {CALLBACKS_ROLE};
 GRANT UPDATE (ended_at) ON public.board_session TO {CALLBACKS_ROLE};
 GRANT UPDATE (used_at) ON public.webauthn_challenge TO {CALLBACKS_ROLE};
+-- Anyone may ask for sign-in options, so challenges are bounded: the board deletes expired ones and caps live ones.
+GRANT DELETE ON public.webauthn_challenge TO {CALLBACKS_ROLE};
+CREATE INDEX webauthn_challenge_live ON public.webauthn_challenge (purpose, expires_at) WHERE used_at IS NULL;
 """
 
 RANDOM_BYTES = r"""

@@ -247,3 +247,18 @@ async def test_a_forged_assertion_written_as_the_callbacks_role_never_counts(
     await advance(conn, gate["close_id"], engine_ctx)
     lifecycle = await conn.execute("SELECT lifecycle FROM gate WHERE gate_id = %s", (gate["gate_id"],))
     assert await lifecycle.fetchone() != ("applied",)
+
+
+async def test_a_flood_of_sign_in_requests_is_bounded(conn: Any, board_app: Any, monkeypatch: Any) -> None:
+    """Anyone may ask for sign-in options: expired challenges are swept and live ones capped (a 503 past the cap)."""
+    from callbacks import passkeys as store
+
+    monkeypatch.setattr(store, "MAX_LIVE_SIGN_INS", 5)
+    stranger = _client(board_app)
+    answers = [(await stranger.post("/board/sign-in/options")).status_code for _ in range(7)]
+    assert answers == [200] * 5 + [503] * 2
+    await conn.execute("UPDATE webauthn_challenge SET expires_at = created_at + interval '1 second'")
+    # the expiry check (expires_at > created_at) still holds; the swept rows are gone at the next request
+    await conn.execute("SELECT pg_sleep(1.1)")
+    assert (await stranger.post("/board/sign-in/options")).status_code == 200
+    assert await count(conn, "SELECT count(*) FROM webauthn_challenge") == 1
