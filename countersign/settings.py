@@ -153,6 +153,27 @@ class Settings(BaseSettings):
             raise ValueError(f"not a postgresql:// URL ({_scheme(value)})")
         return value
 
+    @field_validator("board_url")
+    @classmethod
+    def _board_origin(cls, value: str) -> str:
+        """Passkeys are bound to the board's origin: https, or plain http only on this machine (development)."""
+        parts = urlsplit(value)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL with a host ({_scheme(value)})")
+        if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1"):
+            raise ValueError("must be https (passkeys need a secure origin); http only for localhost")
+        if parts.path.rstrip("/") or parts.query or parts.fragment:
+            raise ValueError("must be the board's origin only (scheme, host, port), without a path")
+        return value.rstrip("/")
+
+    @field_validator("locale")
+    @classmethod
+    def _known_locale(cls, value: str) -> str:
+        from money.formatting import parse_locale
+
+        parse_locale(value)  # UnknownMoneyLocale (a ValueError) names it
+        return value
+
     @field_validator(
         "specialists_url",
         "model_base_url",

@@ -123,3 +123,19 @@ def test_close_start_without_books_refuses_unless_synthetic(database: Any, tmp_p
     # Books are loaded now: a second close for the same entity and period would reuse them without the flag.
     with psycopg.connect(database.url) as conn:
         assert conn.execute("SELECT entity FROM book_set").fetchall() == [("NEWCO",)]
+
+
+def test_the_board_url_must_be_a_secure_origin_and_the_locale_a_real_one() -> None:
+    refused = {
+        "http://close.example.com": "must be https",
+        "ftp://close.example.com": "not an http(s) URL",
+        "https://close.example.com/board": "without a path",
+    }
+    for url, words in refused.items():
+        done = _invoke("config", "check", env={"COUNTERSIGN_BOARD_URL": url})
+        assert done.exit_code == 2 and "error: COUNTERSIGN_BOARD_URL: " in done.output and words in done.output, url
+    for url in ("https://close.example.com", "http://localhost:8000"):
+        assert _invoke("config", "check", env={"COUNTERSIGN_BOARD_URL": url}).exit_code == 0, url
+    done = _invoke("config", "check", env={"COUNTERSIGN_LOCALE": "xx_YY"})
+    assert done.exit_code == 2 and "error: COUNTERSIGN_LOCALE: unknown locale 'xx_YY'" in done.output
+    assert _invoke("config", "check", env={"COUNTERSIGN_LOCALE": "de_CH"}).exit_code == 0
