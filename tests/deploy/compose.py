@@ -47,8 +47,10 @@ CHAT_VARIABLES = (
     "COUNTERSIGN_TEAMS_CONVERSATION",
 )
 OWNER_VARIABLES = ("DATABASE_URL", "POSTGRES_PASSWORD")
+# The Close Board's origin and the locale, given to `serve` and `worker` with these defaults when unset.
+BOARD_DEFAULTS = {"COUNTERSIGN_BOARD_URL": "http://localhost:8000", "COUNTERSIGN_LOCALE": "en_GB"}
 
-_CHAT = {name: "{" + name + "}" for name in CHAT_VARIABLES}
+_CHAT = {name: "{" + name + "}" for name in (*CHAT_VARIABLES, *BOARD_DEFAULTS)}
 _ENGINE_URL = "postgresql://countersign_engine:{COUNTERSIGN_ENGINE_DB_PASSWORD}@{db}/countersign"
 _CALLBACKS_URL = "postgresql://countersign_callbacks:{COUNTERSIGN_CALLBACKS_DB_PASSWORD}@{db}/countersign"
 
@@ -203,6 +205,7 @@ def healthcheck_command(compose: Mapping[str, Any], service: str, ports: Mapping
 def contract_environment(service: str, variables: Mapping[str, str], hosts: Mapping[str, str]) -> dict[str, str]:
     """What the topology test relies on `service` getting, for these variables and local addresses."""
     fields = {**{name: variables.get(name, "") for name in (*REQUIRED_VARIABLES, *CHAT_VARIABLES)}}
+    fields.update({name: variables.get(name) or default for name, default in BOARD_DEFAULTS.items()})
     fields.update({service_name: hosts[address] for service_name, address in CONTAINER_ADDRESSES.items()})
     return {key: value.format(**fields) for key, value in CONTRACT[service]["environment"].items()}
 
@@ -219,7 +222,7 @@ def problems(compose: Mapping[str, Any], dockerfile: str | None = None) -> list[
     hosts = {address: address for address in CONTAINER_ADDRESSES.values()}  # container addresses kept as they are
     known = {variable(field) for field in Settings.model_fields}
     referenced = referenced_variables(compose)
-    for name in sorted(referenced - {*REQUIRED_VARIABLES, *CHAT_VARIABLES}):
+    for name in sorted(referenced - {*REQUIRED_VARIABLES, *CHAT_VARIABLES, *BOARD_DEFAULTS}):
         found.append(f"${{{name}}}: not a deployment variable (the topology test does not set it)")
     for name in sorted(set(REQUIRED_VARIABLES) - referenced):
         found.append(f"{name}: required by the deployment but used nowhere")
