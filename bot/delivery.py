@@ -66,6 +66,7 @@ class DeliveryError(Exception):
 
 class Sender(Protocol):
     board_url: str  # the Close Board's public base URL: the cards link to each gate's page
+    locale: str | None  # COUNTERSIGN_LOCALE: how the cards write amounts (CLDR; None: en_GB)
 
     async def post(self, channel: str, card: Any) -> str: ...
 
@@ -85,13 +86,16 @@ def _retry_after(headers: Any) -> float | None:
 
 
 class SlackSender:
-    def __init__(self, client: AsyncWebClient, *, board_url: str, timeout_s: int = TIMEOUT_S) -> None:
+    def __init__(
+        self, client: AsyncWebClient, *, board_url: str, locale: str | None, timeout_s: int = TIMEOUT_S
+    ) -> None:
         client.timeout = timeout_s  # the SDK's default is 30 s; ours is explicit
         self.client = client
         self.board_url = board_url
+        self.locale = locale
 
     def render(self, card: Any) -> dict[str, Any]:
-        return slack_gate_message(card.card if isinstance(card, GateView) else card)
+        return slack_gate_message(card.card if isinstance(card, GateView) else card, locale=self.locale)
 
     async def post(self, channel: str, card: Any) -> str:
         message = self.render(card)
@@ -127,6 +131,7 @@ class TeamsSender:
     app_password: str | None
     service_url: str
     board_url: str = field(kw_only=True)  # COUNTERSIGN_BOARD_URL: the cards link to each gate's page
+    locale: str | None = field(kw_only=True)  # COUNTERSIGN_LOCALE: how the cards write amounts (CLDR; None: en_GB)
     token_url: str | None = None  # TEAMS_TOKEN_URL, a test override: a plain client-credentials POST, no msal
     app_type: str = "MultiTenant"  # TEAMS_APP_TYPE: MultiTenant | SingleTenant | UserAssignedMSI
     tenant_id: str | None = None  # TEAMS_APP_TENANT_ID
@@ -136,7 +141,7 @@ class TeamsSender:
     _tokens: Any = None
 
     def render(self, card: Any) -> dict[str, Any]:
-        return teams_gate_card(card if isinstance(card, GateView) else GateView(card))
+        return teams_gate_card(card if isinstance(card, GateView) else GateView(card), locale=self.locale)
 
     async def _bearer(self) -> str:
         if self.token_url is None:  # msal, per bot type (bot/teams_tokens.py); it caches and refreshes tokens

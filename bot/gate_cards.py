@@ -52,20 +52,22 @@ def viewer_state(gate: GateRecord, principal: Principal | None) -> str:
     return MAY_DECIDE
 
 
-def slack_gate_message(card: GateCard) -> dict[str, Any]:
+def slack_gate_message(card: GateCard, *, locale: str | None) -> dict[str, Any]:
+    """The gate's Slack message, amounts written in the CLDR `locale` (COUNTERSIGN_LOCALE; None: en_GB)."""
     if card.status != GateStatus.OPEN:
-        return slack_cards.decided_message(card)
+        return slack_cards.decided_message(card, locale=locale)
     if card.kind == ESCALATION:
-        return slack_cards.halt_message(card)
-    return slack_cards.gate_message(card)
+        return slack_cards.halt_message(card, locale=locale)
+    return slack_cards.gate_message(card, locale=locale)
 
 
-def teams_gate_card(view: GateView) -> dict[str, Any]:
+def teams_gate_card(view: GateView, *, locale: str | None) -> dict[str, Any]:
+    """The gate's Adaptive Card as `view` asks, amounts in the CLDR `locale` (COUNTERSIGN_LOCALE; None: en_GB)."""
     card = view.card
     if card.status != GateStatus.OPEN:
-        return teams_cards.decided_message(card)
+        return teams_cards.decided_message(card, locale=locale)
     render = teams_cards.halt_message if card.kind == ESCALATION else teams_cards.gate_message
-    return render(card, viewer=view.viewer, refresh_user_ids=view.teams_user_ids)
+    return render(card, viewer=view.viewer, refresh_user_ids=view.teams_user_ids, locale=locale)
 
 
 def status_card(status: dict[str, Any]) -> StatusCard:

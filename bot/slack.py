@@ -440,7 +440,7 @@ async def _respond_payments(
     try:
         async with wiring.connect_engine() as conn:
             runs = await read_payment_runs(conn, wiring.policy, caller, period)
-        message = slack_payments_message(payments_card(runs, period))
+        message = slack_payments_message(payments_card(runs, period), locale=wiring.locale)
     except SERVICE_ERRORS as exc:
         await _tell(respond, answer_for(exc, PAYMENTS))
         return

@@ -274,7 +274,7 @@ class TeamsAdapter:
         # A gate that needs a person's own key (an old card's button) is refused by the decision writer, which traces
         # the attempt; the answer below says where to sign it.
         if decision == Decision.REJECT and not reason:
-            return self._invoke_card(teams_gate_card(_prompted(view, REASON_NEEDED)))
+            return self._gate_card(_prompted(view, REASON_NEEDED))
         identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=tenant)
         async with self.wiring.connect_callbacks() as conn:
             try:
@@ -290,9 +290,9 @@ class TeamsAdapter:
                 )
             except DecisionRefused as refused:
                 if refused.code == "needs_person_key":
-                    return self._invoke_card(teams_gate_card(_prompted(view, person_key_needed(view.card.page_url))))
+                    return self._gate_card(_prompted(view, person_key_needed(view.card.page_url)))
                 if refused.code == "reason_required":
-                    return self._invoke_card(teams_gate_card(_prompted(view, REASON_NEEDED)))
+                    return self._gate_card(_prompted(view, REASON_NEEDED))
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:
                 return self._invoke_card(teams_cards.error_card("Not recorded", str(conflict)))
@@ -308,7 +308,11 @@ class TeamsAdapter:
             view = await self.wiring.teams_gate_view(gate_id, tenant=tenant, user=user, prompt=prompt)
         except UnknownGate:
             return self._invoke_card(teams_cards.error_card("Not recorded", "Unknown gate."))
-        return self._invoke_card(teams_gate_card(view))
+        return self._gate_card(view)
+
+    def _gate_card(self, view: GateView) -> Response:
+        """The invoke's answer: the gate's card as `view` asks, its amounts written in COUNTERSIGN_LOCALE."""
+        return self._invoke_card(teams_gate_card(view, locale=self.wiring.locale))
 
     @staticmethod
     def _invoke_card(card: dict[str, Any]) -> Response:
@@ -378,7 +382,7 @@ class TeamsAdapter:
         try:
             async with self.wiring.connect_engine() as conn:
                 runs = await read_payment_runs(conn, self.wiring.policy, caller, period)
-            card = teams_payments_card(payments_card(runs, period))
+            card = teams_payments_card(payments_card(runs, period), locale=self.wiring.locale)
         except SERVICE_ERRORS as exc:
             return {"type": "message", "text": answer_for(exc, PAYMENTS)}
         except CardDataError as exc:

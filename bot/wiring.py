@@ -36,6 +36,7 @@ class ChatWiring:
     policy: Policy  # risk.yaml: its approver roles may run `status` (policy/command_roles.py)
     on_recorded: OnRecorded  # enqueue a decided gate's card updates, in the decision's transaction
     board_url: str  # COUNTERSIGN_BOARD_URL: the Close Board's public base URL, where each gate has its page
+    locale: str | None  # COUNTERSIGN_LOCALE: how the doors' cards write amounts (CLDR; None: en_GB)
     channels: tuple[ChannelTarget, ...] = ()
     seal: Seal | None = None  # the server's group sealer; None seals on the request's own connection
     slack_team_ids: frozenset[str] = frozenset()  # the only Slack workspaces answered; empty answers none

@@ -207,6 +207,7 @@ def _mount_chat(
         deliver=deliver,
         on_recorded=enqueue_card_updates,
         board_url=settings.board_url,
+        locale=settings.locale,
         channels=channel_targets(settings),
         seal=pools.sealer.seal,
         policy=runtime.policy,

@@ -58,7 +58,7 @@ def build_senders(settings: Settings) -> dict[str, object]:
             if settings.slack_api_url
             else AsyncWebClient(token=settings.slack_bot_token)
         )
-        senders["slack"] = SlackSender(client, board_url=settings.board_url)
+        senders["slack"] = SlackSender(client, board_url=settings.board_url, locale=settings.locale)
     teams_ready = settings.teams_app_password or settings.teams_app_type == "UserAssignedMSI"
     if settings.teams_app_id and teams_ready and settings.teams_service_url:
         senders["teams"] = teams_sender(settings)
@@ -75,6 +75,7 @@ def teams_sender(settings: Settings) -> TeamsSender:
         settings.teams_app_password,
         settings.teams_service_url or "",
         board_url=settings.board_url,
+        locale=settings.locale,
         token_url=settings.teams_token_url,
         app_type=settings.teams_app_type,
         tenant_id=settings.teams_app_tenant_id,

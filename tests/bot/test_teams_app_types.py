@@ -55,7 +55,13 @@ async def test_a_password_bot_gets_its_token_from_its_authority(app_type: str, a
         token = _authority_routes(router, authority)
         activities = _activities(router)
         sender = TeamsSender(
-            TEAMS_APP_ID, "app-password", SERVICE_URL, board_url=BOARD_URL, app_type=app_type, tenant_id=TENANT_ID
+            TEAMS_APP_ID,
+            "app-password",
+            SERVICE_URL,
+            board_url=BOARD_URL,
+            locale=None,
+            app_type=app_type,
+            tenant_id=TENANT_ID,
         )
         for _ in range(2):  # msal caches the token: one token request for two sends
             await sender.send_activity(SERVICE_URL, CONVERSATION, {"type": "message", "text": "hi"})
@@ -82,7 +88,13 @@ async def test_a_user_assigned_managed_identity_gets_its_token_from_imds_without
         )
         activities = _activities(router)
         sender = TeamsSender(
-            TEAMS_APP_ID, None, SERVICE_URL, board_url=BOARD_URL, app_type="UserAssignedMSI", tenant_id=TENANT_ID
+            TEAMS_APP_ID,
+            None,
+            SERVICE_URL,
+            board_url=BOARD_URL,
+            locale=None,
+            app_type="UserAssignedMSI",
+            tenant_id=TENANT_ID,
         )
         await sender.send_activity(SERVICE_URL, CONVERSATION, {"type": "message", "text": "hi"})
     request = imds.calls[0].request
@@ -101,6 +113,7 @@ async def test_no_token_is_a_retryable_delivery_error_without_the_secret() -> No
             "wrong-password",
             SERVICE_URL,
             board_url=BOARD_URL,
+            locale=None,
             app_type="SingleTenant",
             tenant_id=TENANT_ID,
         )
