@@ -24,9 +24,12 @@ from countersign.chat import build_senders
 from countersign.runtime import Runtime, engine_context
 from engine.orchestrator import advance
 from engine.runs import close_status
+from engine.workflows.certificates.runs import payment_run_status
 from money.formatting import format_money
-from tests.bot.conftest import PEOPLE, decision_form, slack_headers, wait_until
-from tests.bot.test_teams import _auth, invoke
+from tests.bot.conftest import PEOPLE, decision_form, slack_headers, slash_command, wait_until
+from tests.bot.test_access import _replies
+from tests.bot.test_payments_command import PERIOD, payment_month
+from tests.bot.test_teams import _auth, invoke, message
 from tests.support import rewrite_gate_as_owner, start_default_close
 
 DEFAULT_LOCALE = "en_GB"  # COUNTERSIGN_LOCALE unset
@@ -156,3 +159,33 @@ async def test_the_teams_door_answers_and_updates_cards_in_the_configured_locale
     assert "This gate needs your own key: review and sign it on the Close Board" in where_to_sign
     assert total in where_to_sign
     assert total_elsewhere not in where_to_sign
+
+
+async def _a_certified_amount(conn: Any, runtime: Runtime) -> tuple[str, str]:
+    """The largest amount a payment run of the month would certify, in the runtime's locale and in the other one."""
+    runs = [r for r in await payment_run_status(conn, period=PERIOD) if r["amount_to_certify"] is not None]
+    largest = max(runs, key=lambda r: Decimal(r["amount_to_certify"]))
+    assert largest["currency"] == "GBP"
+    return _amount_forms(runtime.settings.locale, Decimal(largest["amount_to_certify"]))
+
+
+async def test_the_payment_runs_cards_write_amounts_in_the_configured_locale(
+    conn: Any,
+    chat_api: Any,
+    chat_runtime: Runtime,
+    fake_slack: Any,
+    fake_teams_auth: Any,
+    teams_connector: Any,
+) -> None:
+    await payment_month(conn, chat_runtime, teams_connector)
+    expected, elsewhere = await _a_certified_amount(conn, chat_runtime)
+    body = slash_command(f"payments {PERIOD}", "U0ALICE")
+    assert (await chat_api.post("/slack/events", content=body, headers=slack_headers(body))).status_code == 200
+    await wait_until(lambda: len(fake_slack.responses()) == 1)
+    before = len(teams_connector.calls)
+    asked = message(f"close payments {PERIOD}", aad="aad-alice")
+    assert (await chat_api.post("/api/messages", json=asked, headers=_auth(fake_teams_auth))).status_code == 200
+    (teams_reply,) = _replies(teams_connector, before)
+    for card in (_texts(fake_slack.responses()[0]["blocks"]), _texts(teams_reply["attachments"][0]["content"])):
+        assert expected in card
+        assert elsewhere not in card
