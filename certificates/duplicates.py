@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from certificates.model import Certificate
+from certificates.model import Certificate, amount_text
 
 AMOUNT_TOLERANCE = Decimal("0.05")
 """Largest relative difference between the two amounts due: re-submissions are often nudged by a line or two."""
@@ -91,7 +91,8 @@ class DuplicateHold:
     def overlap(self) -> Decimal:
         return Decimal(self.overlap_minor).scaleb(-2)
 
-    def explanation(self) -> str:
+    def explanation(self, currency: str) -> str:
+        """Why the certificate is held, the overlap written with `currency` (its contract's)."""
         f = self.features
         basis = (
             "the same invoice number"
@@ -103,7 +104,7 @@ class DuplicateHold:
         )
         return (
             f"certificate {self.certificate} claims work already claimed by certificate {self.other_certificate} "
-            f"line {self.other_line} (overlap {self.overlap:,.2f}): {basis}"
+            f"line {self.other_line} (overlap {amount_text(self.overlap, currency)}): {basis}"
         )
 
 

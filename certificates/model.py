@@ -232,6 +232,13 @@ class Certificate:
     totals: CertificateTotals
 
 
+def amount_text(amount: Decimal, currency: str) -> str:
+    """An amount as a person reads it in the domain's explanations: `(Decimal("-82213.5"), "GBP")` ->
+    `"GBP -82,213.50"`. The code, then the figure to the domain's two places, as `money.formatting.format_money` writes
+    it in en_GB (a test holds the two together); the domain stays pure, so it does not load Babel's locale data."""
+    return f"{currency} {amount:,.2f}"
+
+
 def value_of(quantity_centi: int, rate_minor: int) -> int:
     """Quantity (hundredths) x rate (minor units), rounded half away from zero to a minor unit."""
     product = quantity_centi * rate_minor

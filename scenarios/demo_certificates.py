@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from engine.context import EngineContext
 from engine.orchestrator import advance
 from engine.runs import TaskRow, close_status, find_close, task_rows
 from engine.workflows.certificates.runs import payment_run_status
+from money.formatting import format_money
 from records.states import DECIDED, Decision, GateStatus
 from scenarios.demo import SignedClient, _approvers, _starter
 from scenarios.demo_server import demo_server
@@ -107,6 +109,7 @@ class RunOutcome:
     payment_gates: list[dict[str, Any]] = field(default_factory=list)
     certified: bool = False
     amount_to_certify: str | None = None
+    currency: str = ""  # the contract's, beside every amount the demo prints
 
     @property
     def findings(self) -> list[str]:
@@ -161,6 +164,27 @@ def pure_verdict(data_dir: Path, certificates_jsonl: bytes, certificate_id: str)
             amount = format_minor(assessment.certificate.totals.amount_due_minor)
             return amount, sorted(v.name for v in assessment.violations)
     raise KeyError(certificate_id)
+
+
+def contract_currency(data_dir: Path, certificate_id: str) -> str:
+    """The currency of the contract `certificate_id` is certified under."""
+    contracts = {c["id"]: c for c in json.loads((data_dir / CONTRACTS_FILE).read_bytes())["contracts"]}
+    records = (json.loads(line) for line in (data_dir / CERTIFICATES_FILE).read_text(encoding="utf-8").splitlines())
+    record = next(r for r in records if r["id"] == certificate_id)
+    return str(contracts[record["contract"]]["currency"])
+
+
+def money_text(value: Any, currency: str, locale: str) -> str:
+    """An amount as the demo prints it, with its currency: `("1640038.33", "GBP", "en_GB")` -> `"GBP 1,640,038.33"`."""
+    return "—" if value is None else format_money(Decimal(str(value)), currency, locale=locale)
+
+
+def verdict_text(verdict: tuple[str | None, list[str]] | None, currency: str, locale: str) -> str:
+    """`("1640038.33", [])` -> `"(GBP 1,640,038.33, no violation)"`; the invariants by name when there are some."""
+    if verdict is None:
+        return "(no run)"
+    amount, violated = verdict
+    return f"({money_text(amount, currency, locale)}, {', '.join(violated) or 'no violation'})"
 
 
 # --- the server and the engine ------------------------------------------------------------------------------------
@@ -308,6 +332,7 @@ async def collect_outcomes(rt: Runtime, runs: Mapping[str, str]) -> dict[str, Ru
                 payment_gates=[g for g in status["gates"] if g["task"] == "payment"],
                 certified=bool(row["certified"]),
                 amount_to_certify=row["amount_to_certify"],
+                currency=row["currency"],
             )
     return outcomes
 
@@ -316,8 +341,10 @@ async def print_certificate_timelines(
     rt: Runtime, month: DemoMonth, outcomes: Mapping[str, RunOutcome], console: Console
 ) -> None:
     seeded = month.seeded
+    locale = rt.settings.locale
     async with connection(rt) as conn:
         for certificate_id, outcome in outcomes.items():
+            amount = partial(money_text, currency=outcome.currency, locale=locale)
             what = seeded.get(certificate_id, "clean")
             if certificate_id == month.injected:
                 what += f" + hostile text in {month.injected_field}"
@@ -337,20 +364,20 @@ async def print_certificate_timelines(
                 )
             for violation in outcome.violations:
                 clauses = ", ".join(violation.get("clause_ids") or []) or "no clause"
-                amounts = ", ".join(f"{k} {v}" for k, v in (violation.get("amounts") or {}).items())
+                amounts = ", ".join(f"{k} {amount(v)}" for k, v in (violation.get("amounts") or {}).items())
                 console.print(
                     f"   [red]violation[/] {violation['invariant']} [{escape(clauses)}] {escape(amounts)}",
                     highlight=False,
                 )
             for hold in outcome.holds:
                 console.print(
-                    f"   [red]hold[/] {escape(str(hold['other']))}, overlap {hold['overlap']}", highlight=False
+                    f"   [red]hold[/] {escape(str(hold['other']))}, overlap {amount(hold['overlap'])}", highlight=False
                 )
             for gate in outcome.payment_gates:
                 who = ", ".join(f"{d['name']} {d['decision']}" for d in gate["decisions"]) or "nobody yet"
                 console.print(f"   payment gate tier {gate['tier']}: {gate['status']} ({escape(who)})", highlight=False)
             mark = "[green]certified[/]" if outcome.certified else "[yellow]not certified[/]"
-            console.print(f"   amount to certify {outcome.amount_to_certify}: {mark}", highlight=False)
+            console.print(f"   amount to certify {amount(outcome.amount_to_certify)}: {mark}", highlight=False)
 
 
 def check_outcomes(month: DemoMonth, outcomes: Mapping[str, RunOutcome], hostile_ok: bool) -> list[str]:
@@ -450,8 +477,11 @@ async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cass
     injected = outcomes.get(month.injected)
     ran = (injected.amount_to_certify, sorted(v["invariant"] for v in injected.violations)) if injected else None
     hostile_ok = hostile == clean == ran
+    currency, locale = contract_currency(month.data_dir, month.injected), rt.settings.locale
     console.print(
-        f"hostile text in {month.injected}: amount and verdicts with it {hostile}, without it {clean}, in its run {ran}"
+        f"hostile text in {month.injected}: amount and verdicts with it {verdict_text(hostile, currency, locale)}, "
+        f"without it {verdict_text(clean, currency, locale)}, in its run {verdict_text(ran, currency, locale)}",
+        highlight=False,
     )
     async with connection(rt) as conn:
         verified = await verify_chain(conn)

@@ -62,7 +62,8 @@ def test_a_resubmission_is_held_naming_the_other_line_and_the_overlap() -> None:
     assert hold.other_certificate == "C2"
     assert hold.other_line in {"P1/L01", "P2/L02"}
     assert hold.overlap == Decimal("500.00")  # 30 m3 of L01 (300.00) and 10 t of L02 (200.00) claimed twice
-    assert "C2" in hold.explanation() and "500.00" in hold.explanation()
+    assert "C2" in hold.explanation("GBP") and "(overlap GBP 500.00)" in hold.explanation("GBP")
+    assert "(overlap CHF 500.00)" in hold.explanation("CHF")
 
 
 def test_consecutive_genuine_certificates_are_not_held() -> None:

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from certificates import CertificateDataError, parse_certificate, parse_contract
-from certificates.model import fraction_of, value_of
+from certificates.model import amount_text, fraction_of, value_of
+from money.formatting import format_money
 from tests.certificates.history import CERTIFICATE_2, CONTRACT
 
 
@@ -94,3 +95,9 @@ def test_value_of_rounds_half_away_from_zero_exactly(quantity_centi: int, rate_m
 def test_fraction_of_never_uses_floats(amount_minor: int, fraction: Decimal) -> None:
     expected = int((Decimal(amount_minor) * fraction).quantize(Decimal(1), rounding=ROUND_HALF_UP))
     assert fraction_of(amount_minor, fraction) == expected
+
+
+@pytest.mark.parametrize("amount", ["0.00", "82213.52", "-82213.5", "1640038.33", "0.005", "-0.01"])
+def test_the_domain_writes_amounts_as_money_formatting_does_in_en_gb(amount: str) -> None:
+    assert amount_text(Decimal(amount), "GBP") == format_money(Decimal(amount), "GBP")
+    assert amount_text(Decimal(amount), "CHF") == format_money(Decimal(amount), "CHF", locale="en_GB")

@@ -33,7 +33,7 @@ class DuplicateCheck(TaskHandler):
                     "other_certificate": hold.other_certificate,
                     "other_line": hold.other_line,
                     "overlap": decimal_text(hold.overlap),
-                    "explanation": hold.explanation(),
+                    "explanation": hold.explanation(evidence.contract.currency),
                 }
             )
         return {

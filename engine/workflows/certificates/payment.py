@@ -14,6 +14,7 @@ from engine.workflows.base import TaskContext, TaskHandler
 from engine.workflows.certificates.evidence import run_escalation, stage_results
 from engine.workflows.certificates.queries import approval_gate_id, insert_certification
 from engine.workflows.certificates.stages import ADJUDICATION, CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
+from money.formatting import format_money
 
 CERTIFICATE_KEY = "certificate"
 
@@ -128,6 +129,6 @@ class Payment(TaskHandler):
             },
         )
         return [
-            f"{tc.task.id}: certificate {result['certificate_id']} certified for"
-            f" {certificate['currency']} {certificate['amount_to_certify']}"
+            f"{tc.task.id}: certificate {result['certificate_id']} certified for "
+            + format_money(Decimal(certificate["amount_to_certify"]), certificate["currency"], locale=tc.locale)
         ]
