@@ -1,5 +1,6 @@
 """Slack and Teams cards write amounts in COUNTERSIGN_LOCALE, on every path a card takes: posted by the worker's
-delivery, updated by the server's inline delivery after a decision, and answered by the Teams door itself.
+delivery, updated by the server's inline delivery after a decision, answered by the Teams door itself, and the
+payment-runs cards both doors answer with.
 
 Each test runs twice: with the default locale (en_GB) and with de_CH. The expected text is worked out with
 `money.formatting.format_money` from an amount in the gate's own summary, and the other locale's writing of the same
