@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     openapi: bool = env("COUNTERSIGN_OPENAPI", False, doc="1 serves /docs, /redoc and /openapi.json")
     board_url: str = env(
         "COUNTERSIGN_BOARD_URL",
-        "http://127.0.0.1:8000",
+        "http://localhost:8000",
         doc="the Close Board's public base URL: card links, and the passkeys' origin and relying-party id",
     )
     locale: str = env("COUNTERSIGN_LOCALE", "en_GB", doc="how amounts and dates are written (CLDR, e.g. de_CH)")
@@ -160,8 +160,10 @@ class Settings(BaseSettings):
         parts = urlsplit(value)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise ValueError(f"not an http(s) URL with a host ({_scheme(value)})")
-        if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1"):
+        if parts.scheme == "http" and parts.hostname != "localhost":
             raise ValueError("must be https (passkeys need a secure origin); http only for localhost")
+        if parts.hostname.replace(".", "").isdigit() or ":" in parts.hostname:
+            raise ValueError("must name a host, not an IP address (a passkey's relying party is a domain)")
         if parts.path.rstrip("/") or parts.query or parts.fragment:
             raise ValueError("must be the board's origin only (scheme, host, port), without a path")
         return value.rstrip("/")

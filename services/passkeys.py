@@ -61,7 +61,7 @@ class BoardOrigin:
         parts = urlsplit(board_url)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise ValueError(f"COUNTERSIGN_BOARD_URL must be an http(s) URL with a host, got {board_url!r}")
-        if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1"):
+        if parts.scheme == "http" and parts.hostname != "localhost":
             raise ValueError(f"COUNTERSIGN_BOARD_URL must be https (passkeys need a secure origin), got {board_url!r}")
         return cls(rp_id=parts.hostname, origin=f"{parts.scheme}://{parts.netloc}")
 

@@ -130,6 +130,8 @@ def test_the_board_url_must_be_a_secure_origin_and_the_locale_a_real_one() -> No
         "http://close.example.com": "must be https",
         "ftp://close.example.com": "not an http(s) URL",
         "https://close.example.com/board": "without a path",
+        "http://127.0.0.1:8000": "http only for localhost",
+        "https://10.0.0.5": "not an IP address",
     }
     for url, words in refused.items():
         done = _invoke("config", "check", env={"COUNTERSIGN_BOARD_URL": url})
