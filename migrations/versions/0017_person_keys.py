@@ -11,7 +11,8 @@
   service role may write it: a credential enters only through `redeem_passkey_enrolment`, which needs a one-time,
   expiring token whose SHA-256 the owner stored in `passkey_enrolment` (`countersign principals enroll NAME`);
   a credential leaves only through `revoke_passkey`; its sign count only rises, through `record_passkey_use`.
-  Each enrolment and revocation is a trace event the database writes itself.
+  Each enrolment and revocation is a trace event the database writes itself; an enrolment also queues a Slack
+  direct message to the person (only the enrolment may write that notice).
 - **Board state.** `board_session` (a signed-in person: the SHA-256 of the cookie's token, never the token) and
   `webauthn_challenge` (each challenge the board issued, used once) belong to the callbacks role.
 - **Board decisions.** The new channel `board` carries a passkey assertion as proof; the database checks that the
@@ -160,6 +161,13 @@ BEGIN
                                'enrolment_id', e.enrolment_id::text,
                                'public_key_sha256', encode(pg_catalog.sha256(p_public_key), 'hex')),
             '{}'::jsonb);
+    -- Tell the person, in a direct message on each Slack identity they have.
+    INSERT INTO public.outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload, template)
+    SELECT 'passkey_enrolled:' || p_credential_id || ':slack:' || i.tenant || ':' || pg_catalog.upper(i.external_id),
+           NULL, NULL, 'slack', pg_catalog.upper(i.external_id), 'notice',
+           jsonb_build_object('credential_id', p_credential_id), 'passkey_enrolled'
+      FROM public.principal_identity i
+     WHERE i.principal_id = e.principal_id AND i.channel = 'slack';
     RETURN e.principal_id;
 END $$;
 
@@ -452,62 +460,11 @@ ALTER TABLE public.outbox_message ENABLE ALWAYS TRIGGER outbox_passkey_notices_f
 REVOKE ALL ON FUNCTION public.outbox_passkey_notices_from_enrolment_only() FROM PUBLIC;
 """
 
-# ENROLMENT_FUNCTIONS' redeem_passkey_enrolment, plus the notices. CREATE OR REPLACE keeps its owner and grants.
-REDEEM_ANNOUNCES = r"""
-CREATE OR REPLACE FUNCTION public.redeem_passkey_enrolment(p_token bytea, p_credential_id text, p_public_key bytea,
-                                                           p_label text)
-    RETURNS text
-    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
-DECLARE
-    e record;
-BEGIN
-    SELECT x.enrolment_id, x.principal_id, x.user_handle, x.expires_at, x.redeemed_at, p.kind, p.active
-      INTO e
-      FROM public.passkey_enrolment x JOIN public.principal p ON p.principal_id = x.principal_id
-     WHERE x.token_sha256 = pg_catalog.sha256(p_token)
-       FOR UPDATE OF x;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'enrolment refused: no enrolment has this token' USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF e.redeemed_at IS NOT NULL THEN
-        RAISE EXCEPTION 'enrolment refused: this enrolment link was already used at %', e.redeemed_at
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF e.expires_at <= now() THEN
-        RAISE EXCEPTION 'enrolment refused: this enrolment link expired at %', e.expires_at
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF e.kind <> 'human' OR NOT e.active THEN
-        RAISE EXCEPTION 'enrolment refused: principal % is not an active human', e.principal_id
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    UPDATE public.passkey_enrolment SET redeemed_at = now() WHERE enrolment_id = e.enrolment_id;
-    INSERT INTO public.principal_passkey (credential_id, principal_id, public_key, label, enrolment_id, user_handle)
-    VALUES (p_credential_id, e.principal_id, p_public_key, p_label, e.enrolment_id, e.user_handle);
-    INSERT INTO public.trace_pending (ts, close_id, actor, kind, payload, version_set)
-    VALUES (to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), NULL, e.principal_id,
-            'passkey_enrolled',
-            jsonb_build_object('principal', e.principal_id, 'credential_id', p_credential_id, 'label', p_label,
-                               'enrolment_id', e.enrolment_id::text,
-                               'public_key_sha256', encode(pg_catalog.sha256(p_public_key), 'hex')),
-            '{}'::jsonb);
-    -- Tell the person, in a direct message on each Slack identity they have.
-    INSERT INTO public.outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload, template)
-    SELECT 'passkey_enrolled:' || p_credential_id || ':slack:' || i.tenant || ':' || pg_catalog.upper(i.external_id),
-           NULL, NULL, 'slack', pg_catalog.upper(i.external_id), 'notice',
-           jsonb_build_object('credential_id', p_credential_id), 'passkey_enrolled'
-      FROM public.principal_identity i
-     WHERE i.principal_id = e.principal_id AND i.channel = 'slack';
-    RETURN e.principal_id;
-END $$;
-"""
-
 
 def announce_enrolments() -> None:
     """Run last in upgrade(): every enrolment is announced to the person in chat."""
     op.execute(OUTBOX_FACTS_WITH_PASSKEY_NOTICE)
     op.execute(OUTBOX_PASSKEY_NOTICES_FROM_ENROLMENT_ONLY)
-    op.execute(REDEEM_ANNOUNCES)
 
 
 def upgrade() -> None:
