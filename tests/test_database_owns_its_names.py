@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from countersign import migrate
 from countersign.database import Database
 from countersign.runtime import load_rules_all
-from countersign.settings import Settings
+from countersign.settings import PROJECT_ROOT, Settings
 from tests.test_database_boundary import PEOPLE, _as, _decide, _pending, _seed
 
 REFUSED = (psycopg.errors.InsufficientPrivilege, psycopg.errors.CheckViolation)
@@ -522,3 +522,24 @@ def test_a_well_formed_export_event_is_admitted_and_read_as_the_doors_assertion(
     event = TraceEvent(1, "t", close_id, "carol.main", "trace_exported", payload, {}, b"", b"", "countersign_callbacks")
     assert describe(event).startswith("the callbacks door reports")
     assert set(PEOPLE) >= {"carol.main"}
+
+
+_FUNCTION_HEADER = re.compile(r"CREATE (?:OR REPLACE )?FUNCTION\s+([\w.]+)\((.*?)\bAS\s+\$", re.S)
+
+
+def functions_without_a_fixed_path(sql_text: str) -> list[str]:
+    """The functions a migration's text creates without `SET search_path` in their own definition."""
+    return [m.group(1) for m in _FUNCTION_HEADER.finditer(sql_text) if "search_path" not in m.group(2)]
+
+
+def test_every_function_written_since_0015_fixes_its_path_in_its_own_definition() -> None:
+    """Migrations 0001-0014 created thirteen functions without a fixed path; 0015 sets it on every function in the
+    schema (and the catalog test above holds the live database to it). Every migration since writes it into each
+    definition, so a function is never, even between two statements, resolvable through a caller's path."""
+    versions = sorted((PROJECT_ROOT / "migrations" / "versions").glob("00*.py"))
+    later = [path for path in versions if int(path.name[:4]) >= 15]
+    assert later, "no migrations from 0015 on were found"
+    offenders = {path.name: functions_without_a_fixed_path(path.read_text()) for path in later}
+    assert {name: found for name, found in offenders.items() if found} == {}
+    planted = "CREATE FUNCTION public.f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;"  # the negative control
+    assert functions_without_a_fixed_path(planted) == ["public.f"]
