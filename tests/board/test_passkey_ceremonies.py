@@ -262,3 +262,18 @@ async def test_a_flood_of_sign_in_requests_is_bounded(conn: Any, board_app: Any,
     await conn.execute("SELECT pg_sleep(1.1)")
     assert (await stranger.post("/board/sign-in/options")).status_code == 200
     assert await count(conn, "SELECT count(*) FROM webauthn_challenge") == 1
+
+
+async def test_oversized_and_malformed_ceremony_bodies_are_refused_naming_what_is_wrong(board_app: Any) -> None:
+    stranger = _client(board_app)
+    huge = await stranger.post(
+        "/board/sign-in", content=b"x" * (70 * 1024), headers={"content-type": "application/json"}
+    )
+    assert huge.status_code == 413  # the door's body limit, before anything is parsed
+    padded = {"id": "a" * 20, "response": {"clientDataJSON": "A" * 20_000}}
+    too_big = await stranger.post("/board/sign-in", json={"response": padded})
+    assert too_big.status_code == 401 and "larger than any authenticator" in too_big.json()["error"]
+    not_json = await stranger.post("/board/sign-in", content=b"{", headers={"content-type": "application/json"})
+    assert not_json.status_code == 401 and "not JSON" in not_json.json()["error"]
+    no_data = await stranger.post("/board/sign-in", json={"response": {"id": "a" * 20, "response": {}}})
+    assert no_data.status_code == 401 and "client data" in no_data.json()["error"]
