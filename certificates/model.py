@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from enum import StrEnum
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeVar
 
 FORMS = ("CSB", "CSE", "CSI", "CSD", "CSM")
 PRACTICAL_COMPLETION = "practical_completion"
@@ -26,6 +27,68 @@ _QUANTITY = re.compile(r"^-?\d{1,12}\.\d{2}$")
 _FRACTION = re.compile(r"^\d\.\d{1,6}$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+
+
+class ValuationRounding(StrEnum):
+    """How a line's value to date is rounded (a contract convention)."""
+
+    PER_PERIOD = "per_period"
+    """Each period's quantity x the rate in force is rounded, and the periods add up (the default)."""
+    CUMULATIVE = "cumulative"
+    """Value to date is the cumulative quantity x the rate, rounded once: a period's value may differ by a penny."""
+
+
+class MaterialsConsumption(StrEnum):
+    """Which stock a line's work is taken to draw on first (a contract convention)."""
+
+    MATERIALS_FIRST = "materials_first"
+    """Work done after materials are listed consumes them first: each unit of work reduces them (the default)."""
+    OTHER_STOCK_FIRST = "other_stock_first"
+    """Work draws on other stock first: materials stay on site until work plus materials reach the line's allowance."""
+
+
+class ApplicationNumbering(StrEnum):
+    """Where a contractor's application (invoice) numbers are unique (a contract convention)."""
+
+    VENDOR = "vendor"
+    """One series across all of the contractor's contracts (the default): the same number twice is a re-submission."""
+    CONTRACT = "contract"
+    """Numbers restart on each contract: the same number on two contracts is two applications."""
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """Practices that legitimately vary between contracts, declared in the contract's `conventions` (all optional)."""
+
+    valuation_rounding: ValuationRounding = ValuationRounding.PER_PERIOD
+    materials_consumption: MaterialsConsumption = MaterialsConsumption.MATERIALS_FIRST
+    application_numbering: ApplicationNumbering = ApplicationNumbering.VENDOR
+
+
+@dataclass(frozen=True)
+class PaymentTerms:
+    """When a certificate's payment falls due and when the payer's notices must be served, in calendar days.
+
+    The defaults are those of the Scheme for Construction Contracts (England and Wales) Regulations 1998 as amended in
+    2011, which apply where a contract is silent: due 7 days after the valuation, final date 17 days after the due
+    date, the payment notice within 5 days of the due date, a pay-less notice no later than 7 days before the final
+    date (Housing Grants, Construction and Regeneration Act 1996, ss. 110A-111).
+    """
+
+    due_date_days: int = 7
+    """Days after the certificate's valuation date that payment falls due."""
+    final_date_days: int = 17
+    """Days after the due date that is the final date for payment."""
+    payment_notice_days: int = 5
+    """The payer's payment notice is served no later than this many days after the due date."""
+    pay_less_notice_days: int = 7
+    """A pay-less notice is served no later than this many days before the final date for payment."""
+    duplicate_window_days: int | None = None
+    """How far apart two submissions may be and still be compared as a re-submission; None derives it from the
+    payment cycle (`certificates.duplicates`)."""
+
+
+_Choice = TypeVar("_Choice", bound=StrEnum)
 
 
 class CertificateDataError(ValueError):
@@ -99,6 +162,8 @@ class Contract:
     packages: tuple[PackageScope, ...]
     practical_completion: date | None
     clause_refs: Mapping[str, str]
+    conventions: Conventions = Conventions()
+    payment_terms: PaymentTerms = PaymentTerms()
 
     _lines: Mapping[str, BoqLine] = dataclass_field(init=False, repr=False, compare=False)
     _owners: Mapping[str, tuple[str, str]] = dataclass_field(init=False, repr=False, compare=False)
@@ -182,6 +247,8 @@ class Variation:
     boq_line: str | None
     quantity_change_centi: int
     """A remeasurement instructed against a bill line: + adds to its billed quantity, - omits from it."""
+    reverses: str | None = None
+    """The id of a variation certified earlier that this one reverses (it needs its own instruction)."""
 
 
 @dataclass(frozen=True)
@@ -230,6 +297,11 @@ class Certificate:
     materials_on_site: tuple[MaterialsItem, ...]
     retention_releases: tuple[RetentionRelease, ...]
     totals: CertificateTotals
+    supersedes: str | None = None
+    """The id of an earlier certificate this one corrects and replaces (a corrected re-submission, not a duplicate)."""
+    sources: Mapping[str, str] = dataclass_field(default_factory=dict)
+    """Where each figure came from, when the certificate was read from a spreadsheet or a PDF: a field path such as
+    `totals.amount_due` or `lines[3].quantity_to_date` -> "app.xlsx, sheet Summary, row 12"."""
 
 
 def amount_text(amount: Decimal, currency: str) -> str:
@@ -332,6 +404,8 @@ def parse_contract(data: object) -> Contract:
     refs = _mapping(mapping.get("clause_refs"), record, "clause_refs")
     clause_refs = {str(topic): _text(refs, record, topic, "clause_refs") for topic in refs}
     completion = mapping.get("practical_completion")
+    conventions = _conventions(mapping.get("conventions"), record)
+    payment_terms = _payment_terms(mapping.get("payment_terms"), record)
     return Contract(
         id=contract_id,
         form=form,
@@ -359,7 +433,70 @@ def parse_contract(data: object) -> Contract:
         packages=tuple(packages),
         practical_completion=None if completion is None else _date(mapping, record, "practical_completion"),
         clause_refs=clause_refs,
+        conventions=conventions,
+        payment_terms=payment_terms,
     )
+
+
+def _choice(block: Mapping[str, Any], record: str, key: str, parent: str, kind: type[_Choice]) -> _Choice:
+    value = block.get(key)
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        return kind(value)
+    except ValueError:
+        known = ", ".join(member.value for member in kind)
+        raise CertificateDataError(record, f"{parent}.{key}", f"expected one of {known}, got {value!r}") from None
+
+
+def _conventions(value: object, record: str) -> Conventions:
+    """The contract's `conventions` block; absent keys take the documented defaults."""
+    if value is None:
+        return Conventions()
+    block = _mapping(value, record, "conventions")
+    unknown = sorted(set(block) - {f for f in Conventions.__dataclass_fields__})
+    if unknown:
+        raise CertificateDataError(record, f"conventions.{unknown[0]}", "not a known convention")
+    defaults = Conventions()
+    return Conventions(
+        valuation_rounding=_choice(block, record, "valuation_rounding", "conventions", ValuationRounding)
+        if "valuation_rounding" in block
+        else defaults.valuation_rounding,
+        materials_consumption=_choice(block, record, "materials_consumption", "conventions", MaterialsConsumption)
+        if "materials_consumption" in block
+        else defaults.materials_consumption,
+        application_numbering=_choice(block, record, "application_numbering", "conventions", ApplicationNumbering)
+        if "application_numbering" in block
+        else defaults.application_numbering,
+    )
+
+
+MAX_TERM_DAYS = 366
+
+
+def _payment_terms(value: object, record: str) -> PaymentTerms:
+    """The contract's `payment_terms` block (whole days, 0-366); absent keys take the Scheme's defaults."""
+    if value is None:
+        return PaymentTerms()
+    block = _mapping(value, record, "payment_terms")
+    known = set(PaymentTerms.__dataclass_fields__)
+    unknown = sorted(set(block) - known)
+    if unknown:
+        raise CertificateDataError(record, f"payment_terms.{unknown[0]}", "not a known payment term")
+    days: dict[str, Any] = {}
+    for key in block:
+        if key == "duplicate_window_days" and block[key] is None:
+            continue
+        count = _count(block, record, key, "payment_terms")
+        if count > MAX_TERM_DAYS:
+            raise CertificateDataError(record, f"payment_terms.{key}", f"expected at most {MAX_TERM_DAYS} days")
+        days[key] = count
+    terms = PaymentTerms(**days)
+    if terms.pay_less_notice_days > terms.final_date_days:
+        raise CertificateDataError(
+            record, "payment_terms.pay_less_notice_days", "a pay-less notice cannot fall due before the due date"
+        )
+    return terms
 
 
 def parse_certificate(data: object) -> Certificate:
@@ -403,6 +540,7 @@ def parse_certificate(data: object) -> Certificate:
         instruction = variation.get("instruction_ref")
         boq_line = variation.get("boq_line")
         change = variation.get("quantity_change")
+        reverses = variation.get("reverses")
         variations.append(
             Variation(
                 id=_text(variation, record, "id", field),
@@ -411,6 +549,7 @@ def parse_certificate(data: object) -> Certificate:
                 amount_minor=_amount(variation, record, "amount", field),
                 boq_line=None if boq_line is None else _text(variation, record, "boq_line", field),
                 quantity_change_centi=0 if change is None else _quantity(variation, record, "quantity_change", field),
+                reverses=None if reverses is None else _text(variation, record, "reverses", field),
             )
         )
     materials = []
@@ -435,6 +574,12 @@ def parse_certificate(data: object) -> Certificate:
             raise CertificateDataError(record, f"{field}.event", f"expected one of {', '.join(RELEASE_EVENTS)}")
         releases.append(RetentionRelease(event=event, amount_minor=_amount(release, record, "amount", field)))
     totals = _mapping(mapping.get("totals"), record, "totals")
+    supersedes = mapping.get("supersedes")
+    sources = mapping.get("sources")
+    source_map: dict[str, str] = {}
+    if sources is not None:
+        for key in _mapping(sources, record, "sources"):
+            source_map[str(key)] = _text(sources, record, key, "sources")
     number = mapping.get("number")
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise CertificateDataError(record, "number", f"expected a positive integer, got {number!r}")
@@ -455,6 +600,8 @@ def parse_certificate(data: object) -> Certificate:
         totals=CertificateTotals(
             **{f"{key}_minor": _amount(totals, record, key, "totals") for key in TOTAL_KEYS},
         ),
+        supersedes=None if supersedes is None else _text(mapping, record, "supersedes"),
+        sources=source_map,
     )
 
 
