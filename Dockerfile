@@ -27,6 +27,7 @@ COPY cli cli
 COPY models models
 COPY retrieval retrieval
 COPY certificates certificates
+COPY applications applications
 COPY migrations migrations
 COPY config config
 RUN pip install --no-cache-dir --disable-pip-version-check "build>=1.2" \
