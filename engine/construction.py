@@ -163,6 +163,16 @@ async def load_construction_set(conn: AsyncConnection[Any], data_dir: Path, *, l
     """Load a construction data directory in one transaction; the same files loaded again return the same set id."""
     contracts_raw = _read_bytes(data_dir / CONTRACTS_FILE)
     certificates_raw = _read_bytes(data_dir / CERTIFICATES_FILE)
+    return await load_construction_files(
+        conn, contracts_raw, certificates_raw, source=data_dir.name, loaded_by=loaded_by
+    )
+
+
+async def load_construction_files(
+    conn: AsyncConnection[Any], contracts_raw: bytes, certificates_raw: bytes, *, source: str, loaded_by: str
+) -> int:
+    """Load the two files' contents (contracts.json, certificates.jsonl) in one transaction, under the same
+    constraints as a directory; `source` names the set (a directory's or a pay application's name)."""
     contracts = read_contracts(contracts_raw)
     certificates = read_certificates(certificates_raw, {contract.id: contract for _, contract in contracts})
     digest = hashlib.sha256(
@@ -182,7 +192,7 @@ async def load_construction_set(conn: AsyncConnection[Any], data_dir: Path, *, l
             await cur.execute(
                 "INSERT INTO construction_set (source, digest, loaded_by) VALUES (%s, %s, %s)"
                 " ON CONFLICT (digest) DO NOTHING RETURNING set_id",
-                (data_dir.name[:200] or "construction", digest, loaded_by),
+                (source[:200] or "construction", digest, loaded_by),
             )
             inserted: int | None = await cur.fetchone()
         if inserted is None:  # a concurrent load of the same files won
@@ -232,6 +242,17 @@ async def load_construction_set(conn: AsyncConnection[Any], data_dir: Path, *, l
 async def _set_with_digest(conn: AsyncConnection[Any], digest: str) -> int | None:
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute("SELECT set_id FROM construction_set WHERE digest = %s", (digest,))
+        found: int | None = await cur.fetchone()
+    return found
+
+
+async def latest_set_for_period(conn: AsyncConnection[Any], period: str) -> int | None:
+    """The most recently loaded construction set with a certificate submitted in `period`, if any."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "SELECT max(set_id) FROM construction_certificate WHERE period = %s",
+            (period,),
+        )
         found: int | None = await cur.fetchone()
     return found
 
