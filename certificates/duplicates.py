@@ -1,9 +1,16 @@
 """The duplicate detector: a re-submitted certificate found by exact features and explicit thresholds, no model.
 
-Features, each computed exactly: normalised vendor identity, normalised invoice number, amount due, date proximity,
-description similarity (token Jaccard) and scope overlap (the same bill-line scope hash claimed over the same
-quantity interval, valued at the claim's own rate). A hold names the earlier certificate, its line with the largest
-overlap and the overlap amount, so it can be defended line by line.
+Features, each computed exactly: vendor identity (the name as a companies registry compares it: legal form, "&",
+punctuation, spacing and case disregarded), invoice number (in the scope its contract numbers applications), amount
+due, date proximity, description similarity (token Jaccard) and scope overlap (the same bill-line scope hash claimed
+over the same quantity interval, valued at the claim's own rate). A hold names the earlier certificate, its line with
+the largest overlap and the overlap amount, so it can be defended line by line.
+
+Every submission is compared with every earlier one, in submission order (date, contract, number, id), whatever its
+id; the later of a same-day pair is the re-send. Two submissions are compared while the later is within the earlier
+one's window: its contract's declared `payment_terms.duplicate_window_days`, else derived from its payment cycle
+(`window_days`). Not duplicates: a certificate and one it names as superseded (directly or through a chain of
+corrections), and two certificates of different contracts that claim no common scope. ADR 0030 gives the reasons.
 
 A duplicate is a fact, not a judgement: this module imports nothing that could reach a model (a test asserts it).
 """
@@ -11,29 +18,67 @@ A duplicate is a fact, not a judgement: this module imports nothing that could r
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from certificates.model import Certificate, amount_text
+from certificates.model import ApplicationNumbering, Certificate, Contract, PaymentTerms, amount_text
 
 AMOUNT_TOLERANCE = Decimal("0.05")
 """Largest relative difference between the two amounts due: re-submissions are often nudged by a line or two."""
 DATE_WINDOW_DAYS = 45
-"""Largest gap between the two certificate dates."""
+"""The fixed window the detector used before windows came from the contract's terms: kept for the sweep's baseline
+(`Thresholds.date_window_days` overrides every contract's window when set)."""
 SIMILARITY_THRESHOLD = Decimal("0.70")
 """Smallest mean of description similarity and scope-overlap ratio (description alone when no line work is claimed)."""
+VALUATION_PERIOD_DAYS = 31
+"""The longest valuation period of the monthly cycle every contract here is valued on."""
+RESUBMISSION_PERIODS = 2
+"""Valuation periods after the earlier certificate's final date for payment in which a re-submission is looked for:
+the application already in preparation when non-payment becomes known, and the one after it (ADR 0030)."""
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_LEGAL_FORMS = {"limited": "ltd", "ltd": "ltd", "plc": "plc", "llp": "llp", "inc": "inc", "co": "co"}
+_LEGAL_FORMS = {
+    "limited": "ltd",
+    "ltd": "ltd",
+    "plc": "plc",
+    "llp": "llp",
+    "lp": "lp",
+    "inc": "inc",
+    "incorporated": "inc",
+    "corp": "corp",
+    "corporation": "corp",
+    "co": "co",
+    "company": "co",
+    "cyf": "cyf",
+    "cyfyngedig": "cyf",
+    "ccc": "ccc",
+}
+"""Legal-form words as a registry spells them canonically ("Limited" and "Ltd" are one form)."""
+_LEGAL_FORM_ENDINGS = tuple(
+    tuple(words.split())
+    for words in (
+        "public limited company",
+        "limited liability partnership",
+        "limited partnership",
+        "and company",
+        "and co",
+        "cwmni cyfyngedig cyhoeddus",
+        *_LEGAL_FORMS,
+    )
+)
+"""Endings disregarded when a registry compares two company names (the "same as" rules of the Company, Limited
+Liability Partnership and Business (Names and Trading Disclosures) Regulations 2015, Schedule 3): a name cannot be
+registered that differs from another only by these, so two names that do are one company."""
 
 
 @dataclass(frozen=True)
 class Thresholds:
     amount_tolerance: Decimal = AMOUNT_TOLERANCE
-    date_window_days: int = DATE_WINDOW_DAYS
+    date_window_days: int | None = None
+    """None: each earlier certificate's own window (`window_days` of its contract's payment terms); a number
+    overrides every contract's window (the sweep's fixed-window rows)."""
     similarity: Decimal = SIMILARITY_THRESHOLD
 
 
@@ -47,15 +92,31 @@ class ClaimedInterval:
     value_minor: int
 
 
+SubmissionOrder = tuple[date, str, int, str]
+"""(date, contract, certificate number, certificate id)."""
+
+
 @dataclass(frozen=True)
 class Submission:
     certificate: str
+    contract: str
+    number: int
     vendor_key: str
+    """The vendor's identity as a registry compares names (`vendor_identity`)."""
     invoice_key: str
+    """The normalised invoice number, prefixed by the contract when its contract numbers applications per contract."""
     amount_due_minor: int
     date: date
     description_tokens: frozenset[str]
     claims: tuple[ClaimedInterval, ...]
+    window_days: int
+    """How long after this submission a later one is still compared with it (its contract's terms)."""
+    supersedes: str | None = None
+
+    @property
+    def order(self) -> SubmissionOrder:
+        """Submission order: date, then contract, certificate number and id (`certificates.pipeline`)."""
+        return (self.date, self.contract, self.number, self.certificate)
 
 
 @dataclass(frozen=True)
@@ -71,12 +132,20 @@ class Features:
     """False when the candidate claims no bill-line progress (only variations, materials or releases)."""
     same_reference_numbers: bool
     """Both descriptions name the same numbers (valuation number, date of the works): the same statement."""
+    same_contract: bool = True
+    window_days: int = DATE_WINDOW_DAYS
+    """The earlier submission's window (its contract's terms)."""
 
     @property
     def similarity(self) -> Decimal:
         if not self.claims_line_work:
             return self.description_similarity
         return (self.description_similarity + self.overlap_ratio) / 2
+
+    @property
+    def full_overlap(self) -> bool:
+        """Every unit of bill-line work the candidate claims was claimed by the earlier submission."""
+        return self.claims_line_work and self.overlap_ratio == 1
 
 
 @dataclass(frozen=True)
@@ -94,22 +163,26 @@ class DuplicateHold:
     def explanation(self, currency: str) -> str:
         """Why the certificate is held, the overlap written with `currency` (its contract's)."""
         f = self.features
-        basis = (
-            "the same invoice number"
-            if f.same_invoice
-            else (
+        if f.same_invoice:
+            basis = "the same invoice number"
+        elif f.full_overlap and f.amount_difference > 0:
+            basis = (
+                f"every quantity it claims was claimed before (scope overlap 100%), {f.days_apart} days apart, "
+                f"amount {f.amount_difference:.2%} different"
+            )
+        else:
+            basis = (
                 f"amount within {f.amount_difference:.2%}, {f.days_apart} days apart, description similarity "
                 f"{f.description_similarity:.2f}, scope overlap {f.overlap_ratio:.0%}"
             )
-        )
         return (
             f"certificate {self.certificate} claims work already claimed by certificate {self.other_certificate} "
             f"line {self.other_line} (overlap {amount_text(self.overlap, currency)}): {basis}"
         )
 
 
-def normalise_vendor(name: str) -> str:
-    """Lower case, punctuation dropped, spelled-out initials joined ("L.L.P." -> "llp"), legal forms canonical."""
+def _words(name: str) -> list[str]:
+    """Lower-case words, "&" read as "and", punctuation dropped, spelled-out initials joined ("L.L.P." -> "llp")."""
     tokens = _TOKEN.findall(name.lower().replace("&", " and "))
     joined: list[str] = []
     initials = ""
@@ -123,7 +196,31 @@ def normalise_vendor(name: str) -> str:
         joined.append(token)
     if initials:
         joined.append(initials)
-    words = [_LEGAL_FORMS.get(word, word[:-1] if len(word) > 4 and word.endswith("s") else word) for word in joined]
+    return [_LEGAL_FORMS.get(word, word[:-1] if len(word) > 4 and word.endswith("s") else word) for word in joined]
+
+
+def normalise_vendor(name: str) -> str:
+    """Lower case, punctuation dropped, spelled-out initials joined, legal forms canonical ("Limited" -> "ltd")."""
+    return " ".join(_words(name))
+
+
+_CANONICAL_ENDINGS = tuple(sorted({tuple(_words(" ".join(e))) for e in _LEGAL_FORM_ENDINGS}, key=len, reverse=True))
+
+
+def vendor_identity(name: str) -> str:
+    """The name as a registry compares it: `normalise_vendor` with its legal-form ending(s) and a leading "the"
+    disregarded, so "Acme Construction Ltd", "ACME CONSTRUCTION LIMITED" and "Acme Construction" are one vendor."""
+    words = _words(name)
+    if words[:1] == ["the"] and len(words) > 1:
+        words = words[1:]
+    stripped = True
+    while stripped:
+        stripped = False
+        for ending in _CANONICAL_ENDINGS:
+            if len(words) > len(ending) and tuple(words[-len(ending) :]) == ending:
+                words = words[: -len(ending)]
+                stripped = True
+                break
     return " ".join(words)
 
 
@@ -135,7 +232,18 @@ def description_tokens(text: str) -> frozenset[str]:
     return frozenset(_TOKEN.findall(text.lower()))
 
 
-def submission_of(certificate: Certificate) -> Submission:
+def window_days(terms: PaymentTerms) -> int:
+    """Days after a certificate in which a later submission is compared with it: the contract's declared
+    `duplicate_window_days`, else its payment cycle: due date and final date for payment, then
+    `RESUBMISSION_PERIODS` valuation periods (86 days under the Scheme's defaults)."""
+    if terms.duplicate_window_days is not None:
+        return terms.duplicate_window_days
+    return terms.due_date_days + terms.final_date_days + RESUBMISSION_PERIODS * VALUATION_PERIOD_DAYS
+
+
+def submission_of(certificate: Certificate, contract: Contract | None = None) -> Submission:
+    """The certificate's features; `contract` (its own) supplies the window and the invoice-numbering scope, the
+    documented defaults when it is None."""
     claims = tuple(
         ClaimedInterval(
             label=f"{line.package}/{line.boq_line}",
@@ -147,14 +255,21 @@ def submission_of(certificate: Certificate) -> Submission:
         for line in certificate.lines
         if line.quantity_to_date_centi > line.previous_quantity_centi and line.period_value_minor > 0
     )
+    invoice = normalise_invoice(certificate.invoice_number)
+    if contract is not None and contract.conventions.application_numbering is ApplicationNumbering.CONTRACT:
+        invoice = f"{certificate.contract}:{invoice}"
     return Submission(
         certificate=certificate.id,
-        vendor_key=normalise_vendor(certificate.vendor),
-        invoice_key=normalise_invoice(certificate.invoice_number),
+        contract=certificate.contract,
+        number=certificate.number,
+        vendor_key=vendor_identity(certificate.vendor),
+        invoice_key=invoice,
         amount_due_minor=certificate.totals.amount_due_minor,
         date=certificate.date,
         description_tokens=description_tokens(certificate.description),
         claims=claims,
+        window_days=window_days(contract.payment_terms if contract is not None else PaymentTerms()),
+        supersedes=certificate.supersedes,
     )
 
 
@@ -198,6 +313,8 @@ def features(candidate: Submission, earlier: Submission) -> Features:
         other_line=best_line or "(no line)",
         claims_line_work=claimed > 0,
         same_reference_numbers=_numbers(candidate.description_tokens) == _numbers(earlier.description_tokens),
+        same_contract=candidate.contract == earlier.contract,
+        window_days=earlier.window_days,
     )
 
 
@@ -206,9 +323,16 @@ def _numbers(tokens: frozenset[str]) -> frozenset[str]:
 
 
 def is_duplicate(found: Features, thresholds: Thresholds) -> bool:
+    window = found.window_days if thresholds.date_window_days is None else thresholds.date_window_days
+    if found.days_apart > window:
+        return False
     if found.same_invoice:
         return True
-    if found.days_apart > thresholds.date_window_days or found.amount_difference > thresholds.amount_tolerance:
+    if not found.same_contract and found.overlap_minor == 0:
+        return False  # another contract's own work: a sister contract's release or valuation is not this one
+    if found.full_overlap:
+        return True  # every quantity claimed again: whatever the amount, it would be paid twice
+    if found.amount_difference > thresholds.amount_tolerance:
         return False
     if not found.claims_line_work and not found.same_reference_numbers:
         return False  # no scope to compare: only a restatement of the same valuation counts
@@ -216,30 +340,51 @@ def is_duplicate(found: Features, thresholds: Thresholds) -> bool:
 
 
 class DuplicateIndex:
-    """The submissions a new certificate is compared against, blocked by normalised vendor and ordered by date."""
+    """The submissions a new certificate is compared against, blocked by vendor identity, in submission order.
+
+    `add` a submission that later ones are compared against (in the pipeline, a certified one); `note` one that is
+    not (held, or never paid) so that the chain of corrections through it is still known. `check` notes its
+    candidate too.
+    """
 
     def __init__(self, thresholds: Thresholds | None = None) -> None:
         self.thresholds = thresholds or Thresholds()
-        self._dates: dict[str, list[tuple[int, str]]] = {}
-        self._submissions: dict[str, list[Submission]] = {}
+        self._by_vendor: dict[str, list[Submission]] = {}
+        self._supersedes: dict[str, str] = {}
+
+    def note(self, submission: Submission) -> None:
+        if submission.supersedes is not None:
+            self._supersedes[submission.certificate] = submission.supersedes
 
     def add(self, submission: Submission) -> None:
-        key = (submission.date.toordinal(), submission.certificate)
-        dates = self._dates.setdefault(submission.vendor_key, [])
-        at = bisect_left(dates, key)
-        dates.insert(at, key)
-        self._submissions.setdefault(submission.vendor_key, []).insert(at, submission)
+        self.note(submission)
+        self._by_vendor.setdefault(submission.vendor_key, []).append(submission)
+
+    def corrected_by(self, candidate: Submission) -> frozenset[str]:
+        """The certificates `candidate` supersedes, directly or through earlier corrections."""
+        found: set[str] = set()
+        current = candidate.supersedes
+        while current is not None and current not in found and current != candidate.certificate:
+            found.add(current)
+            current = self._supersedes.get(current)
+        return frozenset(found)
+
+    def compared(self, candidate: Submission) -> list[Submission]:
+        """The earlier submissions `candidate` is compared with: same vendor, not one it corrects."""
+        corrected = self.corrected_by(candidate)
+        return [
+            earlier
+            for earlier in self._by_vendor.get(candidate.vendor_key, [])
+            if earlier.certificate not in corrected and earlier.order < candidate.order
+        ]
 
     def check(self, candidate: Submission) -> DuplicateHold | None:
         """The hold for `candidate` against the best-matching earlier submission, or None."""
+        self.note(candidate)
         if candidate.amount_due_minor <= 0:
             return None  # nothing would be paid twice
-        dates = self._dates.get(candidate.vendor_key, [])
-        day = candidate.date.toordinal()
-        first = bisect_left(dates, (day - self.thresholds.date_window_days, ""))
-        last = bisect_left(dates, (day, candidate.certificate))
         best: tuple[Decimal, DuplicateHold] | None = None
-        for earlier in self._submissions.get(candidate.vendor_key, [])[first:last]:
+        for earlier in self.compared(candidate):
             found = features(candidate, earlier)
             if not is_duplicate(found, self.thresholds):
                 continue
@@ -256,18 +401,32 @@ class DuplicateIndex:
         return None if best is None else best[1]
 
 
-def detect(certificates: Iterable[Certificate], thresholds: Thresholds | None = None) -> tuple[DuplicateHold, ...]:
-    """Hold every certificate that duplicates an earlier one (in date order) from the same normalised vendor."""
-    return detect_submissions([submission_of(c) for c in certificates], thresholds or Thresholds())
+def submissions_of(
+    certificates: Iterable[Certificate], contracts: Mapping[str, Contract] | None = None
+) -> list[Submission]:
+    """Each certificate's submission with its own contract's terms (defaults for a contract not in `contracts`)."""
+    found = contracts or {}
+    return [submission_of(c, found.get(c.contract)) for c in certificates]
+
+
+def detect(
+    certificates: Iterable[Certificate],
+    thresholds: Thresholds | None = None,
+    *,
+    contracts: Mapping[str, Contract] | None = None,
+) -> tuple[DuplicateHold, ...]:
+    """Hold every certificate that duplicates an earlier one (in submission order) from the same vendor;
+    `contracts` (id -> contract) give each certificate's window and invoice-numbering scope."""
+    return detect_submissions(submissions_of(certificates, contracts), thresholds or Thresholds())
 
 
 def detect_submissions(
     submissions: Sequence[Submission], thresholds: Thresholds, *, comparable: Container[str] | None = None
 ) -> tuple[DuplicateHold, ...]:
-    """Check each submission in date order against the earlier ones in `comparable` (default: all of them)."""
+    """Check each submission in submission order against the earlier ones in `comparable` (default: all of them)."""
     index = DuplicateIndex(thresholds)
     holds: list[DuplicateHold] = []
-    for submission in sorted(submissions, key=lambda s: (s.date, s.certificate)):
+    for submission in sorted(submissions, key=lambda s: s.order):
         hold = index.check(submission)
         if hold is not None:
             holds.append(hold)
@@ -311,15 +470,17 @@ def sweep(
     *,
     similarities: Sequence[Decimal] = SWEEP_SIMILARITIES,
     amount_tolerances: Sequence[Decimal] = SWEEP_AMOUNT_TOLERANCES,
-    date_window_days: int = DATE_WINDOW_DAYS,
+    date_window_days: int | None = None,
     comparable: Container[str] | None = None,
+    contracts: Mapping[str, Contract] | None = None,
 ) -> tuple[SweepRow, ...]:
     """The precision/recall table over the threshold grid, against the seeded re-submissions.
 
     `comparable` limits what a submission is compared against (the evaluation passes the certificates its pipeline
-    certified, as the workflow would); by default every earlier submission.
+    certified, as the workflow would); by default every earlier submission. `date_window_days` None uses each
+    contract's window (from `contracts`, the documented defaults for a contract not given).
     """
-    submissions = [submission_of(c) for c in certificates]
+    submissions = submissions_of(certificates, contracts)
     rows = []
     for tolerance in amount_tolerances:
         for similarity in similarities:

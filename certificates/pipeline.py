@@ -1,9 +1,10 @@
 """The domain's stage order over a stream of submissions: duplicate check, then reconstruction and invariants.
 
-Submissions are taken in date order. A duplicate hold stops a submission before reconstruction. A certificate with
-an invariant violation is held too: it neither moves its contract's position nor joins the certificates later
-submissions are checked for duplication against (a held certificate was never paid, so re-submitting its work is
-not a second payment).
+Submissions are taken in submission order (date, contract, number, id). A duplicate hold stops a submission before
+reconstruction. A certificate with an invariant violation is held too: it neither moves its contract's position nor
+joins the certificates later submissions are checked for duplication against (a held certificate was never paid, so
+re-submitting its work is not a second payment). The engine's duplicate stage compares the same way, with a rejected
+payment gate in place of a violation (`engine/workflows/certificates/duplicate_check.py`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def run_pipeline(
         contract = contracts.get(certificate.contract)
         if contract is None:
             raise ValueError(f"certificate {certificate.id} names an unknown contract {certificate.contract}")
-        submission = submission_of(certificate)
+        submission = submission_of(certificate, contract)
         hold = index.check(submission)
         if hold is not None:
             holds.append(hold)

@@ -44,7 +44,8 @@ def test_legal_forms_and_plurals_are_canonical_but_names_are_not_merged() -> Non
 
 
 def test_the_thresholds_are_named_constants() -> None:
-    assert Thresholds() == Thresholds(AMOUNT_TOLERANCE, DATE_WINDOW_DAYS, SIMILARITY_THRESHOLD)
+    assert Thresholds() == Thresholds(AMOUNT_TOLERANCE, None, SIMILARITY_THRESHOLD)  # window: the contract's terms
+    assert DATE_WINDOW_DAYS == 45  # the fixed window before, kept as the sweep's baseline
 
 
 def test_a_resubmission_is_held_naming_the_other_line_and_the_overlap() -> None:
@@ -83,7 +84,9 @@ def test_the_same_invoice_number_is_held_whatever_else_differs() -> None:
 def test_a_nudged_amount_outside_the_tolerance_is_not_held() -> None:
     original = parse_certificate(history()[1])
     totals = dataclasses.replace(original.totals, amount_due_minor=original.totals.amount_due_minor * 2)
-    copy = dataclasses.replace(original, id="C2-again", invoice_number="X/1", totals=totals)
+    further = dataclasses.replace(original.lines[1], quantity_to_date_centi=4000, value_to_date_minor=80000)
+    lines = (original.lines[0], further)  # L02 10 -> 40 t: part of its scope is new (a full overlap is always held)
+    copy = dataclasses.replace(original, id="C2-again", invoice_number="X/1", totals=totals, lines=lines)
     assert detect([original, copy]) == ()
 
 

@@ -1,19 +1,48 @@
-"""Duplicate check: the certificate against every earlier submission in its set, across all contracts (no model)."""
+"""Duplicate check: the certificate against every earlier submission in its set, across all contracts (no model).
+
+Compared as `certificates.pipeline.run_pipeline` compares (one `DuplicateIndex`, in submission order), with one
+difference of source: the pipeline leaves out a certificate it held, this stage one whose payment gate people
+rejected (never certified, so never paid: re-submitting its work is not a double payment). Every earlier certificate
+is still noted, so a correction that supersedes a rejected one which itself corrected another is known as such.
+"""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.rows import scalar_row
 
-from certificates import Certificate
-from certificates.duplicates import DuplicateHold, Thresholds, features, is_duplicate, submission_of
-from engine.construction import prior_certificates
+from certificates import Certificate, Contract
+from certificates.duplicates import DuplicateHold, DuplicateIndex, Thresholds, submission_of
+from engine.construction import contract_records, prior_certificates
 from engine.workflows.base import TaskContext, TaskHandler
 from engine.workflows.certificates.evidence import decimal_text, run_evidence
+from engine.workflows.certificates.stages import PAYMENT, WORKFLOW
 
 HOLD_KIND = "duplicate_submission"
+
+NEVER_PAID_QUERY = """
+SELECT DISTINCT b.manifest->>'certificate_id'
+  FROM close_run r
+  JOIN book_set b ON b.book_set_id = r.book_set_id
+  JOIN LATERAL (
+      SELECT s.status FROM gate_state s JOIN gate g USING (gate_id)
+       WHERE s.close_id = r.close_id AND s.task = %(payment)s AND s.kind = 'approval'
+       ORDER BY g.opened_at DESC, s.gate_id LIMIT 1) latest ON true
+ WHERE r.workflow = %(workflow)s
+   AND (b.manifest->>'construction_set_id')::bigint = %(set_id)s
+   AND latest.status = 'rejected'
+   AND NOT EXISTS (SELECT 1 FROM payment_certification p WHERE p.certificate_id = b.manifest->>'certificate_id')
+"""
+"""Certificates of the set whose payment run's latest payment gate was rejected and which nothing certified."""
+
+
+async def rejected_at_payment_gate(conn: AsyncConnection[Any], set_id: int) -> frozenset[str]:
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(NEVER_PAID_QUERY, {"payment": PAYMENT, "workflow": WORKFLOW, "set_id": set_id})
+        return frozenset(await cur.fetchall())
 
 
 class DuplicateCheck(TaskHandler):
@@ -22,8 +51,12 @@ class DuplicateCheck(TaskHandler):
 
     async def compute(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         evidence = await run_evidence(conn, tc)
-        earlier = await prior_certificates(conn, evidence.set_id, evidence.certificate.id)
-        hold = best_hold(evidence.certificate, [record.parsed() for record in earlier], self.thresholds)
+        earlier = [
+            record.parsed() for record in await prior_certificates(conn, evidence.set_id, evidence.certificate.id)
+        ]
+        contracts = {record.contract_id: record.parsed() for record in await contract_records(conn, evidence.set_id)}
+        never_paid = await rejected_at_payment_gate(conn, evidence.set_id)
+        hold = best_hold(evidence.certificate, earlier, contracts, self.thresholds, never_paid=never_paid)
         holds = []
         if hold is not None:
             holds.append(
@@ -33,43 +66,39 @@ class DuplicateCheck(TaskHandler):
                     "other_certificate": hold.other_certificate,
                     "other_line": hold.other_line,
                     "overlap": decimal_text(hold.overlap),
+                    "window_days": hold.features.window_days,
                     "explanation": hold.explanation(evidence.contract.currency),
                 }
             )
         return {
             "kind": "duplicate_check",
             "certificate_id": evidence.certificate.id,
-            "compared": len(earlier),
+            "compared": len(earlier) - len(never_paid & {c.id for c in earlier}),
+            "not_compared_never_paid": sorted(never_paid & {c.id for c in earlier}),
             "thresholds": {
                 "amount_tolerance": str(self.thresholds.amount_tolerance),
-                "date_window_days": self.thresholds.date_window_days,
+                "date_window_days": self.thresholds.date_window_days,  # null: each contract's payment terms
                 "similarity": str(self.thresholds.similarity),
             },
             "holds": holds,
         }
 
 
-def best_hold(candidate: Certificate, earlier: list[Certificate], thresholds: Thresholds) -> DuplicateHold | None:
-    """The hold against the best-matching earlier submission from the same vendor within the date window, or None
-    (the ranking of `certificates.duplicates.DuplicateIndex.check`, over every earlier submission)."""
-    submission = submission_of(candidate)
-    if submission.amount_due_minor <= 0:
-        return None  # nothing would be paid twice
-    best: DuplicateHold | None = None
-    best_rank: Decimal | None = None
+def best_hold(
+    candidate: Certificate,
+    earlier: Sequence[Certificate],
+    contracts: Mapping[str, Contract],
+    thresholds: Thresholds,
+    *,
+    never_paid: Container[str] = frozenset(),
+) -> DuplicateHold | None:
+    """The hold against the best-matching earlier submission, or None: `earlier` in submission order, each compared
+    unless it is in `never_paid` (the ranking and rules of `certificates.duplicates.DuplicateIndex.check`)."""
+    index = DuplicateIndex(thresholds)
     for other in earlier:
-        previous = submission_of(other)
-        if previous.vendor_key != submission.vendor_key:
-            continue
-        if not 0 <= (submission.date - previous.date).days <= thresholds.date_window_days:
-            continue
-        found = features(submission, previous)
-        if not is_duplicate(found, thresholds):
-            continue
-        rank = Decimal(1) + found.similarity if found.same_invoice else found.similarity
-        if best_rank is None or rank > best_rank:
-            best_rank = rank
-            best = DuplicateHold(
-                submission.certificate, previous.certificate, found.other_line, found.overlap_minor, found
-            )
-    return best
+        submission = submission_of(other, contracts.get(other.contract))
+        if other.id in never_paid:
+            index.note(submission)
+        else:
+            index.add(submission)
+    return index.check(submission_of(candidate, contracts.get(candidate.contract)))
