@@ -1,11 +1,9 @@
-"""`countersign close`, `payments` and `dispatch`: start, advance and inspect closes and payment runs."""
+"""`countersign close` and `dispatch`: start, advance and inspect closes."""
 
 from __future__ import annotations
 
 import json
-import re
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,16 +17,12 @@ from countersign.runtime import connection, engine_context, start_rules
 from engine.books import load_bank_feed
 from engine.orchestrator import advance
 from engine.runs import load_close
-from money.formatting import format_amount, format_money
 from policy.wording import in_words
 from records.states import GateStatus
 from services.reading import LOCAL_OPERATOR, read_close_status
 from services.starting import start_close_on_books
 
 close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
-
-
-payments_app = typer.Typer(help="Payment runs: one per submitted construction certificate.", no_args_is_help=True)
 
 
 dispatch_app = typer.Typer(help="Specialist dispatches.", no_args_is_help=True)
@@ -128,54 +122,6 @@ def print_status(status: dict[str, Any]) -> None:
     console.print(gates)
 
 
-@payments_app.command("status")
-def payments_status_command(
-    period: Annotated[str | None, typer.Option("--period", help="Month YYYY-MM (default: every month).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-) -> None:
-    """One line per certificate: amount to certify, stage, gate tier and status, escalation, certified."""
-    from cards.model import CardDataError
-    from cards.payments import payments_card
-    from engine.workflows.certificates.runs import payment_run_status
-
-    if period is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
-        fail(f"--period must be a month YYYY-MM, got {period!r}")
-    rt = runtime()
-
-    async def go() -> list[dict[str, Any]]:
-        async with connection(rt) as conn:
-            return await payment_run_status(conn, period=period)
-
-    rows = run(go)
-    if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        return
-    try:
-        card = payments_card(rows, period)
-    except CardDataError as exc:
-        fail(str(exc))
-        return
-    table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
-    for line in card.runs:
-        amount = (
-            "—"
-            if line.amount_to_certify is None
-            else _amount(line.amount_to_certify, line.currency, rt.settings.locale)
-        )
-        gate = "—" if line.gate_status is None else f"{line.gate_tier}: {in_words(line.gate_status)}"
-        table.add_row(
-            escape(line.certificate_id),
-            escape(line.contract_id),
-            amount.strip(),
-            escape(in_words(line.stage)),
-            escape(gate),
-            in_words(line.escalation or ""),
-            "yes" if line.certified else "no",
-        )
-    console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")
-    console.print(table)
-
-
 @close_app.command("load-bank-feed")
 def close_load_bank_feed(
     file: Annotated[Path, typer.Argument(help="Corrected bank_lines.csv.")],
@@ -216,9 +162,3 @@ def dispatch_replay(
         fail(str(exc))
         return
     console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")
-
-
-def _amount(amount: Decimal, currency: str | None, locale: str) -> str:
-    """The amount with its currency in the locale, as the payment card shows it; a run without a currency shows the
-    figure alone."""
-    return format_amount(amount) if currency is None else format_money(amount, currency, locale=locale)

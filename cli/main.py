@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import close, database, drill, principals, serving, trace
+from cli import close, database, drill, payments, principals, serving, trace
 from cli.common import settings_or_exit
 from cli.demo import demo
 from cli.evals import eval_app
@@ -23,7 +23,7 @@ app.add_typer(serving.specialists_app, name="specialists")
 app.add_typer(close.dispatch_app, name="dispatch")
 app.add_typer(drill.drill_app, name="drill")
 app.add_typer(database.config_app, name="config")
-app.add_typer(close.payments_app, name="payments")
+app.add_typer(payments.payments_app, name="payments")
 app.command()(synth)
 app.command()(serving.serve)
 app.command()(serving.worker)

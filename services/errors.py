@@ -62,3 +62,26 @@ class GateNotFound(ServiceError, LookupError):
     def __init__(self, gate_id: str) -> None:
         super().__init__(f"no gate with id {gate_id!r}")
         self.gate_id = gate_id
+
+
+class NoCertificatesForPeriod(ServiceError, LookupError):
+    """`payments start` for a month no loaded construction set (or not the one named) has a certificate in."""
+
+    def __init__(self, period: str, set_id: int | None = None) -> None:
+        where = f"construction set {set_id}" if set_id is not None else "any loaded construction set"
+        super().__init__(
+            f"no certificate submitted in {period} in {where}: load the month's pay applications first"
+            " (`countersign payments load PATH`)"
+        )
+        self.period = period
+        self.set_id = set_id
+
+
+class PaymentRunsAlreadyStarted(ServiceError):
+    """A certificate of the month already has its payment run: a month's runs are started once."""
+
+    def __init__(self, period: str, certificate_id: str, close_id: str) -> None:
+        super().__init__(f"the payment runs of {period} are already started ({certificate_id} runs as {close_id})")
+        self.period = period
+        self.certificate_id = certificate_id
+        self.close_id = close_id

@@ -14,8 +14,9 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from engine.books import BooksError, LoadedBooks, latest_book_set, load_books, read_manifest
-from engine.construction import load_construction_set
+from engine.construction import load_construction_files, load_construction_set
 from engine.runs import check_entity_and_period
+from services.construction_input import ConstructionInput
 from services.errors import NoBooksLoaded
 
 SynthesizeBooks = Callable[[str, str], Path]  # (entity, period) -> a directory of freshly generated books
@@ -29,6 +30,20 @@ async def load_book_set(conn: AsyncConnection[Any], books_dir: Path, *, loaded_b
 async def load_construction(conn: AsyncConnection[Any], data_dir: Path, *, loaded_by: str) -> int:
     """Load a construction data directory (contracts and certificates); returns the construction set id."""
     return await load_construction_set(conn, data_dir, loaded_by=loaded_by)
+
+
+async def load_construction_input(
+    conn: AsyncConnection[Any], construction: ConstructionInput, *, loaded_by: str
+) -> int:
+    """Load what `services.construction_input.read_construction_input` read (a directory, or pay applications with
+    their contracts) as one construction set; the same contents loaded again return the same set id."""
+    return await load_construction_files(
+        conn,
+        construction.contracts_raw,
+        construction.certificates_raw,
+        source=construction.source,
+        loaded_by=loaded_by,
+    )
 
 
 async def books_for_close(

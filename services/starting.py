@@ -13,9 +13,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from engine.runs import start_close
+from engine.construction import latest_set_for_period
+from engine.runs import CloseAlreadyExists, start_close
 from engine.workflows.certificates.runs import start_payment_runs
 from policy import Policy, Workflow
+from services.errors import NoCertificatesForPeriod, PaymentRunsAlreadyStarted
 from services.loading import SynthesizeBooks, books_for_close
 
 
@@ -89,3 +91,28 @@ async def start_month_of_payment_runs(
         started_by=started_by,
         versions=dict(rules.versions),
     )
+
+
+@dataclass(frozen=True)
+class StartedPaymentRuns:
+    set_id: int
+    period: str
+    close_ids: tuple[str, ...]
+
+
+async def start_payment_runs_for_month(
+    conn: AsyncConnection[Any], rules: StartRules, *, period: str, set_id: int | None, started_by: str
+) -> StartedPaymentRuns:
+    """`payments start` from any door: the month's runs on construction set `set_id`, or on the latest set loaded
+    with a certificate in `period`. A month with no certificate raises NoCertificatesForPeriod; a month already
+    started raises PaymentRunsAlreadyStarted."""
+    chosen = set_id if set_id is not None else await latest_set_for_period(conn, period)
+    if chosen is None:
+        raise NoCertificatesForPeriod(period)
+    try:
+        close_ids = await start_month_of_payment_runs(conn, rules, set_id=chosen, period=period, started_by=started_by)
+    except CloseAlreadyExists as exc:
+        raise PaymentRunsAlreadyStarted(period, exc.entity, exc.close_id) from None
+    if not close_ids:
+        raise NoCertificatesForPeriod(period, chosen)
+    return StartedPaymentRuns(chosen, period, tuple(close_ids))
