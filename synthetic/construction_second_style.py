@@ -29,6 +29,7 @@ Money is integer minor units, quantities integer hundredths, and both are decima
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import random
@@ -90,6 +91,7 @@ OMISSION_CREDIT = "omission_credit"
 VARIATION_REVALUED = "variation_revalued"
 VARIATION_REVERSED = "variation_reversed"
 REMEASURED_OMISSION = "remeasured_omission"
+PROGRESS_AFTER_OMISSION = "progress_after_remeasured_omission"
 RATE_REVISED = "rate_revised"
 VALUATION_ROUNDED_CUMULATIVELY = "valuation_rounded_cumulatively"
 MATERIALS_PARTLY_INCORPORATED = "materials_partly_incorporated"
@@ -104,6 +106,7 @@ TRICKY_KINDS: tuple[str, ...] = (
     VARIATION_REVALUED,
     VARIATION_REVERSED,
     REMEASURED_OMISSION,
+    PROGRESS_AFTER_OMISSION,
     RATE_REVISED,
     VALUATION_ROUNDED_CUMULATIVELY,
     MATERIALS_PARTLY_INCORPORATED,
@@ -577,6 +580,8 @@ class _Ledger:
     materials: dict[str, int] = field(default_factory=dict)
     """Materials item id -> quantity certified."""
     released: tuple[str, ...] = ()
+    peaks: dict[str, int] = field(default_factory=dict)
+    """Line id -> the highest quantity ever certified on it (above today's after a re-measured omission)."""
     advance_repaid: int = 0
     net: int = 0
 
@@ -732,9 +737,13 @@ def total(site: _Site, application: dict[str, Any], *, advance: int | None = Non
     return application
 
 
-def _certify(application: dict[str, Any]) -> _Ledger:
+def _certify(application: dict[str, Any], before: _Ledger) -> _Ledger:
     totals = application["totals"]
     return _Ledger(
+        peaks={
+            line["boq_line"]: max(line["quantity_to_date"], before.peaks.get(line["boq_line"], 0))
+            for line in application["lines"]
+        },
         lines={
             line["boq_line"]: (line["quantity_to_date"], line["value_to_date"], line["exact"])
             for line in application["lines"]
@@ -933,6 +942,8 @@ def _tricky_kinds(site: _Site, month: int, ledger: _Ledger, application: dict[st
         kinds.append(VARIATION_REVERSED)
     if any(line["quantity_to_date"] < line["previous_quantity"] for line in application["lines"]):
         kinds.append(REMEASURED_OMISSION)
+    if any(line["previous_quantity"] < ledger.peaks.get(line["boq_line"], 0) for line in _progressing(application)):
+        kinds.append(PROGRESS_AFTER_OMISSION)
     on = site.days[month]
     previous_day = site.days[month - 1] if month > 1 else None
     if previous_day is not None and any(
@@ -1012,9 +1023,10 @@ def generate_second_style(
                 seeded[name] += 1
                 applications.append(faulted)
                 faults.append(record)
-                if rng.random() < CORRECTION_SHARE:
+                corrected_on = _correction_day(site.days[month], rng) if rng.random() < CORRECTION_SHARE else None
+                if corrected_on is not None:
                     corrected = _application(site, month, ledger, seed, "corrected")
-                    corrected["date"] = (site.days[month] + timedelta(days=rng.randint(2, 9))).isoformat()
+                    corrected["date"] = corrected_on.isoformat()
                     corrected["supersedes"] = faulted["id"]
                     corrected["invoice_of"] = faulted["id"]
                     applications.append(corrected)
@@ -1022,13 +1034,13 @@ def generate_second_style(
                     for kind in _tricky_kinds(site, month, ledger, corrected):
                         tricky.append(_tricky_record(site, corrected, kind))
                     certified_pool.append((site, corrected))
-                    ledger = _certify(corrected)
+                    ledger = _certify(corrected, ledger)
                 continue
             applications.append(clean)
             for kind in _tricky_kinds(site, month, ledger, clean):
                 tricky.append(_tricky_record(site, clean, kind))
             certified_pool.append((site, clean))
-            ledger = _certify(clean)
+            ledger = _certify(clean, ledger)
 
     tricky += _sister_releases(sites, certified_pool)
     duplicates = _duplicates(rng, certified_pool, sites, profile, seed)
@@ -1078,6 +1090,13 @@ def generate_second_style(
         tricky=len(tricky),
         files={name: hashlib.sha256((out_dir / name).read_bytes()).hexdigest() for name in names},
     )
+
+
+def _correction_day(valued: date, rng: random.Random) -> date | None:
+    """A corrected re-submission goes in a few days after the held one, within the same month (same valuation)."""
+    last = date(valued.year, valued.month, calendar.monthrange(valued.year, valued.month)[1])
+    later = min(last, valued + timedelta(days=rng.randint(2, 9)))
+    return None if later == valued else later
 
 
 def _overrides(profile: ConstructionProfile, *, contracts: int | None, months: int | None) -> ConstructionProfile:
