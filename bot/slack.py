@@ -39,7 +39,7 @@ from callbacks.storable import storable_text
 from cards import slack as slack_cards
 from cards.model import CardDataError, GateCard, TraceExportCard
 from cards.payments import payments_card, slack_payments_message
-from policy.command_roles import HELP, PAYMENTS, START, STATUS, TRACE_EXPORT
+from policy.command_roles import HELP, PAYMENTS, PAYMENTS_START, START, STATUS, TRACE_EXPORT
 from records.states import Decision, GateStatus
 from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from services.exports import export_trace
@@ -58,7 +58,8 @@ log = logging.getLogger("countersign.slack")
 
 ACTIONS = {"gate_approve": Decision.APPROVE, "gate_reject": Decision.REJECT}
 USAGE = (
-    "Usage: `/close status [ENTITY]` · `/close payments [YYYY-MM]` · `/close start ENTITY YYYY-MM [synthetic]` ·"
+    "Usage: `/close status [ENTITY]` · `/close payments [YYYY-MM]` · `/close payments start YYYY-MM` ·"
+    " `/close start ENTITY YYYY-MM [synthetic]` ·"
     " `/close trace export json|csv [CLOSE_ID]` · `/close help`"
 )
 SYNTHETIC = "synthetic"  # `/close start E P synthetic`: no books loaded, start on synthetic ones (as the CLI's flag)
@@ -338,6 +339,8 @@ def _command_name(words: list[str]) -> str:
     verb = verb.lower() or HELP
     if verb == "status" and len(words) <= 2:
         return STATUS
+    if verb == "payments" and len(words) == 3 and first.lower() == "start" and PERIOD.fullmatch(second):
+        return PAYMENTS_START
     if verb == "payments" and (len(words) == 1 or (len(words) == 2 and PERIOD.fullmatch(first))):
         return PAYMENTS
     if verb == "start" and (len(words) == 3 or (len(words) == 4 and third.lower() == SYNTHETIC)):
@@ -388,6 +391,8 @@ async def _command(
         await _respond_status(respond, wiring, principal, first or None)
     elif name == PAYMENTS:
         await _respond_payments(respond, wiring, principal, first or None)
+    elif name == PAYMENTS_START:
+        await _start_payments(respond, wiring, principal.principal_id, principal.display_name, second)
     elif name == START:
         synthetic = len(words) == 4
         await _start(respond, wiring, principal.principal_id, principal.display_name, first, second, synthetic)
@@ -476,6 +481,23 @@ async def _start(
         respond,
         response_type="in_channel",
         text=f"{display_name} started the close for {entity} {period}{books} ({close_id}).",
+    )
+
+
+async def _start_payments(
+    respond: AsyncRespond | None, wiring: ChatWiring, principal_id: str, display_name: str, period: str
+) -> None:
+    """`/close payments start YYYY-MM`: the month's payment runs, announced in the channel like a started close."""
+    try:
+        started = await wiring.start_payment_runs(period, principal_id)
+    except Exception as exc:  # the use case raises user errors with a clear message (no month loaded, started)
+        await _tell(respond, f"Could not start the payment runs: {exc}")
+        return
+    await _answer(
+        respond,
+        response_type="in_channel",
+        text=f"{display_name} started {len(started.close_ids)} payment runs for {started.period} (construction set"
+        f" {started.set_id}). `/close payments {started.period}` shows them.",
     )
 
 

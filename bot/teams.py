@@ -45,7 +45,7 @@ from cards import teams as teams_cards
 from cards.model import REASON_MAX_CHARS, CardDataError, Viewer
 from cards.payments import payments_card, teams_payments_card
 from cards.refusals import REASON_NEEDED, person_key_needed
-from policy.command_roles import HELP, PAYMENTS, STATUS, TRACE_EXPORT
+from policy.command_roles import HELP, PAYMENTS, PAYMENTS_START, STATUS, TRACE_EXPORT
 from records.states import Decision
 from services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
 from services.exports import export_trace
@@ -329,6 +329,8 @@ class TeamsAdapter:
         verb, first, second, _third = first_words(words)
         if verb == "status":
             command = STATUS
+        elif verb == "payments" and len(words) == 3 and first == "start" and PERIOD.fullmatch(second):
+            command = PAYMENTS_START
         elif verb == "payments" and (len(words) == 1 or PERIOD.fullmatch(first)):
             command = PAYMENTS
         elif verb == "trace" and first == "export" and len(words) >= 3 and second in FORMATS:
@@ -363,11 +365,14 @@ class TeamsAdapter:
         _verb, first, second, third = first_words(words)
         if command == PAYMENTS:
             return await self._payments_reply(caller, first or None)
+        if command == PAYMENTS_START:
+            return await self._start_payments_reply(caller, second)
         if command == TRACE_EXPORT:
             return await self._export_reply(caller, second, third or None)
         return {
             "type": "message",
-            "text": "Try `close status`, `close payments [YYYY-MM]` or `close trace export csv|json [CLOSE_ID]`.",
+            "text": "Try `close status`, `close payments [YYYY-MM]`, `close payments start YYYY-MM` or"
+            " `close trace export csv|json [CLOSE_ID]`.",
         }
 
     async def _status_reply(self, caller: Caller) -> dict[str, Any]:
@@ -388,6 +393,19 @@ class TeamsAdapter:
         except CardDataError as exc:
             return {"type": "message", "text": f"Cannot show the payment runs: {exc}"}
         return _card_activity(card)
+
+    async def _start_payments_reply(self, caller: Caller, period: str) -> dict[str, Any]:
+        """`close payments start YYYY-MM`: the month's payment runs, started by an entitled caller."""
+        try:
+            started = await self.wiring.start_payment_runs(period, caller.principal_id)
+        except Exception as exc:  # the use case raises user errors with a clear message (no month loaded, started)
+            return {"type": "message", "textFormat": "plain", "text": f"Could not start the payment runs: {exc}"}
+        return {
+            "type": "message",
+            "textFormat": "plain",
+            "text": f"{caller.display_name} started {len(started.close_ids)} payment runs for {started.period}"
+            f" (construction set {started.set_id}). `close payments {started.period}` shows them.",
+        }
 
     async def _export_reply(self, caller: Caller, fmt: str, close: str | None) -> dict[str, Any]:
         try:

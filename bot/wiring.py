@@ -19,11 +19,14 @@ from engine.outbox import ChannelTarget
 from policy.model import Policy
 from services.decide import Connect, OnRecorded, Seal
 from services.errors import NoBooksLoaded
+from services.starting import StartedPaymentRuns
 
 # The errors the adapters map to answers, re-exported so they import nothing that runs SQL.
 __all__ = ["ChatWiring", "NoBooksLoaded", "UnknownGate"]
 
 StartClose = Callable[[str, str, str, bool], Awaitable[str]]  # (entity, period, started_by, synthetic) -> close
+# (period, started_by) -> the runs started on the latest construction set with that month
+StartPaymentRuns = Callable[[str, str], Awaitable[StartedPaymentRuns]]
 Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
 
 
@@ -32,6 +35,7 @@ class ChatWiring:
     connect_callbacks: Connect  # the decision writer's role: record decisions, exports, refusals
     connect_engine: Connect  # read status and gate cards
     start_close: StartClose  # raises NoBooksLoaded when there are no books and synthetic ones were not asked for
+    start_payment_runs: StartPaymentRuns  # services.starting.start_payment_runs_for_month under the server's rules
     deliver: Deliver
     policy: Policy  # risk.yaml: its approver roles may run `status` (policy/command_roles.py)
     on_recorded: OnRecorded  # enqueue a decided gate's card updates, in the decision's transaction

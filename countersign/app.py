@@ -23,11 +23,12 @@ from countersign.chat import build_senders, channel_targets, check_allow_lists, 
 from countersign.limits import DEFAULT_MAX_BODY_BYTES, DOOR_BODY_LIMITS
 from countersign.metrics import CONTENT_TYPE, DecisionTimer, ServeMetrics
 from countersign.migrate import ping, schema_revision
-from countersign.runtime import Runtime, app_version, start_close_with_books
+from countersign.runtime import Runtime, app_version, start_close_with_books, start_rules
 from countersign.settings import Settings
 from engine.outbox import enqueue_card_updates
 from engine.shutdown import release_claims
 from http_edge.limits import BodyLimitMiddleware
+from services.starting import StartedPaymentRuns, start_payment_runs_for_month
 from web.callbacks import build_callback_router
 from web.health import build_health_router
 from web.reads import build_read_router
@@ -200,10 +201,18 @@ def _mount_chat(
                 runtime, conn, entity=entity, period=period, books_dir=None, started_by=started_by, synthetic=synthetic
             )
 
+    async def start_payment_runs_for(period: str, started_by: str) -> StartedPaymentRuns:
+        """`payments start` from a chat door: the month's runs on the latest set with it, as the CLI starts them."""
+        async with connect_engine() as conn:
+            return await start_payment_runs_for_month(
+                conn, start_rules(runtime, "certificates"), period=period, set_id=None, started_by=started_by
+            )
+
     wiring = ChatWiring(
         connect_callbacks=pools.connect_callbacks,
         connect_engine=connect_engine,
         start_close=start_close_for,
+        start_payment_runs=start_payment_runs_for,
         deliver=deliver,
         on_recorded=enqueue_card_updates,
         board_url=settings.board_url,

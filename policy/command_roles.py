@@ -19,6 +19,7 @@ APPROVER_ROLES = "approver roles in risk.yaml"
 STATUS = "status"
 PAYMENTS = "payments"  # payment-run status: the same readers as a close's status
 START = "start"
+PAYMENTS_START = "payments start"  # a month's payment runs: started by those who start a close
 TRACE_EXPORT = "trace export"
 READ_CLOSE = "read close"  # GET /closes/{id}
 HELP = "help"  # usage text: any known, active human
@@ -28,6 +29,7 @@ COMMAND_ROLES: dict[str, frozenset[str]] = {
     STATUS: frozenset({CONTROLLER, AUDITOR, APPROVER_ROLES}),
     PAYMENTS: frozenset({CONTROLLER, AUDITOR, APPROVER_ROLES}),
     START: frozenset({CONTROLLER}),
+    PAYMENTS_START: frozenset({CONTROLLER}),
     TRACE_EXPORT: frozenset({AUDITOR, CONTROLLER}),
     READ_CLOSE: frozenset({CONTROLLER, AUDITOR, APPROVER_ROLES}),
     HELP: frozenset(),  # no role needed, but still a known, active human
