@@ -1,9 +1,11 @@
-"""The fourteen invariants a payment certificate must satisfy against the reconstructed position.
+"""The sixteen invariants a payment certificate must satisfy against the reconstructed position.
 
 Each check is pure arithmetic over the contract, the position rebuilt from every certified certificate before this
 one, and the certificate itself. Each returns an `InvariantResult` with a verdict, the amounts involved (Decimal, in
-the contract currency), the certificate lines, a deterministic explanation and the clauses it rests on (topic keys,
-and the clause ids of the contract's form via its `clause_refs`). Nothing here reads a file or calls a model.
+the contract currency), the certificate lines, a deterministic explanation, the clauses it rests on (topic keys,
+and the clause ids of the contract's form via its `clause_refs`) and, where it compares with the position, the
+earlier certificates it compares with. Checks honour the contract's declared conventions (valuation rounding,
+materials consumption order). Nothing here reads a file or calls a model.
 """
 
 from __future__ import annotations
@@ -15,8 +17,28 @@ from datetime import date
 from decimal import Decimal
 from typing import Literal
 
-from certificates.model import DEFECTS_END, Certificate, Contract, fraction_of, value_of
-from certificates.reconstruction import Position, owned_lines
+from certificates.model import (
+    DEFECTS_END,
+    Certificate,
+    Contract,
+    MaterialsConsumption,
+    MaterialsItem,
+    ValuationRounding,
+    amount_text,
+    fraction_of,
+    value_of,
+)
+from certificates.reconstruction import (
+    LinePosition,
+    Position,
+    consumed_materials,
+    instructed_quantity_changes,
+    line_allowance_centi,
+    owned_lines,
+    period_value_at_rate,
+    pro_rata_minor,
+    reversed_by_instruction,
+)
 
 Verdict = Literal["pass", "violation"]
 PASS: Verdict = "pass"
@@ -36,6 +58,8 @@ RETENTION_RELEASED_AFTER_PRACTICAL_COMPLETION = "retention_released_after_practi
 ADVANCE_AMORTISED_PER_SCHEDULE = "advance_amortised_per_schedule"
 ADVANCE_REPAID_WITHIN_ADVANCE = "advance_repaid_within_advance"
 MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION = "materials_on_site_reversed_on_incorporation"
+CERTIFIED_VARIATIONS_CARRIED_FORWARD = "certified_variations_carried_forward"
+MATERIALS_WITHIN_LINE_ALLOWANCE = "materials_within_line_allowance"
 
 INVARIANTS: tuple[str, ...] = (
     STATEMENT_FOOTS,
@@ -52,6 +76,8 @@ INVARIANTS: tuple[str, ...] = (
     ADVANCE_AMORTISED_PER_SCHEDULE,
     ADVANCE_REPAID_WITHIN_ADVANCE,
     MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION,
+    CERTIFIED_VARIATIONS_CARRIED_FORWARD,
+    MATERIALS_WITHIN_LINE_ALLOWANCE,
 )
 
 CLAUSE_TOPICS: Mapping[str, tuple[str, ...]] = {
@@ -76,6 +102,8 @@ CLAUSE_TOPICS: Mapping[str, tuple[str, ...]] = {
     ),
     ADVANCE_REPAID_WITHIN_ADVANCE: ("advance.amount", "advance.full_repayment"),
     MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION: ("materials.on_site", "materials.incorporation"),
+    CERTIFIED_VARIATIONS_CARRIED_FORWARD: ("variations.instruction", "variations.omissions", "certified.previous"),
+    MATERIALS_WITHIN_LINE_ALLOWANCE: ("materials.on_site", "valuation.quantity_overrun"),
 }
 
 
@@ -88,6 +116,8 @@ class InvariantResult:
     explanation: str
     clause_topics: tuple[str, ...]
     clause_ids: tuple[str, ...]
+    compared_with: tuple[str, ...] = ()
+    """The earlier certified certificates a violation was found against (the position's figures it compared with)."""
 
     @property
     def violated(self) -> bool:
@@ -130,6 +160,7 @@ def _result(
     amounts: Mapping[str, int],
     lines: Iterable[str] = (),
     passed: str = "",
+    compared_with: Iterable[str | None] = (),
 ) -> InvariantResult:
     topics = CLAUSE_TOPICS[name]
     clause_ids = tuple(contract.clause_refs.get(topic, topic) for topic in topics)
@@ -144,6 +175,7 @@ def _result(
         explanation=explanation,
         clause_topics=topics,
         clause_ids=clause_ids,
+        compared_with=tuple(dict.fromkeys(c for c in compared_with if c)) if problems else (),
     )
 
 
@@ -185,7 +217,11 @@ def retention_entitlement_minor(contract: Contract, deducted_minor: int, on: dat
     return fraction_of(deducted_minor, contract.retention.release_at_practical_completion)
 
 
-# --- the fourteen ----------------------------------------------------------------------------------------------
+def _amount(minor: int, contract: Contract) -> str:
+    return amount_text(money(minor), contract.currency)
+
+
+# --- the sixteen -----------------------------------------------------------------------------------------------
 
 
 def statement_foots(contract: Contract, position: Position, certificate: Certificate) -> InvariantResult:
@@ -266,6 +302,7 @@ def previously_certified_carried_forward(
         problems,
         amounts,
         passed=f"previously certified {_text(stated)} matches the certified history",
+        compared_with=[position.last_certificate],
     )
 
 
@@ -273,14 +310,20 @@ def lines_stated_cumulatively(contract: Contract, position: Position, certificat
     owned = owned_lines(contract, certificate)
     problems: list[str] = []
     lines: list[str] = []
+    compared: list[str | None] = []
     stated_total = reconstructed_total = 0
     for line_id in sorted(set(position.lines) | set(owned)):
         known = position.line(line_id)
         line = owned.get(line_id)
         if line is None:
             if known.quantity_centi or known.value_minor:
-                problems.append(f"line {line_id} was certified to date before and is missing from the statement")
+                problems.append(
+                    f"line {line_id} was certified to date before ({_qty(known.quantity_centi)} / "
+                    f"{_amount(known.value_minor, contract)} on certificate {known.certificate}) "
+                    "and is missing from the statement"
+                )
                 lines.append(line_id)
+                compared.append(known.certificate)
                 reconstructed_total += known.value_minor
             continue
         if line.previous_quantity_centi != known.quantity_centi or line.previous_value_minor != known.value_minor:
@@ -290,6 +333,7 @@ def lines_stated_cumulatively(contract: Contract, position: Position, certificat
                 "was certified to date"
             )
             lines.append(line_id)
+            compared.append(known.certificate)
             stated_total += line.previous_value_minor
             reconstructed_total += known.value_minor
     amounts = {
@@ -304,6 +348,7 @@ def lines_stated_cumulatively(contract: Contract, position: Position, certificat
         amounts,
         lines,
         passed="every line carries its certified position forward",
+        compared_with=compared,
     )
 
 
@@ -316,11 +361,13 @@ def quantities_never_decrease_without_variation(
             omitted[variation.boq_line] = omitted.get(variation.boq_line, 0) - variation.quantity_change_centi
     problems: list[str] = []
     lines: list[str] = []
+    compared: list[str | None] = []
     value_lost = 0
     for line_id, line in sorted(owned_lines(contract, certificate).items()):
         known = position.line(line_id)
         drop = known.quantity_centi - line.quantity_to_date_centi
         if drop > omitted.get(line_id, 0):
+            compared.append(known.certificate)
             covered = omitted.get(line_id, 0)
             problems.append(
                 f"line {line_id} falls from {_qty(known.quantity_centi)} to {_qty(line.quantity_to_date_centi)}"
@@ -335,14 +382,14 @@ def quantities_never_decrease_without_variation(
         {"value_reduction": value_lost},
         lines,
         passed="no cumulative quantity fell without an omission",
+        compared_with=compared,
     )
 
 
 def quantity_within_bill(contract: Contract, position: Position, certificate: Certificate) -> InvariantResult:
-    instructed: dict[str, int] = {}
-    for variation in certificate.variations:
-        if variation.boq_line and variation.instruction_ref:
-            instructed[variation.boq_line] = instructed.get(variation.boq_line, 0) + variation.quantity_change_centi
+    """A line's quantity to date stays within its bill quantity plus the quantity changes instructed to date: the
+    instructed variations on the statement and every certified one it drops without a reversal (it still stands)."""
+    instructed = instructed_quantity_changes(position, certificate)
     problems: list[str] = []
     lines: list[str] = []
     excess_value = 0
@@ -388,8 +435,9 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
                 stated_total += line.period_value_minor
             continue
         version, rate = in_force
-        expected = value_of(line.period_quantity_centi, rate)
-        if line.period_value_minor != expected:
+        known = position.line(line_id)
+        expected = period_value_at_rate(contract, known, line.period_quantity_centi, rate)
+        if line.period_value_minor not in _accepted_period_values(contract, known, line.period_quantity_centi, rate):
             problem = (
                 f"line {line_id} values {_qty(line.period_quantity_centi)} this period at "
                 f"{_text(line.period_value_minor)}, not {_text(expected)} "
@@ -398,7 +446,8 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
             superseded = [
                 (old, old_rate)
                 for old, old_rate in contract.superseded_rates(line_id, certificate.date)
-                if value_of(line.period_quantity_centi, old_rate) == line.period_value_minor
+                if line.period_value_minor
+                in _accepted_period_values(contract, known, line.period_quantity_centi, old_rate)
             ]
             if superseded:
                 problem += f" (it matches the superseded rate {_text(superseded[0][1])} of version {superseded[0][0]})"
@@ -415,6 +464,16 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
         lines,
         passed="this period's work is valued at the rates in force",
     )
+
+
+def _accepted_period_values(contract: Contract, known: LinePosition, period_quantity_centi: int, rate: int) -> set[int]:
+    """The period values that price `period_quantity_centi` at `rate`. Under PER_PERIOD rounding, the period's own
+    product rounded. Under CUMULATIVE, the value to date rounded once (which may differ by a penny) and, since a
+    contract that rounds cumulatively still prices each period at that rate, the period's own product rounded too."""
+    accepted = {value_of(period_quantity_centi, rate)}
+    if contract.conventions.valuation_rounding is ValuationRounding.CUMULATIVE:
+        accepted.add(period_value_at_rate(contract, known, period_quantity_centi, rate))
+    return accepted
 
 
 def scope_billed_through_one_package(
@@ -570,6 +629,7 @@ def advance_amortised_per_schedule(contract: Contract, position: Position, certi
         problems,
         amounts,
         passed=f"advance repaid {_text(stated)} follows the schedule",
+        compared_with=[position.last_certificate] if stated == position.advance_repaid_minor else [],
     )
 
 
@@ -593,28 +653,49 @@ def advance_repaid_within_advance(contract: Contract, position: Position, certif
 def materials_on_site_reversed_on_incorporation(
     contract: Contract, position: Position, certificate: Certificate
 ) -> InvariantResult:
-    owned = owned_lines(contract, certificate)
+    """Materials on site leave the valuation as the work incorporates them.
+
+    Under `MaterialsConsumption.MATERIALS_FIRST` (the default) the work done on a line since its materials were
+    listed consumes them: an item the line's work has passed is reversed in full, and the materials carried forward on
+    a line never exceed what was on site on the last certified certificate less the work done since. Under
+    `OTHER_STOCK_FIRST` work draws on other stock first, so only `materials_within_line_allowance` bounds them.
+    """
     problems: list[str] = []
     lines: list[str] = []
+    compared: list[str | None] = []
     unreversed = 0
     for item in certificate.materials_on_site:
         if item.amount_minor < 0 or item.quantity_centi < 0:
             problems.append(f"materials item {item.id} is negative ({_text(item.amount_minor)})")
             lines.append(item.id)
             unreversed += item.amount_minor
-            continue
-        known = position.materials.get(item.id)
-        line = owned.get(item.boq_line)
-        if known is None or line is None:
-            continue
-        if line.quantity_to_date_centi >= known.incorporated_at_centi:
-            problems.append(
-                f"materials item {item.id} ({_text(item.amount_minor)}) for line {item.boq_line} is still claimed "
-                f"after the line reached {_qty(line.quantity_to_date_centi)}, which incorporates it "
-                f"(listed at {_qty(known.line_quantity_when_listed_centi)} for {_qty(item.quantity_centi)})"
-            )
-            lines.append(item.id)
-            unreversed += item.amount_minor
+    if contract.conventions.materials_consumption is MaterialsConsumption.MATERIALS_FIRST:
+        work = {line_id: line.quantity_to_date_centi for line_id, line in owned_lines(contract, certificate).items()}
+        for consumed in consumed_materials(position, certificate, work):
+            reached = work.get(consumed.boq_line, position.line(consumed.boq_line).quantity_centi)
+            for item in consumed.incorporated:
+                known = position.materials[item.id]
+                problems.append(
+                    f"materials item {item.id} ({_text(item.amount_minor)}) for line {item.boq_line} is still "
+                    f"claimed after the line reached {_qty(reached)}, which incorporates it "
+                    f"(listed at {_qty(known.line_quantity_when_listed_centi)} for {_qty(item.quantity_centi)})"
+                )
+                lines.append(item.id)
+                compared.append(known.certificate)
+            before = consumed.on_site_before
+            if consumed.partly_excess_centi and before is not None:
+                claimed = sum(item.quantity_centi for item in consumed.incorporated + consumed.partly)
+                problems.append(
+                    f"materials on line {consumed.boq_line} ({', '.join(i.id for i in consumed.partly)}) are "
+                    f"carried at {_qty(claimed)} but only {_qty(consumed.remaining_centi)} of the "
+                    f"{_qty(before.quantity_centi)} on site on certificate {before.certificate} remain after "
+                    f"{_qty(consumed.work_since_centi)} of work since, which consumes them first: "
+                    f"{_qty(consumed.partly_excess_centi)} worth {_amount(consumed.partly_excess_minor, contract)} "
+                    "is not reversed"
+                )
+                lines.extend(i.id for i in consumed.partly)
+                compared.append(before.certificate)
+            unreversed += consumed.excess_minor
     return _result(
         MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION,
         contract,
@@ -622,6 +703,124 @@ def materials_on_site_reversed_on_incorporation(
         {"not_reversed": unreversed},
         lines,
         passed="materials on site are positive and reversed once incorporated",
+        compared_with=compared,
+    )
+
+
+def certified_variations_carried_forward(
+    contract: Contract, position: Position, certificate: Certificate
+) -> InvariantResult:
+    """Every variation certified before is on the statement at its certified figures, unless this statement lists an
+    instructed variation that reverses it; a certified variation restated at other figures needs a new instruction."""
+    listed = {variation.id: variation for variation in certificate.variations}
+    reversals = reversed_by_instruction(certificate)
+    problems: list[str] = []
+    lines: list[str] = []
+    compared: list[str | None] = []
+    dropped = changed = 0
+    for certified in sorted(position.certified_variations.values(), key=lambda v: v.id):
+        if certified.id in reversals:
+            continue
+        stated = listed.get(certified.id)
+        if stated is None:
+            problems.append(
+                f"variation {certified.id} ({_amount(certified.amount_minor, contract)}) certified on certificate "
+                f"{certified.certificate} is missing from the statement, and no instructed variation reverses it"
+            )
+            lines.append(certified.id)
+            compared.append(certified.certificate)
+            dropped += certified.amount_minor
+            continue
+        same = (stated.amount_minor, stated.quantity_change_centi, stated.boq_line) == (
+            certified.amount_minor,
+            certified.quantity_change_centi,
+            certified.boq_line,
+        )
+        reinstructed = bool(stated.instruction_ref and stated.instruction_ref.strip()) and (
+            stated.instruction_ref != certified.instruction_ref
+        )
+        if same or reinstructed:
+            continue
+        problem = (
+            f"variation {certified.id} certified on certificate {certified.certificate} at "
+            f"{_amount(certified.amount_minor, contract)} is restated at {_amount(stated.amount_minor, contract)}"
+        )
+        if stated.quantity_change_centi != certified.quantity_change_centi or stated.boq_line != certified.boq_line:
+            problem += (
+                f" with a quantity change of {_qty(stated.quantity_change_centi)} on {stated.boq_line or 'no line'}"
+                f" (certified {_qty(certified.quantity_change_centi)} on {certified.boq_line or 'no line'})"
+            )
+        problems.append(problem + " without a new instruction")
+        lines.append(certified.id)
+        compared.append(certified.certificate)
+        changed += stated.amount_minor - certified.amount_minor
+    return _result(
+        CERTIFIED_VARIATIONS_CARRIED_FORWARD,
+        contract,
+        problems,
+        {"dropped": dropped, "changed": changed, "overstated": changed - dropped},
+        lines,
+        passed="every variation certified before is carried forward or reversed by an instruction",
+        compared_with=compared,
+    )
+
+
+def materials_within_line_allowance(
+    contract: Contract, position: Position, certificate: Certificate
+) -> InvariantResult:
+    """Work to date plus materials on site for a bill line never exceed what the line allows: its billed quantity
+    plus the quantity changes instructed to date. Whatever their ids, materials beyond that are materials the line
+    cannot use (re-listed, or already incorporated); this holds under either materials consumption order."""
+    owned = owned_lines(contract, certificate)
+    changes = instructed_quantity_changes(position, certificate)
+    by_line: dict[str, list[MaterialsItem]] = {}
+    for item in certificate.materials_on_site:
+        if item.quantity_centi > 0 and item.amount_minor >= 0:
+            by_line.setdefault(item.boq_line, []).append(item)
+    problems: list[str] = []
+    lines: list[str] = []
+    compared: list[str | None] = []
+    excess_value = 0
+    for line_id, items in sorted(by_line.items()):
+        on_site = sum(item.quantity_centi for item in items)
+        value_on_site = sum(item.amount_minor for item in items)
+        ids = ", ".join(item.id for item in items)
+        allowance = line_allowance_centi(contract, changes, line_id)
+        if allowance is None:
+            problems.append(
+                f"materials {ids} ({_amount(value_on_site, contract)}) are listed against {line_id}, "
+                "which is not a line of the bill"
+            )
+            lines.extend(item.id for item in items)
+            excess_value += value_on_site
+            continue
+        known = position.line(line_id)
+        work = owned[line_id].quantity_to_date_centi if line_id in owned else known.quantity_centi
+        if work + on_site <= allowance:
+            continue
+        excess = min(on_site, work + on_site - allowance)
+        value = pro_rata_minor(value_on_site, excess, on_site)
+        certified = (
+            f" (certified at {_qty(known.quantity_centi)} on certificate {known.certificate})"
+            if known.certificate is not None
+            else ""
+        )
+        problems.append(
+            f"line {line_id} has {_qty(work)} of work to date{certified} and {_qty(on_site)} of materials on site "
+            f"({ids}), {_qty(excess)} beyond the {_qty(allowance)} the line allows: materials worth "
+            f"{_amount(value, contract)} it cannot use"
+        )
+        lines.extend(item.id for item in items)
+        compared.append(known.certificate)
+        excess_value += value
+    return _result(
+        MATERIALS_WITHIN_LINE_ALLOWANCE,
+        contract,
+        problems,
+        {"excess_value": excess_value},
+        lines,
+        passed="work and materials on site stay within each line's allowance",
+        compared_with=compared,
     )
 
 
@@ -640,5 +839,7 @@ CHECKS: Mapping[str, Check] = {
     ADVANCE_AMORTISED_PER_SCHEDULE: advance_amortised_per_schedule,
     ADVANCE_REPAID_WITHIN_ADVANCE: advance_repaid_within_advance,
     MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION: materials_on_site_reversed_on_incorporation,
+    CERTIFIED_VARIATIONS_CARRIED_FORWARD: certified_variations_carried_forward,
+    MATERIALS_WITHIN_LINE_ALLOWANCE: materials_within_line_allowance,
 }
 assert tuple(CHECKS) == INVARIANTS, "CHECKS must follow the INVARIANTS order"

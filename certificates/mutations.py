@@ -1,6 +1,6 @@
 """Crafted violations: one mutation per invariant, applied to a certificate that passed, so each can be caught.
 
-The seeded fault classes exercise eight invariants; these mutations give every one of the fourteen a planted case,
+The seeded fault classes exercise eight invariants; these mutations give every one of the sixteen a planted case,
 which is what makes the negative control meaningful (disable any invariant and its planted cases go uncaught).
 A mutated certificate is restated so it still adds up, except where adding up is what the mutation breaks.
 """
@@ -21,7 +21,7 @@ from certificates.model import (
     RetentionRelease,
     Variation,
 )
-from certificates.reconstruction import Position, owned_lines
+from certificates.reconstruction import Position, instructed_quantity_changes, line_allowance_centi, owned_lines
 
 ONE_UNIT_MINOR = 100
 ONE_UNIT_CENTI = 100
@@ -191,6 +191,34 @@ def _keep_materials(contract: Contract, position: Position, certificate: Certifi
     return None
 
 
+def _drop_certified_variation(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
+    listed = [v for v in certificate.variations if v.id in position.certified_variations]
+    if not listed:
+        return None
+    dropped = listed[0]
+    kept = tuple(v for v in certificate.variations if v is not dropped)
+    return restate_totals(replace(certificate, variations=kept))
+
+
+def _materials_beyond_line(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
+    changes = instructed_quantity_changes(position, certificate)
+    for line_id, line in sorted(owned_lines(contract, certificate).items()):
+        allowance = line_allowance_centi(contract, changes, line_id)
+        if allowance is None:
+            continue
+        on_site = sum(m.quantity_centi for m in certificate.materials_on_site if m.boq_line == line_id)
+        beyond = max(ONE_UNIT_CENTI, allowance - line.quantity_to_date_centi - on_site + ONE_UNIT_CENTI)
+        item = MaterialsItem(
+            id="M-CRAFTED",
+            boq_line=line_id,
+            description="Materials re-listed beyond what the line allows",
+            quantity_centi=beyond,
+            amount_minor=ONE_UNIT_MINOR,
+        )
+        return restate_totals(replace(certificate, materials_on_site=(*certificate.materials_on_site, item)))
+    return None
+
+
 MUTATIONS: Mapping[str, Mutation] = {
     inv.STATEMENT_FOOTS: _break_footing,
     inv.PREVIOUSLY_CERTIFIED_CARRIED_FORWARD: _break_carry_forward,
@@ -206,5 +234,7 @@ MUTATIONS: Mapping[str, Mutation] = {
     inv.ADVANCE_AMORTISED_PER_SCHEDULE: _skip_amortisation,
     inv.ADVANCE_REPAID_WITHIN_ADVANCE: _over_repay_advance,
     inv.MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION: _keep_materials,
+    inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD: _drop_certified_variation,
+    inv.MATERIALS_WITHIN_LINE_ALLOWANCE: _materials_beyond_line,
 }
 assert tuple(MUTATIONS) == inv.INVARIANTS, "one mutation per invariant, in INVARIANTS order"

@@ -25,9 +25,9 @@ def result(assessment: CertificateAssessment, name: str) -> inv.InvariantResult:
     return next(r for r in assessment.results if r.name == name)
 
 
-def test_there_are_fourteen_invariants_in_a_fixed_order() -> None:
-    assert len(INVARIANTS) == 14
-    assert len(set(INVARIANTS)) == 14
+def test_there_are_sixteen_invariants_in_a_fixed_order() -> None:
+    assert len(INVARIANTS) == 16
+    assert len(set(INVARIANTS)) == 16
     assert tuple(inv.CHECKS) == INVARIANTS
 
 
@@ -133,6 +133,20 @@ def _materials_kept(h: list[dict[str, Any]]) -> int:
     return 2
 
 
+def _variation_dropped(h: list[dict[str, Any]]) -> int:
+    h[3]["variations"] = []  # V01 (100.00), certified on C3, left off C4
+    refoot(h[3])
+    return 3
+
+
+def _materials_relisted(h: list[dict[str, Any]]) -> int:
+    h[3]["materials_on_site"] = [  # L01 is at its full 100 m3 on C4: the stone again, under a new id
+        {"id": "M9", "boq_line": "L01", "description": "Stone", "quantity": "20.00", "amount": "100.00"}
+    ]
+    refoot(h[3])
+    return 3
+
+
 CRAFTED: dict[str, tuple[Edit, dict[str, Decimal]]] = {
     inv.STATEMENT_FOOTS: (_footing, {"difference": Decimal("1.00")}),
     inv.PREVIOUSLY_CERTIFIED_CARRIED_FORWARD: (_carry_forward, {"reconstructed": Decimal("845.00")}),
@@ -148,6 +162,8 @@ CRAFTED: dict[str, tuple[Edit, dict[str, Decimal]]] = {
     inv.ADVANCE_AMORTISED_PER_SCHEDULE: (_not_amortised, {"scheduled": Decimal("200.00")}),
     inv.ADVANCE_REPAID_WITHIN_ADVANCE: (_over_repaid, {"excess": Decimal("50.00")}),
     inv.MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION: (_materials_kept, {"not_reversed": Decimal("100.00")}),
+    inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD: (_variation_dropped, {"dropped": Decimal("100.00")}),
+    inv.MATERIALS_WITHIN_LINE_ALLOWANCE: (_materials_relisted, {"excess_value": Decimal("100.00")}),
 }
 
 
