@@ -4,6 +4,7 @@ Pure: no file, database, network, engine or model code. Callers parse the files 
 """
 
 from certificates.assessment import CertificateAssessment, assess_contract
+from certificates.correction import Correction, CorrectionItem, reconstructed_amount_due
 from certificates.duplicates import DuplicateHold, Thresholds, detect, sweep
 from certificates.invariants import INVARIANTS, InvariantResult, check_certificate
 from certificates.model import Certificate, CertificateDataError, Contract, parse_certificate, parse_contract
@@ -15,6 +16,8 @@ __all__ = [
     "CertificateAssessment",
     "CertificateDataError",
     "Contract",
+    "Correction",
+    "CorrectionItem",
     "DuplicateHold",
     "InvariantResult",
     "Position",
@@ -26,5 +29,6 @@ __all__ = [
     "opening_position",
     "parse_certificate",
     "parse_contract",
+    "reconstructed_amount_due",
     "sweep",
 ]
