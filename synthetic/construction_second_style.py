@@ -1017,7 +1017,9 @@ def generate_second_style(
             if due:
                 seen += 1
             options = _fault_options(site, month, ledger, clean) if due else {}
-            if options and sum(seeded.values()) < target * seen / max(1, slots) + 0.5:
+            paced = sum(seeded.values()) < target * seen / max(1, slots) + 0.5
+            unseen = sum(seeded.values()) < target and any(seeded[name] == 0 for name in options)
+            if options and (paced or unseen):
                 name = min(options, key=lambda n: (seeded[n], rng.random()))
                 faulted, record = _seed(name, options[name], site, month, ledger, clean, rng, seed)
                 seeded[name] += 1
@@ -1045,7 +1047,7 @@ def generate_second_style(
     tricky += _sister_releases(sites, certified_pool)
     duplicates = _duplicates(rng, certified_pool, sites, profile, seed)
     submissions = applications + [dup for dup, _ in duplicates]
-    tricky += _number(submissions, sites)
+    tricky += _number(submissions, sites, held={fault["certificate"] for fault in faults})
 
     out_dir.mkdir(parents=True, exist_ok=True)
     contracts_doc = {
@@ -1258,7 +1260,7 @@ def _duplicates(
     return duplicates
 
 
-def _number(submissions: list[dict[str, Any]], sites: list[_Site]) -> list[dict[str, Any]]:
+def _number(submissions: list[dict[str, Any]], sites: list[_Site], *, held: set[str]) -> list[dict[str, Any]]:
     """Application numbers: one series per vendor, or restarting on each contract; returns the restarts' records."""
     by_id = {site.id: site for site in sites}
     counters: dict[str, int] = {}
@@ -1278,7 +1280,7 @@ def _number(submissions: list[dict[str, Any]], sites: list[_Site]) -> list[dict[
     seen: dict[tuple[str, str], str] = {}
     for application in sorted(submissions, key=lambda a: (a["date"], a["id"])):
         site = by_id[application["contract"]]
-        if site.numbering != CONTRACT_SERIES or "duplicate_of" in application:
+        if site.numbering != CONTRACT_SERIES or "duplicate_of" in application or application["id"] in held:
             continue
         key = (site.vendor.id, application["invoice_number"])
         first = seen.setdefault(key, site.id)
