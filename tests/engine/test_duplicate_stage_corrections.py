@@ -52,7 +52,7 @@ def _context(runtime: Any, client: Any) -> EngineContext:
 
 
 async def _payment_gate(conn: AsyncConnection[Any], close_id: str) -> dict[str, Any]:
-    gates = [g for g in (await close_status(conn, close_id))["gates"] if g["task"] == "payment"]
+    gates: list[dict[str, Any]] = [g for g in (await close_status(conn, close_id))["gates"] if g["task"] == "payment"]
     return gates[-1]
 
 
