@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from cli.evals import eval_app
 from tests.certificates.generated import generate
 
-SMALL = ("--contracts", "80", "--months", "20")
+SMALL = ("--style", "first", "--contracts", "80", "--months", "20")
+SECOND_SMALL = ("--style", "second", "--contracts", "50", "--months", "18")
 
 
 @pytest.fixture(autouse=True)
@@ -32,15 +33,17 @@ def test_the_eval_prints_its_scope_the_confusion_matrix_and_the_detector_and_exi
     for column in ("TP", "FP", "FN", "TN", "prec", "recall"):
         assert column in result.output
     assert "previously_certified_carried_forward" in result.output
-    assert "duplicate detector (amount within 5.0%, 45 days, similarity >= 0.70)" in result.output
-    assert "certificate eval: GREEN" in result.output
+    assert "duplicate detector (amount within 5.0%, each contract's window, similarity >= 0.70)" in result.output
+    assert "negative control (period_work_at_rate_in_force disabled): FAIL as it must" in result.output
+    assert "certificate eval (first style): GREEN" in result.output
+    assert "second style" not in result.output
 
 
 def test_negative_control_with_an_invariant_disabled_exits_one() -> None:
     result = invoke("--seed", "23", *SMALL, "--disable", "retention_released_once")
     assert result.exit_code == 1, result.output
     assert "retention_released_once (disabled)" in result.output
-    assert "RED as it should be" in result.output
+    assert "negative control (retention_released_once disabled, first style): FAIL as it must" in result.output
 
 
 def test_an_unknown_invariant_exits_two() -> None:
@@ -59,3 +62,34 @@ def test_it_reads_a_data_directory_and_prints_the_sweep(tmp_path: Path) -> None:
 def test_a_missing_data_directory_exits_two(tmp_path: Path) -> None:
     result = invoke("--data", str(tmp_path / "nowhere"))
     assert result.exit_code == 2
+
+
+def test_the_second_style_reports_duplicate_kinds_tricky_cases_and_its_own_negative_control() -> None:
+    result = invoke("--seed", "6151", *SECOND_SMALL)
+    assert result.exit_code in (0, 1), result.output
+    assert "certificate eval (second style, seed 6151:" in result.output
+    for kind in (
+        "legal_form_changed",
+        "inflated_full_overlap",
+        "resubmitted_47_to_59_days_later",
+        "same_day_higher_id",
+    ):
+        assert f"  {kind} " in result.output
+    assert "tricky legitimate case" in result.output and "sister_contract_release" in result.output
+    assert "variation_dropped" in result.output and "materials_relisted" in result.output
+    assert "FAIL as it must" in result.output
+
+
+def test_an_undefined_score_prints_n_a_never_zero() -> None:
+    result = invoke("--seed", "23", *SMALL)
+    rows = [line for line in result.output.splitlines() if line.startswith("  variations_have_instructions ")]
+    assert len(rows) == 2, result.output  # the confusion row and the crafted row
+    confusion = rows[0].split()
+    assert confusion[1:3] == ["0", "0"] and confusion[-2:] == ["n/a", "n/a"]
+
+
+def test_negative_control_on_the_second_style_exits_one() -> None:
+    result = invoke("--seed", "6151", *SECOND_SMALL, "--disable", "materials_within_line_allowance")
+    assert result.exit_code == 1, result.output
+    assert "negative control (materials_within_line_allowance disabled, second style): FAIL as it must" in result.output
+    assert "class materials_relisted: recall 0.000 < 0.95" in result.output

@@ -21,7 +21,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
 
 
 def test_the_eval_knows_every_seeded_class() -> None:
-    assert tuple(CLASS_INVARIANTS) == FAULT_CLASSES
+    assert set(FAULT_CLASSES) <= set(CLASS_INVARIANTS)
     assert {names[0] for names in CLASS_INVARIANTS.values()} <= set(INVARIANTS)
 
 
