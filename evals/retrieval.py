@@ -1,39 +1,44 @@
-"""The retrieval eval: labelled queries against each arm and the fusion, with a shuffled-label negative control.
+"""The retrieval eval: labelled queries against each arm and the fusion, with two negative controls, and the sweep
+that chose the retriever's tuning.
 
-Queries (`config/evals/retrieval_queries.yaml`) carry their form, a kind (`paraphrase`: shares few words with the
-clause; `exact`: uses the clause's own terms) and the ids of the clauses that answer them. Each is searched within
-its form, as a contract would be. Per arm: recall@5 (share of a query's relevant clauses in the top 5 of a k=5
-search, the depth the agent uses) and MRR@10 (reciprocal rank of the first relevant clause in a k=10 search),
-averaged over queries, overall and per kind.
+Queries carry their form, a kind (`paraphrase`: the asker's own words or shorthand; `exact`: the clause's own terms,
+or its number) and the ids of the clauses that answer them. Each is searched within its form, as a contract would
+be. Per arm: recall@5 (share of a query's relevant clauses in the top 5 of a k=5 search, the depth the agent uses)
+and MRR@10 (reciprocal rank of the first relevant clause in a k=10 search), averaged over queries, overall and per
+kind. Two query sets are scored, each on its own: the tuning set (`config/evals/retrieval_queries.yaml`, the only
+one the sweep and the glossary were fitted on) and the held-out set (`retrieval_queries_heldout.yaml`, written in a
+surveyor's shorthand before any tuning).
 
-`check` fails a report unless the fused recall@5 beats each arm's and reaches FUSED_RECALL_AT_5_FLOOR = 0.62. The
-floor comes from the figures measured on the committed corpus (version 40ecc6d7a1de…) and the 185 committed queries
-on 2026-12-01: fused recall@5 0.703 (BM25 alone 0.632, dense alone 0.676; chance 0.081), less a margin of about
-0.08 (some 15 queries) so that a re-worded corpus does not trip it while a broken arm or fusion still does. The
-negative control (`shuffled_labels`) keeps every query and permutes the relevance labels among queries of the same
-form; it must score near chance (`chance`) and fail `check`.
+`check` fails a report unless the fused recall@5 is at least each arm's and reaches the issue's targets:
+FUSED_RECALL_AT_5_TARGET = 0.85 overall and PARAPHRASE_RECALL_AT_5_TARGET = 0.75 on paraphrase queries. Two
+negative controls must fail it: `shuffled_labels` keeps every query and permutes the relevance labels among queries
+of the same form (the labels carry the signal), and `RandomRetriever` answers every query with random clauses of
+its form (the retriever carries it). Both score near `chance`.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import defaultdict
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from evals.scoring import Summary
 from retrieval.corpus import ClauseCorpus
-from retrieval.retriever import ARMS, MAX_QUERY_CHARS, Retriever
+from retrieval.expansion import Expansion
+from retrieval.retriever import ARMS, MAX_QUERY_CHARS, Hit, Retrieval, Retriever, Tuning
 
 KINDS = ("paraphrase", "exact")
 RECALL_DEPTH = 5
 MRR_DEPTH = 10
-FUSED_RECALL_AT_5_FLOOR = 0.62
+FUSED_RECALL_AT_5_TARGET = 0.85
+PARAPHRASE_RECALL_AT_5_TARGET = 0.75
 HARNESS = "retrieval eval"
 MAX_QUERIES = 10_000
 MAX_QUERY_FILE_BYTES = 8 * 1024 * 1024
@@ -98,11 +103,22 @@ def mrr_at(k: int, ranked: Sequence[str], relevant: Set[str]) -> float:
     return 0.0
 
 
-def evaluate(retriever: Retriever, queries: Sequence[LabelledQuery]) -> RetrievalReport:
+class Searcher(Protocol):
+    """What the eval asks of a retriever (a `Retriever`, or a control that answers at random)."""
+
+    @property
+    def corpus(self) -> ClauseCorpus: ...
+
+    def search(self, query: str, k: int = 5, *, form: str | None = None, arm: str = "fused") -> Retrieval: ...
+
+
+def evaluate(
+    retriever: Searcher, queries: Sequence[LabelledQuery], arms_to_score: Sequence[str] = ARMS
+) -> RetrievalReport:
     if not queries:
         raise ValueError("no queries to evaluate")
     arms = []
-    for arm in ARMS:
+    for arm in arms_to_score:
         recalls: dict[str, float] = {}
         reciprocal_ranks: dict[str, float] = {}
         for query in queries:
@@ -122,25 +138,91 @@ def evaluate(retriever: Retriever, queries: Sequence[LabelledQuery]) -> Retrieva
 def check(report: RetrievalReport) -> list[str]:
     """The thresholds the report fails, one line each; empty when it passes."""
     failures = []
-    fused = report.arm("fused").overall.recall_at_5
+    fused = report.arm("fused")
     for arm in ("bm25", "dense"):
         alone = report.arm(arm).overall.recall_at_5
-        if not fused > alone:
-            failures.append(f"fused recall@5 {fused:.3f} does not beat {arm} alone ({alone:.3f})")
-    if fused < FUSED_RECALL_AT_5_FLOOR:
-        failures.append(f"fused recall@5 {fused:.3f} is below the floor {FUSED_RECALL_AT_5_FLOOR:.2f}")
+        if fused.overall.recall_at_5 < alone:
+            failures.append(f"fused recall@5 {fused.overall.recall_at_5:.3f} is below {arm} alone ({alone:.3f})")
+    if fused.overall.recall_at_5 < FUSED_RECALL_AT_5_TARGET:
+        failures.append(
+            f"fused recall@5 {fused.overall.recall_at_5:.3f} is below the target {FUSED_RECALL_AT_5_TARGET:.2f}"
+        )
+    paraphrase = fused.by_kind["paraphrase"]
+    if paraphrase.queries and not paraphrase.recall_at_5 >= PARAPHRASE_RECALL_AT_5_TARGET:
+        failures.append(
+            f"fused paraphrase recall@5 {paraphrase.recall_at_5:.3f} is below the target "
+            f"{PARAPHRASE_RECALL_AT_5_TARGET:.2f}"
+        )
     return failures
 
 
 def summary(report: RetrievalReport, control: RetrievalReport) -> tuple[Summary, ...]:
-    """The fused arm's recall@5 against the floor; on shuffled labels (the control) it must stay below it. `check`
-    also asks the fusion to beat each arm alone."""
+    """The fused arm's recall@5 against the target; on shuffled labels (the control) it must stay below it. `check`
+    also asks the fusion to reach each arm and the paraphrase target."""
     return (
-        Summary(HARNESS, "fused recall@5", report.arm("fused").overall.recall_at_5, FUSED_RECALL_AT_5_FLOOR),
+        Summary(HARNESS, "fused recall@5", report.arm("fused").overall.recall_at_5, FUSED_RECALL_AT_5_TARGET),
         Summary(
-            HARNESS, "fused recall@5", control.arm("fused").overall.recall_at_5, FUSED_RECALL_AT_5_FLOOR, control=True
+            HARNESS, "fused recall@5", control.arm("fused").overall.recall_at_5, FUSED_RECALL_AT_5_TARGET, control=True
         ),
     )
+
+
+class RandomRetriever:
+    """The retriever control: every arm answers with clauses of the query's form in a random order, seeded by the
+    query, the arm and `seed`, so a run is reproducible. It must score near chance and fail `check`."""
+
+    def __init__(self, corpus: ClauseCorpus, seed: int) -> None:
+        self.corpus = corpus
+        self._seed = seed
+
+    def search(self, query: str, k: int = 5, *, form: str | None = None, arm: str = "fused") -> Retrieval:
+        clauses = [clause for clause in self.corpus.clauses if form is None or clause.form == form]
+        order = random.Random(f"{self._seed}/{arm}/{query}").sample(clauses, len(clauses))
+        hits = tuple(Hit(clause.id, clause.title, clause.sha256, 0.0, None, None) for clause in order[:k])
+        return Retrieval(query, k, form, arm, self.corpus.version, hits)
+
+
+# --- the sweep -------------------------------------------------------------------------------------------------
+
+SWEEP_RRF_K = (0, 1, 2, 5, 10, 20, 60)
+SWEEP_WEIGHTS = ((1.0, 1.0), (1.0, 0.75), (0.75, 1.0), (1.0, 0.5), (0.5, 1.0))  # (lexical, dense)
+SWEEP_EXPANSIONS = (
+    (Expansion.NONE, False),
+    (Expansion.ABBREVIATIONS, False),
+    (Expansion.ABBREVIATIONS, True),
+    (Expansion.GLOSSARY, False),
+    (Expansion.GLOSSARY, True),
+)
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    tuning: Tuning
+    fused: Scores
+    paraphrase: Scores
+
+
+def sweep_grid() -> Iterable[Tuning]:
+    for (expansion, expand_dense), k, (lexical, dense), keep_first in itertools.product(
+        SWEEP_EXPANSIONS, SWEEP_RRF_K, SWEEP_WEIGHTS, (True, False)
+    ):
+        yield Tuning(
+            rrf_k=k,
+            lexical_weight=lexical,
+            dense_weight=dense,
+            keep_first=keep_first,
+            expansion=expansion,
+            expand_dense=expand_dense,
+        )
+
+
+def sweep(retriever: Retriever, queries: Sequence[LabelledQuery], grid: Iterable[Tuning]) -> list[SweepRow]:
+    """The fused arm's scores under each tuning, best first: recall@5, then paraphrase recall@5, then MRR@10."""
+    rows = []
+    for tuning in grid:
+        fused = evaluate(retriever.retuned(tuning), queries, ("fused",)).arm("fused")
+        rows.append(SweepRow(tuning, fused.overall, fused.by_kind["paraphrase"]))
+    return sorted(rows, key=lambda row: (-row.fused.recall_at_5, -row.paraphrase.recall_at_5, -row.fused.mrr_at_10))
 
 
 def shuffled_labels(queries: Sequence[LabelledQuery], seed: int) -> tuple[LabelledQuery, ...]:

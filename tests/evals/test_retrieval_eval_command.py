@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from cli import evals as eval_cli
 from cli.evals import eval_app
 from evals.retrieval import LabelledQuery, load_queries, shuffled_labels
-from retrieval import load_corpus
-from tests.retrieval.corpus_files import REAL_CORPUS, REAL_QUERIES
+from retrieval import DEFAULT_TUNING, Expansion, Tuning, load_corpus
+from tests.retrieval.corpus_files import REAL_CORPUS, REAL_QUERIES, real_retriever
 
 
 @pytest.fixture(autouse=True)
@@ -35,16 +35,19 @@ def write_queries(path: Path, queries: Sequence[LabelledQuery]) -> Path:
     return path
 
 
-def test_retrieval_exits_zero_with_a_green_eval_and_a_red_negative_control() -> None:
+def test_retrieval_passes_on_both_query_sets_and_every_negative_control_fails() -> None:
     result = invoke()
 
     assert result.exit_code == 0, result.output
-    assert "retrieval eval: GREEN" in result.output
-    assert "negative control (labels shuffled within each form, seed 7): RED as it should be" in result.output
+    assert "retrieval eval, tuning queries: PASS 185 queries" in result.output
+    assert "retrieval eval, held-out queries: PASS" in result.output
+    for name in ("tuning", "held-out"):
+        for control in ("labels shuffled within each form, seed 7", "random clauses of the form, seed 7"):
+            assert f"negative control ({name}, {control}): FAIL as it should" in result.output
     lines = result.output.splitlines()
     assert "  arm     recall@5  MRR@10   paraphrase r@5  MRR@10        exact r@5  MRR@10" in lines
-    assert sum(line.startswith("  fused ") for line in lines) == 2  # the eval's row and the control's
-    assert sum(line.startswith("  chance ") for line in lines) == 2
+    assert sum(line.startswith("  fused ") for line in lines) == 6  # each set's row and its two controls'
+    assert sum(line.startswith("  chance ") for line in lines) == 6
 
 
 def test_retrieval_exits_one_when_the_labels_are_wrong(tmp_path: Path) -> None:
@@ -54,8 +57,9 @@ def test_retrieval_exits_one_when_the_labels_are_wrong(tmp_path: Path) -> None:
     result = invoke("--queries", str(write_queries(tmp_path / "wrong.yaml", wrong)))
 
     assert result.exit_code == 1, result.output
-    assert "retrieval eval: RED" in result.output
-    assert "is below the floor" in result.output
+    assert "retrieval eval, tuning queries: FAIL" in result.output
+    assert "is below the target 0.85" in result.output
+    assert "the tuning queries miss the targets" in result.output
 
 
 def test_retrieval_exits_one_when_the_negative_control_passes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,7 +70,40 @@ def test_retrieval_exits_one_when_the_negative_control_passes(monkeypatch: pytes
     result = invoke()
 
     assert result.exit_code == 1, result.output
-    assert "it passed every threshold; it should have failed" in result.output
+    assert "negative control (tuning, labels shuffled within each form, seed 7): PASS it met every target" in (
+        result.output
+    )
+    assert "the tuning control (labels shuffled within each form, seed 7) passes" in result.output
+
+
+def test_retrieval_exits_one_when_the_random_retriever_control_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Oracle:  # a "random" retriever that is in fact the real one
+        def __init__(self, corpus: object, seed: int) -> None:
+            self.inner = real_retriever()
+            self.corpus = self.inner.corpus
+
+        def search(self, query: str, k: int = 5, *, form: str | None = None, arm: str = "fused") -> Any:
+            return self.inner.search(query, k, form=form, arm=arm)
+
+    monkeypatch.setattr(eval_cli, "RandomRetriever", Oracle)
+
+    result = invoke()
+
+    assert result.exit_code == 1, result.output
+    assert "negative control (held-out, random clauses of the form, seed 7): PASS" in result.output
+
+
+def test_retrieval_sweep_prints_one_row_per_tuning_and_marks_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = [DEFAULT_TUNING, Tuning(rrf_k=60, keep_first=False, expansion=Expansion.NONE, expand_dense=False)]
+    monkeypatch.setattr(eval_cli, "sweep_grid", lambda: grid)
+
+    result = invoke("--sweep")
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("retrieval sweep over 2 tunings, fused arm, on ")
+    assert lines[2].startswith("  glossary        yes     2  1.00  1.00      yes    0.930") and "<- default" in lines[2]
+    assert lines[3].startswith("  none             no    60  1.00  1.00       no    0.714")
 
 
 def test_retrieval_exits_two_naming_the_query_with_an_unknown_clause(tmp_path: Path) -> None:

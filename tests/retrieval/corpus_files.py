@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from countersign.settings import PROJECT_ROOT
+from retrieval import Retriever, load_corpus
 
 REAL_CORPUS = PROJECT_ROOT / "config" / "clauses" / "corpus.json"
 REAL_QUERIES = PROJECT_ROOT / "config" / "evals" / "retrieval_queries.yaml"
@@ -128,3 +130,12 @@ def rehash(document: dict[str, Any]) -> dict[str, Any]:
         clause["sha256"] = clause_sha256(clause)
     document["version"] = corpus_version(document["clauses"])
     return document
+
+
+REAL_HELDOUT_QUERIES = PROJECT_ROOT / "config" / "evals" / "retrieval_queries_heldout.yaml"
+
+
+@functools.cache
+def real_retriever() -> Retriever:
+    """The retriever over the committed corpus, built once per test process (it loads the embedding model)."""
+    return Retriever.build(load_corpus(REAL_CORPUS))

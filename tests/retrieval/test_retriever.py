@@ -10,10 +10,9 @@ import threading
 
 import pytest
 
-from retrieval import MAX_K, MAX_QUERY_CHARS, Retriever, dense
+from retrieval import DEFAULT_TUNING, MAX_K, MAX_QUERY_CHARS, Retriever, dense
 from retrieval.corpus import ClauseCorpus, parse_corpus
 from retrieval.fusion import reciprocal_rank_fusion
-from retrieval.lexical import s_stem, tokenize
 from tests.retrieval.corpus_files import rehash, small_corpus_document
 
 QUERIES = (
@@ -71,14 +70,21 @@ def test_without_a_form_filter_both_forms_answer(retriever: Retriever) -> None:
     assert result.ids() == {"CSB-4.2", "CSE-7.2"}
 
 
-def test_the_fusion_is_rrf_over_each_arms_top_three_k(retriever: Retriever) -> None:
+def test_the_fusion_is_weighted_rrf_over_each_arms_top_three_k(retriever: Retriever) -> None:
+    tuning = DEFAULT_TUNING
     for query in QUERIES:
         for k in (1, 2, 3):
             fused = retriever.search(query, k, form="CSB")
             lexical = [hit.clause_id for hit in retriever.search(query, 3 * k, form="CSB", arm="bm25").hits]
             dense_ = [hit.clause_id for hit in retriever.search(query, 3 * k, form="CSB", arm="dense").hits]
 
-            expected = reciprocal_rank_fusion([lexical, dense_], k=60)[:k]
+            expected = reciprocal_rank_fusion(
+                [lexical, dense_],
+                k=tuning.rrf_k,
+                weights=(tuning.lexical_weight, tuning.dense_weight),
+                keep_first=tuning.keep_first,
+                depth=k,
+            )[:k]
             assert [(hit.clause_id, hit.score) for hit in fused.hits] == expected, (query, k)
             for hit in fused.hits:
                 assert hit.lexical_rank == (lexical.index(hit.clause_id) + 1 if hit.clause_id in lexical else None)
@@ -158,23 +164,6 @@ def test_equal_scores_are_ordered_by_clause_id() -> None:
     result = Retriever.build(corpus).search("the same thing", 5)
 
     assert [hit.clause_id for hit in result.hits] == ["CSB-4.1", "CSB-4.2", "CSB-4.3", "CSB-4.4", "CSB-4.5"]
-
-
-def test_the_tokenizer_folds_case_plurals_and_stop_words() -> None:
-    assert tokenize("The Retentions of the Sums, and LIABILITIES; 5% status") == [
-        "retention",
-        "sum",
-        "liability",
-        "5",
-        "status",
-    ]
-    assert [s_stem(word) for word in ("process", "bus", "does", "policies", "has")] == [
-        "process",
-        "bus",
-        "doe",
-        "policy",
-        "has",
-    ]
 
 
 def test_search_works_offline_with_sockets_blocked_and_no_hub_setting(
