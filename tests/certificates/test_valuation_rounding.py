@@ -18,7 +18,7 @@ from certificates.correction import reconstructed_amount_due
 from tests.certificates.history import minor, money
 from tests.certificates.statements import Period, contract, honest_history, restate
 
-CUMULATIVE = {"conventions": {"valuation_rounding": "cumulative"}}
+CUMULATIVE: dict[str, Any] = {"conventions": {"valuation_rounding": "cumulative"}}
 
 
 def penny_contract(*, revised: bool = False, **extra: Any) -> dict[str, Any]:
