@@ -35,10 +35,10 @@ from certificates.model import (
     MaterialsConsumption,
     amount_text,
     fraction_of,
-    value_of,
 )
 from certificates.reconstruction import (
     Position,
+    accepted_period_values,
     consumed_materials,
     instructed_quantity_changes,
     line_allowance_centi,
@@ -234,17 +234,18 @@ def _correct_lines(ledger: _Ledger, contract: Contract, position: Position, cert
                 [line.boq_line],
             )
             continue
-        if owner != line.package or line.boq_line in corrected:
-            if owner != line.package:
-                del valuation.lines[index]
-                ledger.record(
-                    inv.SCOPE_BILLED_THROUGH_ONE_PACKAGE,
-                    before,
-                    f"line {line.boq_line} belongs to package {owner}: its billing through package {line.package} "
-                    f"({ledger.text(line.value_to_date_minor)} to date) is left out",
-                    [f"{line.package}/{line.boq_line}"],
-                )
+        if owner != line.package:
+            del valuation.lines[index]
+            ledger.record(
+                inv.SCOPE_BILLED_THROUGH_ONE_PACKAGE,
+                before,
+                f"line {line.boq_line} belongs to package {owner}: its billing through package {line.package} "
+                f"({ledger.text(line.value_to_date_minor)} to date) is left out",
+                [f"{line.package}/{line.boq_line}"],
+            )
             continue
+        if line.boq_line in corrected:
+            continue  # a second statement of the line in its own package: as the invariants, left as stated
         corrected[line.boq_line] = _correct_line(ledger, contract, position, line, index, changes, certificate.date)
     return corrected
 
@@ -284,11 +285,11 @@ def _correct_line(
     period_quantity = quantity - line.previous_quantity_centi
     expected = period_value_at_rate(contract, known, period_quantity, rate)
     stated_period = valuation.lines[index] - line.previous_value_minor
-    accepted = {value_of(period_quantity, rate), expected} if in_force is not None else {0}
+    accepted = accepted_period_values(contract, known, period_quantity, rate) if in_force is not None else {0}
     if stated_period not in accepted:
         before = ledger.due_minor()
         valuation.lines[index] = line.previous_value_minor + expected
-        where = "with no rate in force" if in_force is None else f"at the rate {_rate(ledger, rate)} in force"
+        where = "with no rate in force" if in_force is None else f"at the rate {ledger.text(rate)} in force"
         ledger.record(
             inv.PERIOD_WORK_AT_RATE_IN_FORCE,
             before,
@@ -446,7 +447,3 @@ def _correct_retention_and_advance(ledger: _Ledger, contract: Contract, certific
 
 def _qty(centi: int) -> str:
     return f"{money(centi):,.2f}"
-
-
-def _rate(ledger: _Ledger, rate_minor: int) -> str:
-    return ledger.text(rate_minor)

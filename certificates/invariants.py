@@ -23,14 +23,13 @@ from certificates.model import (
     Contract,
     MaterialsConsumption,
     MaterialsItem,
-    ValuationRounding,
     amount_text,
     fraction_of,
     value_of,
 )
 from certificates.reconstruction import (
-    LinePosition,
     Position,
+    accepted_period_values,
     consumed_materials,
     instructed_quantity_changes,
     line_allowance_centi,
@@ -437,7 +436,7 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
         version, rate = in_force
         known = position.line(line_id)
         expected = period_value_at_rate(contract, known, line.period_quantity_centi, rate)
-        if line.period_value_minor not in _accepted_period_values(contract, known, line.period_quantity_centi, rate):
+        if line.period_value_minor not in accepted_period_values(contract, known, line.period_quantity_centi, rate):
             problem = (
                 f"line {line_id} values {_qty(line.period_quantity_centi)} this period at "
                 f"{_text(line.period_value_minor)}, not {_text(expected)} "
@@ -447,7 +446,7 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
                 (old, old_rate)
                 for old, old_rate in contract.superseded_rates(line_id, certificate.date)
                 if line.period_value_minor
-                in _accepted_period_values(contract, known, line.period_quantity_centi, old_rate)
+                in accepted_period_values(contract, known, line.period_quantity_centi, old_rate)
             ]
             if superseded:
                 problem += f" (it matches the superseded rate {_text(superseded[0][1])} of version {superseded[0][0]})"
@@ -464,16 +463,6 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
         lines,
         passed="this period's work is valued at the rates in force",
     )
-
-
-def _accepted_period_values(contract: Contract, known: LinePosition, period_quantity_centi: int, rate: int) -> set[int]:
-    """The period values that price `period_quantity_centi` at `rate`. Under PER_PERIOD rounding, the period's own
-    product rounded. Under CUMULATIVE, the value to date rounded once (which may differ by a penny) and, since a
-    contract that rounds cumulatively still prices each period at that rate, the period's own product rounded too."""
-    accepted = {value_of(period_quantity_centi, rate)}
-    if contract.conventions.valuation_rounding is ValuationRounding.CUMULATIVE:
-        accepted.add(period_value_at_rate(contract, known, period_quantity_centi, rate))
-    return accepted
 
 
 def scope_billed_through_one_package(

@@ -149,6 +149,16 @@ def period_value_at_rate(contract: Contract, known: LinePosition, period_quantit
     return rounded_centiminor(period_quantity_centi * rate_minor)
 
 
+def accepted_period_values(contract: Contract, known: LinePosition, period_quantity_centi: int, rate: int) -> set[int]:
+    """The period values that price `period_quantity_centi` at `rate`. Under PER_PERIOD rounding, the period's own
+    product rounded. Under CUMULATIVE, the value to date rounded once (which may differ by a penny) and, since a
+    contract that rounds cumulatively still prices each period at that rate, the period's own product rounded too."""
+    accepted = {rounded_centiminor(period_quantity_centi * rate)}
+    if contract.conventions.valuation_rounding is ValuationRounding.CUMULATIVE:
+        accepted.add(period_value_at_rate(contract, known, period_quantity_centi, rate))
+    return accepted
+
+
 def standing_variations(position: Position, certificate: Certificate) -> tuple[Variation | CertifiedVariation, ...]:
     """The variations that stand on this statement: every listed one, plus every variation certified earlier that the
     statement leaves out without a listed, instructed variation reversing it (a certified variation stands until an
