@@ -92,6 +92,9 @@ VARIATION_REVALUED = "variation_revalued"
 VARIATION_REVERSED = "variation_reversed"
 REMEASURED_OMISSION = "remeasured_omission"
 PROGRESS_AFTER_OMISSION = "progress_after_remeasured_omission"
+RATE_REVISED_AFTER_VALUATION = "rate_revised_after_valuation_date"
+RETENTION_AT_CAP = "retention_at_cap"
+ADVANCE_SHORTFALL_RECOVERED = "advance_shortfall_recovered"
 RATE_REVISED = "rate_revised"
 VALUATION_ROUNDED_CUMULATIVELY = "valuation_rounded_cumulatively"
 MATERIALS_PARTLY_INCORPORATED = "materials_partly_incorporated"
@@ -108,10 +111,13 @@ TRICKY_KINDS: tuple[str, ...] = (
     REMEASURED_OMISSION,
     PROGRESS_AFTER_OMISSION,
     RATE_REVISED,
+    RATE_REVISED_AFTER_VALUATION,
     VALUATION_ROUNDED_CUMULATIVELY,
     MATERIALS_PARTLY_INCORPORATED,
     MATERIALS_KEPT_OTHER_STOCK_FIRST,
     RETENTION_BALANCE_RELEASED,
+    RETENTION_AT_CAP,
+    ADVANCE_SHORTFALL_RECOVERED,
     APPLICATION_NUMBER_RESTARTS,
     VENDOR_NAME_VARIANT,
     CORRECTED_RESUBMISSION,
@@ -448,7 +454,7 @@ def _plan_site(
             factor = Decimal(1) + Decimal(rng.choice((-1, 1))) * Decimal(rng.randint(25, 110)) / Decimal(1000)
             changed[item.id] = max(100, _share(current[item.id], factor))
             current[item.id] = changed[item.id]
-        effective = _month_start(profile.start_period, month - 1) + timedelta(days=rng.choice((0, 0, 9)))
+        effective = _month_start(profile.start_period, month - 1) + timedelta(days=rng.choice((0, 0, 9, 27)))
         versions.append((f"RC-{number}", effective, dict(sorted(changed.items()))))
 
     days = [date(1, 1, 1)] + [
@@ -630,8 +636,11 @@ def _value_line(site: _Site, ledger: _Ledger, item: _Item, quantity: int, rate: 
     }
 
 
-def _application(site: _Site, month: int, ledger: _Ledger, seed: int, variant: str) -> dict[str, Any]:
-    on = site.days[month]
+def _application(
+    site: _Site, month: int, ledger: _Ledger, seed: int, variant: str, *, on: date | None = None
+) -> dict[str, Any]:
+    """Month `month`'s application, valued on its date (`on`, the month's valuation day unless given)."""
+    on = site.days[month] if on is None else on
     lines = [_value_line(site, ledger, item, item.done[month], _rate_on(site, item.id, on)) for item in site.items]
     materials = []
     for delivery in site.deliveries:
@@ -944,7 +953,7 @@ def _tricky_kinds(site: _Site, month: int, ledger: _Ledger, application: dict[st
         kinds.append(REMEASURED_OMISSION)
     if any(line["previous_quantity"] < ledger.peaks.get(line["boq_line"], 0) for line in _progressing(application)):
         kinds.append(PROGRESS_AFTER_OMISSION)
-    on = site.days[month]
+    on = date.fromisoformat(application["date"])
     previous_day = site.days[month - 1] if month > 1 else None
     if previous_day is not None and any(
         _rate_on(site, line["boq_line"], on) != _rate_on(site, line["boq_line"], previous_day)
@@ -971,6 +980,22 @@ def _tricky_kinds(site: _Site, month: int, ledger: _Ledger, application: dict[st
                 and line["quantity_to_date"] > line["previous_quantity"]):  # fmt: skip
             kinds.append(MATERIALS_KEPT_OTHER_STOCK_FIRST)
             break
+    if any(
+        effective.year == on.year and effective.month == on.month and effective > on
+        for _, effective, _ in site.versions[1:]
+    ):
+        kinds.append(RATE_REVISED_AFTER_VALUATION)
+    totals = application["totals"]
+    if totals["retention_deducted"] == site.retention_cap < _share(totals["gross"], site.retention_rate):
+        kinds.append(RETENTION_AT_CAP)
+    valued = totals["work_to_date"] + totals["variations_to_date"]
+    start = _share(site.contract_sum, site.advance_start)
+    if (
+        site.advance
+        and totals["advance_repaid"] == site.advance > ledger.advance_repaid
+        and _share(valued - start, site.advance_rate) < site.advance
+    ):
+        kinds.append(ADVANCE_SHORTFALL_RECOVERED)
     if DEFECTS_END in application["events"]:
         kinds.append(RETENTION_BALANCE_RELEASED)
     if application["vendor"] != site.contract_name:
@@ -1027,8 +1052,7 @@ def generate_second_style(
                 faults.append(record)
                 corrected_on = _correction_day(site.days[month], rng) if rng.random() < CORRECTION_SHARE else None
                 if corrected_on is not None:
-                    corrected = _application(site, month, ledger, seed, "corrected")
-                    corrected["date"] = corrected_on.isoformat()
+                    corrected = _application(site, month, ledger, seed, "corrected", on=corrected_on)
                     corrected["supersedes"] = faulted["id"]
                     corrected["invoice_of"] = faulted["id"]
                     applications.append(corrected)
