@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import pytest
 
-from retrieval.analysis import DefinedTerms, clause_references, without_clause_references, words
+from retrieval.analysis import DefinedTerms, clause_references, stem, without_clause_references, words
 
 
 def test_words_are_stemmed_so_tested_meets_test() -> None:
@@ -83,3 +86,31 @@ def test_initials_shared_by_two_terms_stand_for_the_more_frequent() -> None:
     texts.append("Practical Completion again.")
 
     assert DefinedTerms.find(texts).expand_abbreviations("PC") == [("practic", "complet")]
+
+
+def test_stemming_from_many_threads_at_once_gives_each_word_its_own_stem() -> None:
+    # A Snowball stemmer holds the word it is working on; shared between threads, one thread's word leaks into
+    # another's stem. Switching threads every microsecond makes that interleaving near certain.
+    vocabulary = ["retentions", "valuations", "certified", "incorporated", "mobilisation", "testing", "quantities"]
+    expected = {word: stem(word) for word in vocabulary}
+    mismatches: list[tuple[str, str]] = []
+
+    def worker(offset: int) -> None:
+        for round_ in range(3000):
+            word = vocabulary[(round_ + offset) % len(vocabulary)]
+            got = stem(word)
+            if got != expected[word]:
+                mismatches.append((word, got))
+
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(offset,)) for offset in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(previous)
+
+    assert mismatches == []
