@@ -84,7 +84,15 @@ DUPLICATE_LEGAL_FORM = "legal_form_changed"
 DUPLICATE_INFLATED = "inflated_full_overlap"
 DUPLICATE_LATE = "resubmitted_47_to_59_days_later"
 DUPLICATE_SAME_DAY = "same_day_higher_id"
-DUPLICATE_KINDS: tuple[str, ...] = (DUPLICATE_LEGAL_FORM, DUPLICATE_INFLATED, DUPLICATE_LATE, DUPLICATE_SAME_DAY)
+DUPLICATE_COMBINED = "legal_form_inflated_and_late"
+"""All three at once: another legal form, 6-8 % more on every progressing line, 47-59 days later."""
+DUPLICATE_KINDS: tuple[str, ...] = (
+    DUPLICATE_LEGAL_FORM,
+    DUPLICATE_INFLATED,
+    DUPLICATE_LATE,
+    DUPLICATE_SAME_DAY,
+    DUPLICATE_COMBINED,
+)
 
 # Tricky legitimate cases: a correct checker flags none of them and holds none as a duplicate.
 OMISSION_CREDIT = "omission_credit"
@@ -94,6 +102,8 @@ REMEASURED_OMISSION = "remeasured_omission"
 PROGRESS_AFTER_OMISSION = "progress_after_remeasured_omission"
 RATE_REVISED_AFTER_VALUATION = "rate_revised_after_valuation_date"
 RETENTION_AT_CAP = "retention_at_cap"
+NEGATIVE_AMOUNT_DUE = "negative_amount_due"
+ADVANCE_RECOVERY_REDUCED = "advance_recovery_reduced"
 ADVANCE_SHORTFALL_RECOVERED = "advance_shortfall_recovered"
 RATE_REVISED = "rate_revised"
 VALUATION_ROUNDED_CUMULATIVELY = "valuation_rounded_cumulatively"
@@ -118,6 +128,8 @@ TRICKY_KINDS: tuple[str, ...] = (
     RETENTION_BALANCE_RELEASED,
     RETENTION_AT_CAP,
     ADVANCE_SHORTFALL_RECOVERED,
+    ADVANCE_RECOVERY_REDUCED,
+    NEGATIVE_AMOUNT_DUE,
     APPLICATION_NUMBER_RESTARTS,
     VENDOR_NAME_VARIANT,
     CORRECTED_RESUBMISSION,
@@ -996,6 +1008,10 @@ def _tricky_kinds(site: _Site, month: int, ledger: _Ledger, application: dict[st
         and _share(valued - start, site.advance_rate) < site.advance
     ):
         kinds.append(ADVANCE_SHORTFALL_RECOVERED)
+    if totals["advance_repaid"] < ledger.advance_repaid:
+        kinds.append(ADVANCE_RECOVERY_REDUCED)
+    if totals["amount_due"] < 0:
+        kinds.append(NEGATIVE_AMOUNT_DUE)
     if DEFECTS_END in application["events"]:
         kinds.append(RETENTION_BALANCE_RELEASED)
     if application["vendor"] != site.contract_name:
@@ -1245,18 +1261,18 @@ def _duplicates(
         duplicate.pop("invoice_of", None)
         duplicate["id"] = _application_id(seed, site.id, original["number"], f"again/{kind}")
         sent = date.fromisoformat(original["date"])
-        if kind == DUPLICATE_LEGAL_FORM:
+        if kind in (DUPLICATE_LEGAL_FORM, DUPLICATE_COMBINED):
             duplicate["vendor"] = legal_form_variant(original["vendor"], rng)
             sent += timedelta(days=rng.randint(3, 30))
-        elif kind == DUPLICATE_INFLATED:
+        if kind in (DUPLICATE_INFLATED, DUPLICATE_COMBINED):
             factor = Decimal(rng.randint(60, 80)) / Decimal(1000)
             for line in _progressing(duplicate):
                 line["value_to_date"] += _share(line["value_to_date"] - line["previous_value"], factor)
             total(site, duplicate)
-            sent += timedelta(days=rng.randint(2, 25))
-        elif kind == DUPLICATE_LATE:
-            sent += timedelta(days=rng.randint(47, 59))
-        else:
+            sent += timedelta(days=rng.randint(2, 25)) if kind == DUPLICATE_INFLATED else timedelta(0)
+        if kind in (DUPLICATE_LATE, DUPLICATE_COMBINED):
+            sent = date.fromisoformat(original["date"]) + timedelta(days=rng.randint(47, 59))
+        if kind == DUPLICATE_SAME_DAY:
             attempt = 0
             while duplicate["id"] <= original["id"]:
                 attempt += 1
