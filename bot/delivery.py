@@ -44,6 +44,7 @@ from engine.outbox import (
 )
 from engine.runs import find_close_record
 from records.gates import read_gate
+from records.payment_notices import read_payment_notice
 from records.states import OutboxKind, OutboxStatus
 
 log = logging.getLogger("countersign.delivery")
@@ -308,9 +309,11 @@ class _Rendered:
     state: str | None = None  # the card's state key (`records.gates.card_state`), stored once the card is sent
 
 
-async def _read(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> _Rendered:
+async def _read(
+    conn: AsyncConnection[Any], message: OutboxMessage, board_url: str, locale: str | None = None
+) -> _Rendered:
     if message.kind == OutboxKind.NOTICE:
-        return _Rendered(text=await notice_text(conn, message, board_url))
+        return _Rendered(text=await notice_text(conn, message, board_url, locale))
     if message.gate_id is None:
         raise DeliveryError(f"{message.kind} without a gate is not supported", permanent=True)
     gate = await load_gate(conn, message.gate_id)
@@ -329,7 +332,9 @@ async def _read(conn: AsyncConnection[Any], message: OutboxMessage, board_url: s
     raise DeliveryError(f"unknown outbox kind {message.kind!r}", permanent=True)
 
 
-async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> str:
+async def notice_text(
+    conn: AsyncConnection[Any], message: OutboxMessage, board_url: str, locale: str | None = None
+) -> str:
     """A notice's words, rendered by `cards/notices.py` from the rows its template names (never from the outbox)."""
     if message.template == "passkey_enrolled":
         return await _passkey_enrolled_text(conn, message, board_url)
@@ -338,6 +343,21 @@ async def notice_text(conn: AsyncConnection[Any], message: OutboxMessage, board_
         if gate is None:
             raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
         return notices.overdue_reminder_for(gate)
+    if message.template == "pay_less_notice":
+        notice = await read_payment_notice(conn, int(message.payload["notice_id"]))
+        if notice is None:
+            raise DeliveryError(f"no payment notice {message.payload['notice_id']}", permanent=True)
+        return notices.pay_less_notice_post(
+            certificate_id=notice.certificate_id,
+            currency=notice.currency,
+            notified_sum=notice.notified_sum,
+            sum_to_pay=notice.sum_to_pay,
+            deadline=notice.deadline,
+            served_in_time=notice.served_in_time,
+            sha256=notice.sha256,
+            document=notice.document,
+            locale=locale,
+        )
     if message.template == "checkpoint":
         note = await checkpoint_note(conn, int(message.payload["tree_size"]))
         if note is None:
@@ -391,7 +411,7 @@ async def _deliver_one(
     renew: Callable[[], Awaitable[bool]] = lambda: _renew(connect, message.message_id, holder)  # noqa: E731
     try:
         async with connect() as conn:
-            rendered = await _read(conn, message, sender.board_url)
+            rendered = await _read(conn, message, sender.board_url, sender.locale)
         # No connection from here until the platform has answered (or the deadline passed).
         async with renewing(renew, every_s=CLAIM_S / 3):
             try:

@@ -15,11 +15,13 @@ are capped and end in a visible "and N more".
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from cards.model import CardDataError
@@ -31,6 +33,8 @@ from policy.wording import in_words
 CERTIFICATE_KEY = "certificate"
 SOURCE = "gate summary"
 EXPLANATION_SOURCES = ("model", "fallback")
+BASES = ("claimed", "reconstructed")
+CORRECTIONS_SHOWN_MAX = 8
 
 VIOLATIONS_SHOWN_MAX = 10
 HOLDS_SHOWN_MAX = 10
@@ -94,6 +98,20 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class Correction:
+    invariant: str
+    description: str
+    amount: Decimal  # by how much the claim is reduced (negative: increased) on this ground
+
+
+@dataclass(frozen=True)
+class PaymentDates:
+    due_date: dt.date
+    final_date: dt.date
+    pay_less_notice_by: dt.date
+
+
+@dataclass(frozen=True)
 class CertificateSummary:
     contract_id: str
     contract_title: str
@@ -109,6 +127,18 @@ class CertificateSummary:
     holds: tuple[Hold, ...]
     escalation: str | None
     explanation_source: str  # "model" | "fallback"
+    claimed_amount: Decimal | None = None  # the contractor's claim, when the summary gives it
+    basis: str | None = None  # "claimed" | "reconstructed": which sum approval certifies
+    corrections: tuple[Correction, ...] = ()
+    previously_certified_reconstructed: Decimal | None = None  # from the documents alone, when it differs
+    payment_dates: PaymentDates | None = None
+
+    @property
+    def corrected(self) -> bool:
+        return self.basis == "reconstructed" and self.claimed_amount not in (None, self.amount_to_certify)
+
+    def notice_deadline_passed(self, today: dt.date) -> bool:
+        return self.payment_dates is not None and today > self.payment_dates.pay_less_notice_by
 
     @property
     def explanation_is_fallback(self) -> bool:
@@ -148,6 +178,24 @@ def certificate_summary(summary: Mapping[str, Any]) -> CertificateSummary | None
         holds=tuple(_hold(h) for h in c.objects("holds")),
         escalation=c.optional_identifier("escalation"),
         explanation_source=c.choice("explanation_source", EXPLANATION_SOURCES),
+        claimed_amount=c.optional_decimal("claimed_amount"),
+        basis=c.choice("basis", BASES) if c.has("basis") else None,
+        corrections=tuple(
+            Correction(
+                invariant=k.identifier("invariant"), description=k.text("description"), amount=k.decimal("amount")
+            )
+            for k in (c.objects("corrections") if c.has("corrections") else [])
+        ),
+        previously_certified_reconstructed=c.optional_decimal("previously_certified_reconstructed"),
+        payment_dates=_dates(c.optional_object("payment_dates")),
+    )
+
+
+def _dates(d: _Fields | None) -> PaymentDates | None:
+    if d is None:
+        return None
+    return PaymentDates(
+        due_date=d.date("due_date"), final_date=d.date("final_date"), pay_less_notice_by=d.date("pay_less_notice_by")
     )
 
 
@@ -185,6 +233,24 @@ class _Fields:
 
     def text(self, key: str) -> str:
         return _text_at(self._get(key), self._where(key))
+
+    def has(self, key: str) -> bool:
+        return self._value.get(key) is not None
+
+    def optional_decimal(self, key: str) -> Decimal | None:
+        return self.decimal(key) if self.has(key) else None
+
+    def optional_object(self, key: str) -> _Fields | None:
+        return _Fields(self._value[key], self._where(key)) if self.has(key) else None
+
+    def date(self, key: str) -> dt.date:
+        value = self._get(key)
+        try:
+            if not isinstance(value, str):
+                raise ValueError
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            raise CardDataError(self._where(key), f"expected an ISO date, got {value!r}", SOURCE) from None
 
     def integer(self, key: str, minimum: int) -> int:
         value = self._get(key)
@@ -275,15 +341,57 @@ def escalation_wording(reason: str) -> str:
 
 
 def _overview_facts(cs: CertificateSummary, locale: str | None) -> list[tuple[str, str]]:
-    return [
-        ("Amount to certify", format_money(cs.amount_to_certify, cs.currency, locale=locale)),
-        ("Previously certified", format_money(cs.previously_certified, cs.currency, locale=locale)),
-        ("Gross to date", format_money(cs.gross_to_date, cs.currency, locale=locale)),
-        ("Retention to date", format_money(cs.retention_to_date, cs.currency, locale=locale)),
-        ("Advance repaid to date", format_money(cs.advance_repaid_to_date, cs.currency, locale=locale)),
+    """At most nine facts (a Slack section holds ten fields)."""
+    money = partial(format_money, currency=cs.currency, locale=locale)
+    to_certify = money(cs.amount_to_certify) + (" (the reconstructed sum)" if cs.corrected else "")
+    facts = [("Amount to certify", to_certify)]
+    if cs.claimed_amount is not None and cs.claimed_amount != cs.amount_to_certify:
+        facts.append(("Claimed", money(cs.claimed_amount)))
+    facts.append(("Previously certified", money(cs.previously_certified)))
+    if cs.previously_certified_reconstructed is not None:
+        facts.append(("Previously certified by the documents", money(cs.previously_certified_reconstructed)))
+    facts += [
+        ("Gross to date", money(cs.gross_to_date)),
+        ("Retention to date", money(cs.retention_to_date)),
+        ("Advance repaid to date", money(cs.advance_repaid_to_date)),
         ("Invariants violated", str(len(cs.violations)) if cs.violations else "none"),
         ("Holds", str(len(cs.holds)) if cs.holds else "none"),
     ]
+    return facts
+
+
+def payment_terms_line(cs: CertificateSummary) -> str | None:
+    d = cs.payment_dates
+    if d is None:
+        return None
+    return (
+        f"Payment due {d.due_date.isoformat()} · final date for payment {d.final_date.isoformat()} · "
+        f"a pay-less notice must be given by {d.pay_less_notice_by.isoformat()}"
+    )
+
+
+def deadline_warning(cs: CertificateSummary, today: dt.date, locale: str | None) -> str | None:
+    """Once the pay-less deadline has passed, paying less than the notified sum is no longer open to the payer."""
+    if cs.payment_dates is None or not cs.notice_deadline_passed(today):
+        return None
+    notified = cs.claimed_amount if cs.claimed_amount is not None else cs.amount_to_certify
+    return (
+        f"The pay-less notice deadline ({cs.payment_dates.pay_less_notice_by.isoformat()}) has passed: the notified"
+        f" sum {format_money(notified, cs.currency, locale=locale)} is payable in full by"
+        f" {cs.payment_dates.final_date.isoformat()}."
+    )
+
+
+def correction_lines(cs: CertificateSummary, cut: Cut, locale: str | None) -> list[str]:
+    """Why the amount to certify differs from the claim, ground by ground."""
+    if not cs.corrected:
+        return []
+    lines = [
+        f"{cut(c.description, EXPLANATION_MAX)}: {format_money(-c.amount, cs.currency, locale=locale)}"
+        for c in cs.corrections[:CORRECTIONS_SHOWN_MAX]
+    ]
+    hidden = len(cs.corrections) - CORRECTIONS_SHOWN_MAX
+    return lines + ([_more(hidden, "corrections")] if hidden > 0 else [])
 
 
 def _plain(raw: str, limit: int) -> str:
@@ -315,14 +423,19 @@ def _listed(items: Sequence[str], shown_max: int, noun: str, separator: str) -> 
 # --- Slack ------------------------------------------------------------------------------------------------
 
 
-def slack_certificate_section(summary: Mapping[str, Any], *, locale: str | None = None) -> list[Block]:
+def slack_certificate_section(
+    summary: Mapping[str, Any], *, locale: str | None = None, today: dt.date | None = None
+) -> list[Block]:
     """The certificate's blocks for a gate card's summary; none when the summary carries no certificate."""
     cs = certificate_summary(summary)
-    return slack_certificate_blocks(cs, locale=locale) if cs else []
+    return slack_certificate_blocks(cs, locale=locale, today=today) if cs else []
 
 
-def slack_certificate_blocks(cs: CertificateSummary, *, locale: str | None = None) -> list[Block]:
-    """At most 4 + VIOLATIONS_SHOWN_MAX + 1 blocks, each inside Slack's text limits; amounts in the CLDR `locale`."""
+def slack_certificate_blocks(
+    cs: CertificateSummary, *, locale: str | None = None, today: dt.date | None = None
+) -> list[Block]:
+    """At most 7 + VIOLATIONS_SHOWN_MAX + 1 blocks, each inside Slack's text limits; amounts in the CLDR `locale`;
+    deadlines judged against `today` (default: today in UTC)."""
     heading = f"*Payment certificate {cs.certificate_no}*\n{_contract_line(cs, slack_fit)}"
     overview: Block = {
         "type": "section",
@@ -332,6 +445,16 @@ def slack_certificate_blocks(cs: CertificateSummary, *, locale: str | None = Non
         ],
     }
     blocks = [overview]
+    warning = deadline_warning(cs, today or dt.datetime.now(dt.UTC).date(), locale)
+    if warning:
+        blocks.append(_slack_section(f":alarm_clock: *{warning}*"))
+    terms = payment_terms_line(cs)
+    if terms:
+        blocks.append({"type": "context", "elements": [slack_mrkdwn(terms, SLACK_FIELD_TEXT_CHARS)]})
+    corrections = correction_lines(cs, slack_fit, locale)
+    if corrections:
+        heading = "*Why the amount to certify differs from the claim*"
+        blocks.append(_slack_section("\n".join([heading, *(f"• {line}" for line in corrections)])))
     if cs.escalation:
         reason = f":rotating_light: *{escalation_headline(cs.escalation)}*\n{escalation_wording(cs.escalation)}"
         blocks.append(_slack_section(reason))
@@ -373,13 +496,17 @@ def _slack_section(text: str) -> Block:
 # --- Teams ------------------------------------------------------------------------------------------------
 
 
-def teams_certificate_section(summary: Mapping[str, Any], *, locale: str | None = None) -> list[Element]:
+def teams_certificate_section(
+    summary: Mapping[str, Any], *, locale: str | None = None, today: dt.date | None = None
+) -> list[Element]:
     """The certificate's elements for a gate card's summary; none when the summary carries no certificate."""
     cs = certificate_summary(summary)
-    return teams_certificate_elements(cs, locale=locale) if cs else []
+    return teams_certificate_elements(cs, locale=locale, today=today) if cs else []
 
 
-def teams_certificate_elements(cs: CertificateSummary, *, locale: str | None = None) -> list[Element]:
+def teams_certificate_elements(
+    cs: CertificateSummary, *, locale: str | None = None, today: dt.date | None = None
+) -> list[Element]:
     """One Container (so it stays whole), at most TEAMS_SECTION_BYTES_MAX bytes of JSON; amounts in the CLDR
     `locale`."""
     items: list[Element] = [
@@ -387,6 +514,23 @@ def teams_certificate_elements(cs: CertificateSummary, *, locale: str | None = N
         _teams_runs([_run(_contract_line(cs, _plain), isSubtle=True)], spacing="none"),
         _teams_facts(_overview_facts(cs, locale)),
     ]
+    warning = deadline_warning(cs, today or dt.datetime.now(dt.UTC).date(), locale)
+    if warning:
+        items.append(_teams_text(warning, weight="bolder", color="attention"))
+    terms = payment_terms_line(cs)
+    if terms:
+        items.append(_teams_text(terms, isSubtle=True, spacing="none"))
+    corrections = correction_lines(cs, _plain, locale)
+    if corrections:
+        items.append(
+            {
+                "type": "Container",
+                "items": [
+                    _teams_text("Why the amount to certify differs from the claim", weight="bolder"),
+                    *(_teams_runs([_run(line)], spacing="none") for line in corrections),
+                ],
+            }
+        )
     if cs.escalation:
         items.append(
             {

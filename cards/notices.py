@@ -8,11 +8,13 @@ functions are the only place the words come from.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Protocol
 
 from cards.escape import slack_data, slack_own
 from cards.platform_limits import SLACK_SECTION_TEXT_CHARS
 from cards.text import fit, one_line
+from money.formatting import format_money
 
 
 def _utc(moment: dt.datetime) -> str:
@@ -87,3 +89,29 @@ def passkey_enrolled_notice(*, label: str, created_at: dt.datetime, board_url: s
         f" {_utc(created_at)}. If this was not you, revoke it at {passkeys_url} and tell your Countersign owner.",
         SLACK_SECTION_TEXT_CHARS,
     )
+
+
+def pay_less_notice_post(
+    *,
+    certificate_id: str,
+    currency: str,
+    notified_sum: Decimal,
+    sum_to_pay: Decimal,
+    deadline: dt.date,
+    served_in_time: bool,
+    sha256: str,
+    document: str,
+    locale: str | None = None,
+) -> str:
+    """The channel's copy of a pay-less notice: what it pays, by when it had to be given, then the document itself."""
+    when = (
+        f"given in time (deadline {deadline.isoformat()})"
+        if served_in_time
+        else f"given LATE (deadline {deadline.isoformat()}): the notified sum is payable in full"
+    )
+    head = (
+        f"Pay-less notice for certificate {one_line(certificate_id)}: pays"
+        f" {format_money(sum_to_pay, currency, locale=locale)} of the"
+        f" {format_money(notified_sum, currency, locale=locale)} applied for, {when}. Document SHA-256 {sha256[:16]}…"
+    )
+    return fit(f"{head}\n```\n{document}```", SLACK_SECTION_TEXT_CHARS)

@@ -185,6 +185,13 @@ async def _apply_one(
         )
         await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_rejected_applied", payload=event)
         report.steps.append(f"{gate.task}: gate rejected, task stopped")
+        if gate.kind != ESCALATION:
+            definition = workflow.task(gate.task)
+            escalation = EscalationReason(task.escalation) if task.escalation else None
+            tc = TaskContext(
+                close, definition, task.attempt, ctx.policy, ctx.actor, escalation, ctx.locale, ctx.channels
+            )
+            report.steps += await ctx.handler(definition).rejected(conn, tc, task.result or {})
         return
     if gate.kind == ESCALATION:
         await move_task(
@@ -207,6 +214,6 @@ async def _apply_one(
         return
     definition = workflow.task(gate.task)
     escalation = EscalationReason(task.escalation) if task.escalation else None
-    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor, escalation, ctx.locale)
+    tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor, escalation, ctx.locale, ctx.channels)
     await complete_task(conn, ctx, tc, ctx.handler(definition), task.result or {}, report)
     await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_passed", payload=event)

@@ -40,14 +40,18 @@ async def open_gate(
     requested_by: list[str],
     actor: str,
     amount: Decimal | None = None,
+    due_by: datetime | None = None,
 ) -> str:
     """Open the gate for this task attempt once; a second call returns the gate already open.
 
     `amount` is the figure the gate's tier was judged on (the database holds it to the policy's amount thresholds and
-    a certification to it); the database stamps the gate's subject and the policy digest it enforced."""
+    a certification to it); the database stamps the gate's subject and the policy digest it enforced. `due_by` brings
+    the gate's due time forward when a deadline outside the policy is nearer (never later than the policy's)."""
     gate_id = str(uuid.uuid4())
     opened_at = datetime.now(UTC)
     due_at = opened_at + timedelta(hours=requirement.due_hours)
+    if due_by is not None and due_by < due_at:
+        due_at = due_by
     expires_at = opened_at + timedelta(hours=requirement.expire_hours) if requirement.expire_hours else None
     async with conn.cursor() as cur:
         await cur.execute(

@@ -8,6 +8,7 @@ approver is the reason's owner in policy; work that was ever escalated needs a h
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -69,7 +70,9 @@ async def run_ready_tasks(
                 kind="task_started",
                 payload={"task": task_id, "attempt": row.attempt, "resumed": row.status != TaskState.PENDING},
             )
-        tc = TaskContext(close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation), ctx.locale)
+        tc = TaskContext(
+            close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation), ctx.locale, ctx.channels
+        )
         handler = ctx.handler(task)
         try:
             result = await _perform(session, ctx, tc, handler)
@@ -266,6 +269,7 @@ async def _record_result(
             _prepared_by(ctx, tc),
             await handler.requesters(conn, tc),
             amount=amount,
+            due_by=handler.gate_due_by(result),
         )
     report.steps.append(f"{tc.task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
     return True
@@ -281,6 +285,7 @@ async def _open_gate_with_cards(
     requested_by: list[str],
     *,
     amount: Decimal | None = None,
+    due_by: datetime | None = None,
 ) -> str:
     """Open the task attempt's gate and enqueue its card for every configured channel; returns the gate id."""
     gate_id = await open_gate(
@@ -294,6 +299,7 @@ async def _open_gate_with_cards(
         requested_by=requested_by,
         actor=ctx.actor,
         amount=amount,
+        due_by=due_by,
     )
     await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
     return gate_id

@@ -4,9 +4,11 @@ The `construction-demo` profile seeds each of the eight fault classes once in it
 re-submission; one clean certificate of that month gets a hostile variation description before loading. Every
 certificate submitted that month gets its payment run, advanced to its gates; scripted people decide every gate over
 the signed callback on a real socket, as `countersign demo` does: the suspected-injection escalation is approved by a
-CFO-role person, a clean certificate's payment gate is approved, and the gate of a certificate with a violation or a
-hold is REJECTED (a person refusing to pay a certificate that breaks the contract). The demo succeeds only if every
-seeded fault was caught and gated, every clean certificate was certified once, nothing with a finding was certified,
+CFO-role person; a clean certificate's payment gate is approved at its claim; a certificate with a violation is
+approved at the sum the checks rebuilt (what a quantity surveyor certifies instead of rejecting it all), which serves a
+pay-less notice when it is below the claim; a duplicate is REJECTED, which serves a pay-less notice for nothing. The
+demo succeeds only if every seeded fault was caught and gated, every clean certificate was certified once at its claim,
+every violation at its reconstructed sum, no duplicate at all, every pay-less notice was served before its deadline,
 the hostile text changed no amount and no verdict, and the trace verifies.
 """
 
@@ -69,6 +71,7 @@ TIMELINE_KINDS = (
     "task_requeued",
     "clauses_cited",
     "certificate_certified",
+    "pay_less_notice_served",
 )
 
 
@@ -109,7 +112,10 @@ class RunOutcome:
     payment_gates: list[dict[str, Any]] = field(default_factory=list)
     certified: bool = False
     amount_to_certify: str | None = None
+    certified_amount: str | None = None
+    reconstructed_amount: str | None = None
     currency: str = ""  # the contract's, beside every amount the demo prints
+    pay_less_notices: list[dict[str, Any]] = field(default_factory=list)  # pay_less_notice_served events
 
     @property
     def findings(self) -> list[str]:
@@ -230,10 +236,8 @@ async def _decide_open_gates(
                 return False
             decision, why = "approve", "read the hostile text: amounts come from the arithmetic, re-run"
         elif gate["task"] == "payment":
-            findings = _findings(tasks)
-            decision = "reject" if findings else "approve"
-            why = f"refuse to pay: {', '.join(findings)}" if findings else "certificate reconciles: pay"
-            needed = 1 if findings else needed
+            decision, why = _payment_decision(tasks)
+            needed = 1 if decision == Decision.REJECT else needed
         elif tasks[gate["task"]].escalation == SUSPECTED_INJECTION:  # escalated work is approved before it completes
             decision, why = "approve", "the re-run read the hostile text as data only: no amount came from it"
         else:
@@ -260,6 +264,18 @@ async def _decide_open_gates(
                 highlight=False,
             )
     return True
+
+
+def _payment_decision(tasks: Mapping[str, TaskRow]) -> tuple[str, str]:
+    """What a quantity surveyor decides: a duplicate is refused outright; a certificate that breaks the contract is
+    certified at the sum the checks rebuilt (the card shows both and why they differ); a clean one at its claim."""
+    duplicate = tasks["duplicate_check"].result or {}
+    if duplicate.get("holds"):
+        return "reject", f"refuse to pay: {', '.join(str(h['other']) for h in duplicate['holds'])} already claims it"
+    findings = _findings(tasks)
+    if findings:
+        return "approve", f"certify the reconstructed sum, not the claim: {', '.join(findings)}"
+    return "approve", "certificate reconciles: pay"
 
 
 def _findings(tasks: Mapping[str, TaskRow]) -> list[str]:
@@ -332,7 +348,10 @@ async def collect_outcomes(rt: Runtime, runs: Mapping[str, str]) -> dict[str, Ru
                 payment_gates=[g for g in status["gates"] if g["task"] == "payment"],
                 certified=bool(row["certified"]),
                 amount_to_certify=row["amount_to_certify"],
+                certified_amount=row["certified_amount"],
+                reconstructed_amount=reconstruction.get("reconstructed_amount"),
                 currency=row["currency"],
+                pay_less_notices=[dict(e.payload) for e in events if e.kind == "pay_less_notice_served"],
             )
     return outcomes
 
@@ -376,8 +395,20 @@ async def print_certificate_timelines(
             for gate in outcome.payment_gates:
                 who = ", ".join(f"{d['name']} {d['decision']}" for d in gate["decisions"]) or "nobody yet"
                 console.print(f"   payment gate tier {gate['tier']}: {gate['status']} ({escape(who)})", highlight=False)
-            mark = "[green]certified[/]" if outcome.certified else "[yellow]not certified[/]"
-            console.print(f"   amount to certify {amount(outcome.amount_to_certify)}: {mark}", highlight=False)
+            mark = (
+                f"[green]certified {amount(outcome.certified_amount)}[/]"
+                if outcome.certified
+                else "[yellow]not certified[/]"
+            )
+            console.print(f"   claimed {amount(outcome.amount_to_certify)}: {mark}", highlight=False)
+            for notice in outcome.pay_less_notices:
+                when = "in time" if notice["served_in_time"] else "[red]LATE[/]"
+                console.print(
+                    f"   [bold]pay-less notice[/] {notice['notice_id']}: pays {amount(notice['sum_to_pay'])} of "
+                    f"{amount(notice['notified_sum'])}, deadline {notice['deadline']} ({when}), "
+                    f"document sha256 {notice['sha256'][:16]}…",
+                    highlight=False,
+                )
 
 
 def check_outcomes(month: DemoMonth, outcomes: Mapping[str, RunOutcome], hostile_ok: bool) -> list[str]:
@@ -391,24 +422,51 @@ def check_outcomes(month: DemoMonth, outcomes: Mapping[str, RunOutcome], hostile
         unexpected = [e for e in outcome.escalations if e != SUSPECTED_INJECTION]
         if unexpected:
             problems.append(f"{certificate_id}: escalated {', '.join(unexpected)}")
-        if certificate_id in seeded:
-            if not outcome.findings:
-                problems.append(f"{certificate_id}: seeded {seeded[certificate_id]} was not caught")
-            if outcome.certified:
-                problems.append(f"{certificate_id}: certified although seeded {seeded[certificate_id]}")
-        elif outcome.findings:
+        if certificate_id in seeded and not outcome.findings:
+            problems.append(f"{certificate_id}: seeded {seeded[certificate_id]} was not caught")
+        if certificate_id not in seeded and outcome.findings:
             problems.append(f"{certificate_id}: clean but found {', '.join(outcome.findings)}")
-        elif not outcome.certified:
-            problems.append(f"{certificate_id}: clean and not certified")
-        if outcome.findings and outcome.certified:
-            problems.append(f"{certificate_id}: certified with findings {', '.join(outcome.findings)}")
+        problems += _payment_problems(certificate_id, outcome)
     missing = set(seeded) - set(outcomes)
     problems += [f"{certificate_id}: seeded but no payment run" for certificate_id in sorted(missing)]
+    if not any(o.pay_less_notices and o.certified for o in outcomes.values()):
+        problems.append("no certification of a corrected sum served a pay-less notice")
+    if not any(o.pay_less_notices and not o.certified for o in outcomes.values()):
+        problems.append("no rejection served a pay-less notice")
     injected = outcomes.get(month.injected)
     if injected is None or SUSPECTED_INJECTION not in injected.escalations or not injected.injection_in_trace:
         problems.append(f"{month.injected}: the hostile text was not flagged {SUSPECTED_INJECTION}")
     if not hostile_ok:
         problems.append(f"{month.injected}: the hostile text changed an amount or a verdict")
+    return problems
+
+
+def _payment_problems(certificate_id: str, outcome: RunOutcome) -> list[str]:
+    """A duplicate pays nothing and says why; a violation is certified at the reconstructed sum, with a pay-less
+    notice when that is below the claim; a clean certificate at its claim, with no notice. Every notice in time."""
+    problems = [
+        f"{certificate_id}: pay-less notice {n['notice_id']} served after its deadline {n['deadline']}"
+        for n in outcome.pay_less_notices
+        if not n["served_in_time"]
+    ]
+    claimed = Decimal(outcome.amount_to_certify or "0")
+    certified = None if outcome.certified_amount is None else Decimal(outcome.certified_amount)
+    if outcome.holds:
+        if outcome.certified:
+            problems.append(f"{certificate_id}: certified although held as a duplicate")
+        if claimed > 0 and not outcome.pay_less_notices:
+            problems.append(f"{certificate_id}: rejected without a pay-less notice")
+    elif outcome.violations:
+        reconstructed = Decimal(outcome.reconstructed_amount or "0")
+        if certified is None or certified != max(reconstructed, Decimal(0)):
+            problems.append(f"{certificate_id}: not certified at the reconstructed sum {reconstructed}")
+        if certified is not None and certified < claimed and not outcome.pay_less_notices:
+            problems.append(f"{certificate_id}: certified below the claim without a pay-less notice")
+    else:
+        if certified != claimed:
+            problems.append(f"{certificate_id}: clean and not certified at its claim")
+        if outcome.pay_less_notices:
+            problems.append(f"{certificate_id}: clean but a pay-less notice was served")
     return problems
 
 
@@ -490,8 +548,10 @@ async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cass
     caught = sorted({seeded for cid, seeded in month.seeded.items() if outcomes.get(cid) and outcomes[cid].findings})
     console.print(f"seeded classes caught and gated: {len(caught)} of {len(set(month.seeded.values()))}")
     console.print(
-        f"certified: {sum(1 for o in outcomes.values() if o.certified)} of {len(outcomes)}; "
-        f"rejected at the payment gate: {sum(1 for o in outcomes.values() if o.findings)}"
+        f"certified: {sum(1 for o in outcomes.values() if o.certified)} of {len(outcomes)} "
+        f"({sum(1 for o in outcomes.values() if o.certified and o.violations)} at the reconstructed sum); "
+        f"rejected at the payment gate: {sum(1 for o in outcomes.values() if not o.certified)}; "
+        f"pay-less notices served: {sum(len(o.pay_less_notices) for o in outcomes.values())}"
     )
     console.print(
         f"trace: {'intact' if verified.ok else 'BROKEN at seq ' + str(verified.first_bad_seq)}, "

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
 
+from engine.outbox import ChannelTarget
 from engine.runs import CloseRecord
 from money.formatting import DEFAULT_LOCALE, format_money
 from policy import EscalationReason, Policy, WorkflowTask
@@ -33,6 +35,8 @@ class TaskContext:
     the escalation tier. A handler that escalates for a reason does not escalate again for the same one."""
     locale: str = DEFAULT_LOCALE
     """The CLDR locale the amounts in the task's texts for people are written in (COUNTERSIGN_LOCALE)."""
+    channels: tuple[ChannelTarget, ...] = ()
+    """The chat channels the close's cards and notices go to."""
 
     def money(self, amount: Decimal | str | None) -> str:
         """An amount of the close, in the policy's currency and the locale: `"GBP 82,213.52"`."""
@@ -95,6 +99,16 @@ class TaskHandler:
     def gate_findings(self, result: Mapping[str, Any]) -> int:
         """How many findings (violated rules, holds) the result carries; any raises the gate to the findings tier."""
         return 0
+
+    def gate_due_by(self, result: Mapping[str, Any]) -> datetime | None:
+        """The latest the task's gate may fall due, when a deadline outside the policy binds it (a legal notice
+        period); the gate falls due at the earlier of this and the policy's due time, and is escalated when overdue."""
+        return None
+
+    async def rejected(self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]) -> list[str]:
+        """Effects a rejection of the task's approval gate has (a notice the law requires), in the engine's
+        transaction; one line per effect for the report."""
+        return []
 
     async def requesters(self, conn: AsyncConnection[Any], tc: TaskContext) -> list[str]:
         """Who asked for this work; separation of duties refuses their approval of it."""

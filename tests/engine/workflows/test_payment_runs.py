@@ -191,7 +191,9 @@ async def test_a_violating_certificate_is_gated_at_the_findings_tier_with_its_vi
     assert "statement_foots" in {v.invariant for v in card.violations}
     foots = next(v for v in card.violations if v.invariant == "statement_foots")
     assert foots.clauses and all(c.id.startswith("CS") for c in foots.clauses)
-    assert card.amount_to_certify == Decimal(certificate["totals"]["amount_due"])  # shown, not certified
+    claimed = Decimal(certificate["totals"]["amount_due"])
+    assert card.claimed_amount == claimed  # shown, not certified
+    assert (card.amount_to_certify, card.basis) == (claimed - 1000, "reconstructed")  # what approval would certify
     (status,) = await payment_run_status(conn, period=certificate["period"])
     assert status["gate"] == {"tier": runtime.policy.findings_tier, "status": "open"}
     assert status["certified"] is False
@@ -386,7 +388,8 @@ async def test_a_look_alike_of_a_certified_id_is_refused_in_canonical_form(conn:
         "DELETE FROM construction_certificate",
         "UPDATE construction_contract SET form = 'CSX'",
         "DELETE FROM construction_set",
-        "TRUNCATE construction_certificate, payment_certification",
+        "TRUNCATE construction_certificate, payment_certification, payment_notice",
+        "TRUNCATE payment_notice",
     ],
 )
 async def test_loaded_evidence_cannot_be_changed_by_the_engine_role_or_the_owner(
