@@ -91,3 +91,20 @@ def test_a_figure_with_thousands_separators_reads_as_the_same_amount(amount: Dec
     assert Decimal(decimal_text(f"{amount:,.2f}")) == amount
     assert Decimal(decimal_text(f"({abs(amount):,.2f})")) == -abs(amount)
     assert Decimal(decimal_text(f"{amount:.2f}")) == amount
+
+
+def test_a_pdf_with_right_aligned_figures_and_an_empty_cell_reads_the_same(
+    tmp_path: Path, contracts: dict[str, Contract]
+) -> None:
+    rows = make_fixtures.certificate_rows(3)
+    at = rows.index(["Variation", "Instruction", "Description", "Amount"])
+    rows[at] = ["Variation", "Instruction", "Description", "Amount", "BoQ line"]
+    rows[at + 1] = ["VO-01", "", "Additional lintels", "1,250.00", "L02"]  # no instruction: the cell is empty
+    make_fixtures.write_pdf(tmp_path / "right.pdf", rows, align_right=True)
+    (read,) = read_application_file(tmp_path / "right.pdf", contracts)
+    (committed,) = read_application_file(APPLICATIONS / "valuation.pdf", contracts)
+    assert read.record["totals"] == committed.record["totals"]
+    assert read.record["lines"] == committed.record["lines"]
+    assert read.record["variations"] == [
+        {"id": "VO-01", "description": "Additional lintels", "amount": "1250.00", "boq_line": "L02"}
+    ]

@@ -194,8 +194,11 @@ def write_xlsx(path: Path, sheets: list[tuple[str, list[list[Any]]]], *, notes: 
     workbook.save(path)
 
 
-def write_pdf(path: Path, rows: list[list[Any]], *, break_before: str | None = "Totals") -> None:
-    """A valuation table as text: labels and figures at fixed columns, as a surveyor's report prints them."""
+def write_pdf(
+    path: Path, rows: list[list[Any]], *, break_before: str | None = "Totals", align_right: bool = False
+) -> None:
+    """A valuation table as text: labels and figures at fixed columns, as a surveyor's report prints them
+    (`align_right`: every cell after the first right-aligned in its column, headings included)."""
     from fpdf import FPDF
 
     pdf = FPDF(orientation="landscape", unit="pt", format="A4")
@@ -219,7 +222,7 @@ def write_pdf(path: Path, rows: list[list[Any]], *, break_before: str | None = "
         width = column_pt if in_table else 160.0
         for index, cell in enumerate(row):
             pdf.set_x(pdf.l_margin + index * width)
-            pdf.cell(w=width - 10, h=12, text=str(cell))
+            pdf.cell(w=width - 10, h=12, text=str(cell), align="R" if align_right and index else "L")
         pdf.ln(12)
     pdf.output(str(path))
 
