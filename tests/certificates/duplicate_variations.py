@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -157,7 +158,9 @@ def _sister_releases(
     contracts: Mapping[str, Contract], certificates: list[Certificate], rng: random.Random, count: int
 ) -> list[Certificate]:
     """For certificates that release retention, the same release worded the same on a sister contract of the same
-    vendor (its own contract: no bill-line progress, so no common scope), a few days later."""
+    vendor (its own contract: no bill-line progress, so no common scope), a few days later. A sister whose own
+    valuations name the same numbers (valuation number and date of the works, as contracts valued in step do) is
+    passed over: there the release would restate the sister's own valuation, which is a duplicate."""
     by_vendor: dict[str, list[str]] = {}
     for contract in contracts.values():
         by_vendor.setdefault(contract.vendor_id, []).append(contract.id)
@@ -170,9 +173,12 @@ def _sister_releases(
     ]
     made = []
     for number, release in enumerate(rng.sample(releasing, k=min(count, len(releasing)))):
-        sister = rng.choice(
-            [cid for cid in by_vendor[contracts[release.contract].vendor_id] if cid != release.contract]
-        )
+        numbers = _numbers(release.description)
+        restating = {c.contract for c in certificates if _numbers(c.description) == numbers}
+        sisters = [cid for cid in by_vendor[contracts[release.contract].vendor_id] if cid not in restating]
+        if not sisters:
+            continue
+        sister = rng.choice(sisters)
         still = tuple(
             dataclasses.replace(
                 line, previous_quantity_centi=line.quantity_to_date_centi, previous_value_minor=line.value_to_date_minor
@@ -196,3 +202,7 @@ def _sister_releases(
             )
         )
     return made
+
+
+def _numbers(description: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\d+", description))
