@@ -16,6 +16,7 @@ from certificates.model import (
     Certificate,
     CertificateLine,
     Contract,
+    MaterialsConsumption,
     MaterialsItem,
     PackageTotal,
     RetentionRelease,
@@ -90,10 +91,16 @@ def _restate_previous(contract: Contract, position: Position, certificate: Certi
 
 
 def _reduce_quantity(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
+    """A line falls by one unit more than this certificate's new omissions on it cover."""
+    omitted: dict[str, int] = {}
+    for variation in certificate.variations:
+        if variation.boq_line and variation.quantity_change_centi < 0 and variation.id not in position.variation_ids:
+            omitted[variation.boq_line] = omitted.get(variation.boq_line, 0) - variation.quantity_change_centi
     for line in owned_lines(contract, certificate).values():
         known = position.line(line.boq_line)
-        if known.quantity_centi > ONE_UNIT_CENTI:
-            new = replace(line, quantity_to_date_centi=known.quantity_centi - ONE_UNIT_CENTI)
+        fall = omitted.get(line.boq_line, 0) + ONE_UNIT_CENTI
+        if known.quantity_centi > fall:
+            new = replace(line, quantity_to_date_centi=known.quantity_centi - fall)
             return _replace_line(certificate, line, new)
     return None
 
@@ -174,7 +181,20 @@ def _over_repay_advance(contract: Contract, position: Position, certificate: Cer
 
 
 def _keep_materials(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
+    """Under materials-first consumption, an item the work has passed is claimed again; a contract whose work draws on
+    other stock first keeps materials until the allowance says otherwise, so there a negative item is planted."""
     owned = owned_lines(contract, certificate)
+    if contract.conventions.materials_consumption is MaterialsConsumption.OTHER_STOCK_FIRST:
+        for line_id in sorted(owned):
+            item = MaterialsItem(
+                id="M-CRAFTED",
+                boq_line=line_id,
+                description="Materials credited back",
+                quantity_centi=ONE_UNIT_CENTI,
+                amount_minor=-ONE_UNIT_MINOR,
+            )
+            return restate_totals(replace(certificate, materials_on_site=(*certificate.materials_on_site, item)))
+        return None
     listed = {item.id for item in certificate.materials_on_site}
     for item_id, known in sorted(position.materials.items()):
         line = owned.get(known.boq_line)
