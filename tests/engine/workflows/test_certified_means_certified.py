@@ -8,7 +8,8 @@ The raw-SQL attacks at the end run as the engine's own database role.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, date, datetime
+import json
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -316,3 +317,36 @@ async def test_negative_control_the_owner_sees_the_forged_deadline_replaced_too(
     for statement in ("UPDATE payment_notice SET sum_to_pay = 1", "DELETE FROM payment_notice"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
             await conn.execute(statement)
+
+
+def _tight_terms(data_dir: Path) -> None:
+    """Every contract pays on the day it is valued, with the pay-less notice due the next day."""
+    path = data_dir / "contracts.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    for contract in document["contracts"]:
+        contract["payment_terms"] = {"due_date_days": 0, "final_date_days": 2, "pay_less_notice_days": 1}
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+
+async def test_a_payment_gate_falls_due_before_its_pay_less_deadline_and_is_escalated(
+    conn: Any, runtime: Any, data_dir: Path
+) -> None:
+    _tight_terms(data_dir)
+    first = support.find(support.read_certificates(data_dir), "CT-0001", 1)
+    set_id = await _load(conn, data_dir)
+    async with open_in_process(support.SPECIALISTS) as client:
+        ctx = _context(runtime, client)
+        close_id = await _start(conn, runtime, set_id, first["id"])
+        await advance(conn, close_id, ctx)
+        gate = await _payment_gate(conn, close_id)
+        ((due_at, opened_at),) = await _rows(
+            conn, "SELECT due_at, opened_at FROM gate WHERE gate_id = %s", gate["gate_id"]
+        )
+        deadline = datetime.now(UTC).date() + timedelta(days=1)  # received today: due today, final in 2, notice by 1
+        assert due_at == datetime.combine(deadline - timedelta(days=2), time(12), tzinfo=UTC)
+        assert due_at < opened_at  # the deadline is nearer than any policy due time: due at once
+        await advance(conn, close_id, ctx)
+    overdue = await _rows(
+        conn, "SELECT payload FROM trace_event WHERE kind = 'gate_overdue' AND close_id = %s", close_id
+    )
+    assert [row[0]["gate_id"] for row in overdue] == [gate["gate_id"]]
