@@ -62,7 +62,12 @@ ContractsOption = Annotated[
 def _progress() -> Iterator[Progress]:
     """Progress on stderr, so stdout stays the tables (or the JSON)."""
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,  # a pipe or a log gets the one-line error alone
     ) as progress:
         yield progress
 
