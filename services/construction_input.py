@@ -79,7 +79,11 @@ def read_construction_input(
         applications = [] if jsonl is not None else [path]
     hint = "" if contracts_file else f" (beside {path.name}; or pass --contracts FILE)"
     contracts_raw = _read(contracts_path, hint)
-    contracts = {contract.id: contract for _, contract in read_contracts(contracts_raw)}
+    try:
+        contracts = {contract.id: contract for _, contract in read_contracts(contracts_raw)}
+    except ConstructionDataError as bad:  # the reader names the file by its role; name the one given
+        source = bad.source.replace(CONTRACTS_FILE, contracts_path.name, 1)
+        raise ConstructionDataError(source, bad.field, bad.reason) from None
     files = [contracts_path.name]
     certificates_raw = b""
     listed: set[str] = set()

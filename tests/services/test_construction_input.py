@@ -80,3 +80,14 @@ def test_nothing_to_read_is_refused_naming_the_path(tmp_path: Path) -> None:
     assert str(empty.value) == (
         "month: (directory): holds no certificates.jsonl and no .csv, .xlsx or .pdf pay application"
     )
+
+
+def test_a_bad_contracts_file_given_by_name_is_named(tmp_path: Path) -> None:
+    document = json.loads((APPLICATIONS / "contracts.json").read_text())
+    document["contracts"][0]["currency"] = "pounds"
+    (tmp_path / "ct100-contracts.json").write_text(json.dumps(document))
+    with pytest.raises(ConstructionDataError) as refused:
+        read_construction_input(APPLICATIONS / "app.csv", contracts_file=tmp_path / "ct100-contracts.json")
+    assert str(refused.value) == (
+        "ct100-contracts.json contracts[0]: currency: contract CT-100: expected a 3-letter ISO code, got 'pounds'"
+    )
