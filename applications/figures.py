@@ -64,8 +64,11 @@ def iso_date(text: str) -> str:
 
 
 def period_text(text: str) -> str:
-    """`"2025-06"` -> itself; else ValueError."""
+    """`"2025-06"` -> itself; `"2025-06-01"` (a spreadsheet turns a typed "2025-06" into the 1st of the month) ->
+    `"2025-06"`; else ValueError."""
     raw = text.strip()
+    if len(raw) == 10 and raw.endswith("-01") and _PERIOD.match(raw[:7]):
+        return raw[:7]
     if not _PERIOD.match(raw):
         raise ValueError(f"expected a month like 2025-06, got {text!r}")
     return raw

@@ -7,10 +7,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from applications import read_application_file, read_application_files
+from applications import ApplicationError, read_application_file, read_application_files
 from applications.figures import cell_text, decimal_text
 from certificates import Contract, parse_certificate
 from certificates.pipeline import run_pipeline
@@ -108,3 +109,22 @@ def test_a_pdf_with_right_aligned_figures_and_an_empty_cell_reads_the_same(
     assert read.record["variations"] == [
         {"id": "VO-01", "description": "Additional lintels", "amount": "1250.00", "boq_line": "L02"}
     ]
+
+
+def test_a_period_a_spreadsheet_turned_into_a_date_reads_as_its_month(
+    tmp_path: Path, contracts: dict[str, Contract]
+) -> None:
+    from datetime import datetime
+
+    rows = make_fixtures.certificate_rows(2)
+    rows[4] = ["Period", datetime(2025, 5, 1)]  # Excel's reading of a typed "2025-05"
+    make_fixtures.write_xlsx(tmp_path / "app.xlsx", [("Valuation 2", rows)])
+    (read,) = read_application_file(tmp_path / "app.xlsx", contracts)
+    assert read.record["period"] == "2025-05"
+    rows[4] = ["Period", datetime(2025, 5, 28)]  # a day in the month is not a month: refused
+    make_fixtures.write_xlsx(tmp_path / "app.xlsx", [("Valuation 2", rows)])
+    with pytest.raises(ApplicationError) as refused:
+        read_application_file(tmp_path / "app.xlsx", contracts)
+    assert str(refused.value) == (
+        "app.xlsx, sheet Valuation 2, row 5: Period: expected a month like 2025-06, got '2025-05-28'"
+    )
