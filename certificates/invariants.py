@@ -33,6 +33,7 @@ from certificates.reconstruction import (
     consumed_materials,
     instructed_quantity_changes,
     line_allowance_centi,
+    omitted_this_period,
     owned_lines,
     period_value_at_rate,
     pro_rata_minor,
@@ -354,10 +355,7 @@ def lines_stated_cumulatively(contract: Contract, position: Position, certificat
 def quantities_never_decrease_without_variation(
     contract: Contract, position: Position, certificate: Certificate
 ) -> InvariantResult:
-    omitted: dict[str, int] = {}
-    for variation in certificate.variations:
-        if variation.boq_line and variation.quantity_change_centi < 0 and variation.id not in position.variation_ids:
-            omitted[variation.boq_line] = omitted.get(variation.boq_line, 0) - variation.quantity_change_centi
+    omitted = omitted_this_period(position, certificate)
     problems: list[str] = []
     lines: list[str] = []
     compared: list[str | None] = []

@@ -22,7 +22,13 @@ from certificates.model import (
     RetentionRelease,
     Variation,
 )
-from certificates.reconstruction import Position, instructed_quantity_changes, line_allowance_centi, owned_lines
+from certificates.reconstruction import (
+    Position,
+    instructed_quantity_changes,
+    line_allowance_centi,
+    omitted_this_period,
+    owned_lines,
+)
 
 ONE_UNIT_MINOR = 100
 ONE_UNIT_CENTI = 100
@@ -91,11 +97,8 @@ def _restate_previous(contract: Contract, position: Position, certificate: Certi
 
 
 def _reduce_quantity(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
-    """A line falls by one unit more than this certificate's new omissions on it cover."""
-    omitted: dict[str, int] = {}
-    for variation in certificate.variations:
-        if variation.boq_line and variation.quantity_change_centi < 0 and variation.id not in position.variation_ids:
-            omitted[variation.boq_line] = omitted.get(variation.boq_line, 0) - variation.quantity_change_centi
+    """A line falls by one unit more than this certificate's omissions on it cover."""
+    omitted = omitted_this_period(position, certificate)
     for line in owned_lines(contract, certificate).values():
         known = position.line(line.boq_line)
         fall = omitted.get(line.boq_line, 0) + ONE_UNIT_CENTI

@@ -181,6 +181,21 @@ def reversed_by_instruction(certificate: Certificate) -> dict[str, str]:
     }
 
 
+def omitted_this_period(position: Position, certificate: Certificate) -> dict[str, int]:
+    """Bill line -> how far its quantity may fall on this statement: omissions first listed here, plus the additions
+    certified before that this statement reverses by instruction and leaves off (they no longer stand)."""
+    omitted: dict[str, int] = {}
+    for variation in certificate.variations:
+        if variation.boq_line and variation.quantity_change_centi < 0 and variation.id not in position.variation_ids:
+            omitted[variation.boq_line] = omitted.get(variation.boq_line, 0) - variation.quantity_change_centi
+    listed = {variation.id for variation in certificate.variations}
+    for reversed_id in reversed_by_instruction(certificate):
+        certified = position.certified_variations.get(reversed_id)
+        if certified and certified.boq_line and certified.quantity_change_centi > 0 and reversed_id not in listed:
+            omitted[certified.boq_line] = omitted.get(certified.boq_line, 0) + certified.quantity_change_centi
+    return omitted
+
+
 def instructed_quantity_changes(position: Position, certificate: Certificate) -> dict[str, int]:
     """Bill line -> the quantity change instructed to date: standing variations with an instruction."""
     changes: dict[str, int] = {}

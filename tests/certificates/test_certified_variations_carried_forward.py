@@ -147,3 +147,29 @@ def test_an_omission_kept_beside_a_reversal_that_adds_it_back_restores_the_quant
     reversal = variation("V-3", "0.00", instruction="CAI-003", line="L02", change="100.00", reverses="V-2")
     assessment = assess(omission_history([OMIT, reversal]))[2]
     assert assessment.certified, [v.explanation for v in assessment.violations]
+
+
+ADD = variation("V-2", "0.00", instruction="CAI-002", line="L02", change="100.00")  # L02 allows 600.00 from month 2
+
+
+def addition_history(month_three: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An instructed addition to L02 is certified; on remeasurement the next month L02 falls back by 50.00."""
+    periods = [
+        Period({"L02": "100.00"}),
+        Period({"L02": "300.00"}, variations=[ADD]),
+        Period({"L02": "250.00"}, variations=month_three),
+    ]
+    return honest_history(contract(), periods)
+
+
+def test_a_fall_after_an_addition_reversed_by_instruction_is_not_a_decrease_without_variation() -> None:
+    reversal = variation("V-3", "0.00", instruction="CAI-003", reverses="V-2")
+    assessment = assess(addition_history([reversal]))[2]
+    assert assessment.certified, [v.explanation for v in assessment.violations]
+
+
+def test_a_fall_with_the_addition_still_standing_is_a_decrease_without_variation() -> None:
+    for month_three in ([ADD], []):
+        found = result(assess(addition_history(month_three))[2], inv.QUANTITIES_NEVER_DECREASE_WITHOUT_VARIATION)
+        assert found.violated
+        assert found.compared_with == ("C2",)
