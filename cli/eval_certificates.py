@@ -252,12 +252,14 @@ def print_report(report: CertificateEvalReport, source: str) -> None:
 
 
 def print_sweep(rows: Sequence[Any]) -> None:
-    """The sweep table; a row that held nothing has no precision ("n/a"), not a perfect one."""
+    """The sweep table; a row that held nothing has no precision ("n/a"), not a perfect one, and with nothing seeded
+    there is no recall."""
     console.print("| similarity >= | amount within | held | TP | FP | FN | precision | recall |")
     console.print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        precision = "n/a" if row.held == 0 else f"{row.precision:.3f}"
+        precision = "n/a" if row.true_positives + row.false_positives == 0 else f"{row.precision:.3f}"
+        recall = "n/a" if row.true_positives + row.false_negatives == 0 else f"{row.recall:.3f}"
         console.print(
             f"| {row.similarity:.2f} | {row.amount_tolerance:.1%} | {row.held} | {row.true_positives} | "
-            f"{row.false_positives} | {row.false_negatives} | {precision} | {row.recall:.3f} |"
+            f"{row.false_positives} | {row.false_negatives} | {precision} | {recall} |"
         )

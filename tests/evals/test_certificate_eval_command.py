@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from certificates.duplicates import SweepRow
+from cli.eval_certificates import print_sweep
 from cli.evals import eval_app
 from tests.certificates.generated import generate
 
@@ -93,3 +96,14 @@ def test_negative_control_on_the_second_style_exits_one() -> None:
     assert result.exit_code == 1, result.output
     assert "negative control (materials_within_line_allowance disabled, second style): FAIL as it must" in result.output
     assert "class materials_relisted: recall 0.000 < 0.95" in result.output
+
+
+def test_a_sweep_row_that_held_nothing_prints_n_a_not_a_perfect_precision(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [
+        SweepRow(Decimal("0.90"), Decimal("0"), held=0, true_positives=0, false_positives=0, false_negatives=4),
+        SweepRow(Decimal("0.70"), Decimal("0.05"), held=0, true_positives=0, false_positives=0, false_negatives=0),
+    ]
+    print_sweep(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "| 0.90 | 0.0% | 0 | 0 | 0 | 4 | n/a | 0.000 |"
+    assert lines[3] == "| 0.70 | 5.0% | 0 | 0 | 0 | 0 | n/a | n/a |"
