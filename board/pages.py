@@ -14,6 +14,7 @@ Pages: `/board/` (closes and payment runs), `/board/inbox` (waiting on me), `/bo
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -150,6 +151,7 @@ def build_page_router(deps: BoardDeps) -> APIRouter:
                 signoff=evidence.signoff(summary),
                 certificate=certificate,
                 certificate_error=certificate_error,
+                today=datetime.now(UTC).date(),
             )
 
         return await answer(viewer, render)

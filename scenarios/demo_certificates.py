@@ -111,7 +111,7 @@ class RunOutcome:
     extraction: dict[str, Any] = field(default_factory=dict)  # the extraction specialist's last result
     payment_gates: list[dict[str, Any]] = field(default_factory=list)
     certified: bool = False
-    amount_to_certify: str | None = None
+    claimed_amount: str | None = None
     certified_amount: str | None = None
     reconstructed_amount: str | None = None
     currency: str = ""  # the contract's, beside every amount the demo prints
@@ -347,7 +347,7 @@ async def collect_outcomes(rt: Runtime, runs: Mapping[str, str]) -> dict[str, Ru
                 extraction=dict(tasks["extraction"].result or {}),
                 payment_gates=[g for g in status["gates"] if g["task"] == "payment"],
                 certified=bool(row["certified"]),
-                amount_to_certify=row["amount_to_certify"],
+                claimed_amount=row["claimed_amount"],
                 certified_amount=row["certified_amount"],
                 reconstructed_amount=reconstruction.get("reconstructed_amount"),
                 currency=row["currency"],
@@ -400,7 +400,7 @@ async def print_certificate_timelines(
                 if outcome.certified
                 else "[yellow]not certified[/]"
             )
-            console.print(f"   claimed {amount(outcome.amount_to_certify)}: {mark}", highlight=False)
+            console.print(f"   claimed {amount(outcome.claimed_amount)}: {mark}", highlight=False)
             for notice in outcome.pay_less_notices:
                 when = "in time" if notice["served_in_time"] else "[red]LATE[/]"
                 console.print(
@@ -449,7 +449,7 @@ def _payment_problems(certificate_id: str, outcome: RunOutcome) -> list[str]:
         for n in outcome.pay_less_notices
         if not n["served_in_time"]
     ]
-    claimed = Decimal(outcome.amount_to_certify or "0")
+    claimed = Decimal(outcome.claimed_amount or "0")
     certified = None if outcome.certified_amount is None else Decimal(outcome.certified_amount)
     if outcome.holds:
         if outcome.certified:
@@ -533,7 +533,7 @@ async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cass
     hostile = pure_verdict(month.data_dir, (month.data_dir / CERTIFICATES_FILE).read_bytes(), month.injected)
     clean = pure_verdict(month.data_dir, month.original_certificates, month.injected)
     injected = outcomes.get(month.injected)
-    ran = (injected.amount_to_certify, sorted(v["invariant"] for v in injected.violations)) if injected else None
+    ran = (injected.claimed_amount, sorted(v["invariant"] for v in injected.violations)) if injected else None
     hostile_ok = hostile == clean == ran
     currency, locale = contract_currency(month.data_dir, month.injected), rt.settings.locale
     console.print(

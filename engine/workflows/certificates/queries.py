@@ -57,6 +57,8 @@ class PaymentRunRow:
     stage: str | None
     stage_status: str | None
     amount_to_certify: str | None
+    """What the payment gate proposes to certify (the claim, or the reconstructed sum); the claim before a gate."""
+    claimed_amount: str | None
     currency: str
     gate_tier: str | None
     gate_status: str | None
@@ -68,7 +70,10 @@ STATUS_QUERY = """
 SELECT r.close_id::text, r.entity AS certificate_id, c.contract_id, c.number, r.period,
        (b.manifest->>'construction_set_id')::bigint AS set_id, r.status AS run_status,
        stage.task AS stage, stage.status AS stage_status,
-       recon.result->>'amount_to_certify' AS amount_to_certify, b.currency::text AS currency,
+       COALESCE(pay.summary #>> '{certificate,amount_to_certify}', recon.result->>'amount_to_certify')
+           AS amount_to_certify,
+       COALESCE(recon.result->>'claimed_amount', recon.result->>'amount_to_certify') AS claimed_amount,
+       b.currency::text AS currency,
        gate.tier AS gate_tier, gate.status AS gate_status,
        (SELECT t.escalation FROM close_task t WHERE t.close_id = r.close_id AND t.escalation IS NOT NULL
          ORDER BY t.updated_at LIMIT 1) AS escalation,
@@ -85,6 +90,10 @@ SELECT r.close_id::text, r.entity AS certificate_id, c.contract_id, c.number, r.
   LEFT JOIN LATERAL (
       SELECT s.tier, s.status FROM gate_state s JOIN gate g USING (gate_id)
        WHERE s.close_id = r.close_id ORDER BY g.opened_at DESC, s.gate_id LIMIT 1) gate ON true
+  LEFT JOIN LATERAL (
+      SELECT g.summary FROM gate g
+       WHERE g.close_id = r.close_id AND g.task = 'payment' AND g.kind = 'approval'
+       ORDER BY g.attempt DESC LIMIT 1) pay ON true
   LEFT JOIN payment_certification p ON p.certificate_id = r.entity AND p.close_id = r.close_id
  WHERE r.workflow = %(workflow)s
    AND (%(set_id)s::bigint IS NULL OR (b.manifest->>'construction_set_id')::bigint = %(set_id)s::bigint)

@@ -133,6 +133,7 @@ async def payment_run_status(
             "stage": row.stage or "done",
             "stage_status": row.stage_status or "done",
             "amount_to_certify": row.amount_to_certify,
+            "claimed_amount": row.claimed_amount,
             "currency": row.currency,
             "gate": None if row.gate_tier is None else {"tier": row.gate_tier, "status": row.gate_status},
             "escalation": row.escalation,
