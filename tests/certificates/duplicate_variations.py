@@ -3,7 +3,8 @@
 Every seeded re-submission takes one of the variations independently generated certificates showed (issue 22), in
 turn: a legal form dropped or re-spelled in the vendor's name, every period value inflated 6-8 % (the same quantities:
 a full scope overlap), sent 47-59 days after the original, or sent the same day under an id that sorts before the
-original's (numbered as the next application, so later in submission order); or left as the generator made it.
+original's (numbered as the next application, so later in submission order), or with one line claimed further by
+1-4 % of the amount due (a partial overlap, judged by the thresholds); or left as the generator made it.
 Legitimate look-alikes are added, none of which may be held: a correction naming the certificate it supersedes, a
 sister contract's retention release with the same wording, and on every other vendor's contracts application numbers
 that restart per contract (`application_numbering: contract`), so the same number recurs across its contracts.
@@ -32,6 +33,7 @@ class Variation(StrEnum):
     INFLATED = "inflated 6-8 %, full overlap"
     LATE = "47-59 days later"
     SAME_DAY = "same day, id sorting first"
+    EXTENDED = "one line claimed further, partial overlap"
 
 
 class LookAlike(StrEnum):
@@ -81,6 +83,24 @@ def _inflated(certificate: Certificate, percent: int) -> Certificate:
     return dataclasses.replace(certificate, lines=tuple(lines), totals=totals)
 
 
+def _extended(certificate: Certificate, percent: int) -> Certificate:
+    """The line with the largest period claim taken further, at its own rate, by `percent` % of the amount due."""
+    lines = list(certificate.lines)
+    at = max(range(len(lines)), key=lambda i: lines[i].period_value_minor)
+    line = lines[at]
+    if line.period_value_minor <= 0:
+        return certificate  # no line work to extend
+    more_value = min(line.period_value_minor, certificate.totals.amount_due_minor * percent // 100)
+    more_quantity = line.period_quantity_centi * more_value // line.period_value_minor
+    lines[at] = dataclasses.replace(
+        line,
+        quantity_to_date_centi=line.quantity_to_date_centi + more_quantity,
+        value_to_date_minor=line.value_to_date_minor + more_value,
+    )
+    totals = dataclasses.replace(certificate.totals, amount_due_minor=certificate.totals.amount_due_minor + more_value)
+    return dataclasses.replace(certificate, lines=tuple(lines), totals=totals)
+
+
 def _vary(duplicate: Certificate, original: Certificate, variation: Variation, rng: random.Random) -> Certificate:
     if variation is Variation.LEGAL_FORM:
         return dataclasses.replace(duplicate, vendor=_respelled(original.vendor, rng.randrange(8)))
@@ -88,6 +108,8 @@ def _vary(duplicate: Certificate, original: Certificate, variation: Variation, r
         return _inflated(duplicate, rng.randint(6, 8))
     if variation is Variation.LATE:
         return dataclasses.replace(duplicate, date=original.date + timedelta(days=rng.randint(47, 59)))
+    if variation is Variation.EXTENDED:
+        return _extended(duplicate, rng.randint(1, 4))
     if variation is Variation.SAME_DAY:
         return dataclasses.replace(
             duplicate, id=f"IPC-000{rng.randrange(10**9):09d}", date=original.date, number=original.number + 1
