@@ -440,10 +440,12 @@ def _plan_site(
         rising = [k for k in range(2, months + 1) if item.done[k] > item.done[k - 1] and item.done[k - 1] < item.bill]
         if not rising:
             continue
-        month = rng.choice(rising)
         change = int(item.bill * rng.choice((-0.25, -0.15, -0.10, 0.08, 0.12, 0.20)))
         if change == 0:
             continue
+        # An omission is usually measured as the item nears completion, when the quantity actually needed is known.
+        late = [k for k in rising if item.done[k - 1] * 10 >= item.bill * 8]
+        month = rng.choice(late if change < 0 and late else rising)
         target = item.bill + change
         scaled = [item.done[k] if k < month else item.done[k] * target // item.bill for k in range(months + 1)]
         if change < 0 and scaled[month - 1] - scaled[month] > -change:
