@@ -12,6 +12,9 @@ from typer.testing import CliRunner
 from certificates.duplicates import SweepRow
 from cli.eval_certificates import print_sweep
 from cli.evals import eval_app
+from countersign.settings import PROJECT_ROOT
+from synthetic.construction_profile import load_construction_profile
+from synthetic.construction_second_style import generate_second_style
 from tests.certificates.generated import generate
 
 SMALL = ("--style", "first", "--contracts", "80", "--months", "20")
@@ -107,3 +110,19 @@ def test_a_sweep_row_that_held_nothing_prints_n_a_not_a_perfect_precision(capsys
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "| 0.90 | 0.0% | 0 | 0 | 0 | 4 | n/a | 0.000 |"
     assert lines[3] == "| 0.70 | 5.0% | 0 | 0 | 0 | 0 | n/a | n/a |"
+
+
+def test_by_default_both_styles_run_each_with_its_own_control() -> None:
+    result = invoke("--contracts", "30", "--months", "12")
+    assert result.exit_code in (0, 1), result.output
+    assert "certificate eval (first style, seed 101:" in result.output
+    assert "certificate eval (second style, seed 9104:" in result.output
+    assert result.output.count("FAIL as it must") == 2
+
+
+def test_a_second_style_data_directory_is_scored_as_the_second_style(tmp_path: Path) -> None:
+    profile = load_construction_profile(PROJECT_ROOT / "config" / "profiles" / "construction-second-style-small.yaml")
+    generate_second_style(profile, 6151, tmp_path)
+    result = invoke("--data", str(tmp_path))
+    assert "certificate eval (second style)" in result.output
+    assert "tricky legitimate case" in result.output
