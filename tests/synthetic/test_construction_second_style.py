@@ -186,3 +186,41 @@ def test_a_legal_form_variant_is_another_spelling_of_the_same_firm(name: str, ex
     assert name not in variants
     assert expected <= variants
     assert all(v.split()[0].lower() == name.split()[0].lower() for v in variants)
+
+
+def _minor(text: str) -> int:
+    return int(Decimal(text) * 100)
+
+
+def test_clean_certificates_carry_forward_what_was_certified_and_stay_within_each_lines_allowance(
+    generated: SecondStyleManifest,
+) -> None:
+    """Written from the domain, not from the checks: each clean certificate starts where the last clean one of its
+    contract ended, lists every variation that one listed, and never claims work plus materials beyond a line's bill
+    quantity plus the re-measurements instructed against it."""
+    contracts, certificates, truth = read(generated)
+    bills = {c["id"]: {line["id"]: _minor(line["quantity"]) for line in c["boq"]} for c in contracts["contracts"]}
+    skipped = {f["certificate"] for f in truth["faults"]} | {d["certificate"] for d in truth["duplicates"]}
+    last: dict[str, dict[str, Any]] = {}
+    checked = 0
+    for certificate in sorted(certificates, key=lambda c: (c["contract"], c["number"], c["date"])):
+        if certificate["id"] in skipped:
+            continue
+        before = last.get(certificate["contract"])
+        if before is not None:
+            assert certificate["totals"]["previously_certified"] == before["totals"]["net_to_date"]
+            assert {v["id"] for v in before["variations"]} <= {v["id"] for v in certificate["variations"]}
+            previous = {line["boq_line"]: line for line in before["lines"]}
+            for line in certificate["lines"]:
+                assert line["previous_quantity"] == previous[line["boq_line"]]["quantity_to_date"]
+                assert line["previous_value"] == previous[line["boq_line"]]["value_to_date"]
+        for line_id, bill in bills[certificate["contract"]].items():
+            instructed = sum(
+                _minor(v["quantity_change"]) for v in certificate["variations"] if v["boq_line"] == line_id
+            )
+            work = sum(_minor(line["quantity_to_date"]) for line in certificate["lines"] if line["boq_line"] == line_id)
+            materials = sum(_minor(m["quantity"]) for m in certificate["materials_on_site"] if m["boq_line"] == line_id)
+            assert work + materials <= bill + instructed, (certificate["id"], line_id)
+        last[certificate["contract"]] = certificate
+        checked += 1
+    assert checked > 0.9 * len(certificates)
