@@ -757,9 +757,16 @@ def materials_within_line_allowance(
 ) -> InvariantResult:
     """Work to date plus materials on site for a bill line never exceed what the line allows: its billed quantity
     plus the quantity changes instructed to date. Whatever their ids, materials beyond that are materials the line
-    cannot use (re-listed, or already incorporated); this holds under either materials consumption order."""
+    cannot use (re-listed, or already incorporated); this holds under either materials consumption order. Under
+    materials-first consumption, what `materials_on_site_reversed_on_incorporation` already reverses is not counted
+    again here."""
     owned = owned_lines(contract, certificate)
     changes = instructed_quantity_changes(position, certificate)
+    reversed_elsewhere: dict[str, tuple[int, int]] = {}
+    if contract.conventions.materials_consumption is MaterialsConsumption.MATERIALS_FIRST:
+        work_to_date = {line_id: line.quantity_to_date_centi for line_id, line in owned.items()}
+        for consumed in consumed_materials(position, certificate, work_to_date):
+            reversed_elsewhere[consumed.boq_line] = (consumed.excess_centi, consumed.excess_minor)
     by_line: dict[str, list[MaterialsItem]] = {}
     for item in certificate.materials_on_site:
         if item.quantity_centi > 0 and item.amount_minor >= 0:
@@ -769,10 +776,13 @@ def materials_within_line_allowance(
     compared: list[str | None] = []
     excess_value = 0
     for line_id, items in sorted(by_line.items()):
-        on_site = sum(item.quantity_centi for item in items)
-        value_on_site = sum(item.amount_minor for item in items)
+        already_centi, already_minor = reversed_elsewhere.get(line_id, (0, 0))
+        on_site = sum(item.quantity_centi for item in items) - already_centi
+        value_on_site = sum(item.amount_minor for item in items) - already_minor
         ids = ", ".join(item.id for item in items)
         allowance = line_allowance_centi(contract, changes, line_id)
+        if on_site <= 0:
+            continue
         if allowance is None:
             problems.append(
                 f"materials {ids} ({_amount(value_on_site, contract)}) are listed against {line_id}, "
