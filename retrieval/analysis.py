@@ -16,6 +16,7 @@ A term's initials, written in capitals in a query ("PC", "LDs", "APG"), stand fo
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections import Counter
@@ -52,12 +53,15 @@ _SENTENCE_START: Final = re.compile(r"(?:^|[.!?:;]\s+|\(\w\)\s+)$")
 # Capitals written as an abbreviation in a query ("PC", "LDs", "APG"); a trailing lower-case s is a plural.
 _ABBREVIATION: Final = re.compile(r"\b([A-Z]{2,5})s?\b")
 MIN_TERM_OCCURRENCES: Final = 2
+STEM_CACHE_WORDS: Final = 65_536
 TERM_SEPARATOR: Final = "_"
 
 _local = threading.local()  # a Snowball stemmer keeps the word it works on in itself: one per thread
 
 
+@functools.lru_cache(maxsize=STEM_CACHE_WORDS)
 def stem(word: str) -> str:
+    """The Snowball English stem; cached, as a corpus and its queries repeat a few thousand words."""
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = snowballstemmer.stemmer("english")

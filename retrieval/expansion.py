@@ -15,7 +15,7 @@ the held-out set with and without it). COLLOQUIAL was written from the tuning qu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
@@ -157,10 +157,16 @@ class QueryExpander:
     """Adds the contract's words for the colloquial phrases a query uses; the glossary is stemmed once."""
 
     _entries: tuple[_Compiled, ...]
+    _by_first_word: Mapping[str, tuple[tuple[tuple[str, ...], int], ...]]  # first stem -> (phrase, entry index)
 
     @classmethod
     def from_glossary(cls, glossary: Sequence[Synonym] = GLOSSARY) -> QueryExpander:
-        return cls(_compile(glossary))
+        entries = _compile(glossary)
+        by_first_word: dict[str, list[tuple[tuple[str, ...], int]]] = {}
+        for index, entry in enumerate(entries):
+            for phrase in entry.phrases:
+                by_first_word.setdefault(phrase[0], []).append((phrase, index))
+        return cls(entries, {word: tuple(phrases) for word, phrases in by_first_word.items()})
 
     @classmethod
     def for_expansion(cls, expansion: Expansion) -> QueryExpander:
@@ -169,13 +175,9 @@ class QueryExpander:
     def expansions(self, query: str) -> tuple[str, ...]:
         """The `means` of every entry one of whose phrases the query contains, each once, in glossary order."""
         stems = tuple(words(query))
-        found = []
-        for entry in self._entries:
-            if any(_contains(stems, phrase) for phrase in entry.phrases):
-                found.append(entry.means)
-        return tuple(dict.fromkeys(found))
-
-
-def _contains(stems: Sequence[str], phrase: Sequence[str]) -> bool:
-    width = len(phrase)
-    return any(tuple(stems[start : start + width]) == tuple(phrase) for start in range(len(stems) - width + 1))
+        matched: set[int] = set()
+        for start, word in enumerate(stems):
+            for phrase, index in self._by_first_word.get(word, ()):
+                if stems[start : start + len(phrase)] == phrase:
+                    matched.add(index)
+        return tuple(dict.fromkeys(self._entries[index].means for index in sorted(matched)))
