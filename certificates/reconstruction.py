@@ -51,9 +51,9 @@ class MaterialsPosition:
     quantity_centi: int
     line_quantity_when_listed_centi: int
     """The cumulative quantity of its bill line on the first certified certificate that listed the item."""
-    description: str = ""
-    amount_minor: int = 0
-    certificate: str = ""
+    description: str
+    amount_minor: int
+    certificate: str
     """The first certified certificate that listed the item."""
 
     @property
@@ -63,7 +63,7 @@ class MaterialsPosition:
 
 @dataclass(frozen=True)
 class LineMaterials:
-    """The materials on site for one bill line on the last certified certificate that listed any for it."""
+    """The materials on site for one bill line on the last certified certificate (none, once it lists none)."""
 
     boq_line: str
     quantity_centi: int
@@ -85,7 +85,7 @@ class Position:
     materials: Mapping[str, MaterialsPosition]
     """Materials items on site on the last certified certificate, by id."""
     materials_by_line: Mapping[str, LineMaterials]
-    """Per bill line, the materials on site on the last certified certificate that listed any for it."""
+    """Per bill line that ever had materials on site, those on site on the last certified certificate."""
     retention_released_minor: int
     release_events: tuple[str, ...]
     advance_repaid_minor: int
