@@ -34,7 +34,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from evals.retrieval import load_queries  # noqa: E402
-from retrieval import ARMS, Clause, ClauseCorpus, Retriever, load_corpus  # noqa: E402
+from retrieval import ARMS, DEFAULT_TUNING, Clause, ClauseCorpus, Retriever, load_corpus  # noqa: E402
 from retrieval.dense import load_model  # noqa: E402
 
 ABORT_AFTER_SECONDS = 600
@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     runs["scaled"] = measure("scaled", scaled, queries, args.passes)
 
     print("\n```")
-    print(f"clause retrieval (k={K}, fused = BM25 + dense over-fetching 3k, RRF k=60), {_cpu_count()} cpus")
+    print(
+        f"clause retrieval (k={K}, fused = BM25 + dense over-fetching 3k, weighted RRF k={DEFAULT_TUNING.rrf_k}, "
+        f"query expansion: {DEFAULT_TUNING.expansion.value}), {_cpu_count()} cpus"
+    )
     print(f"embedding model load (once per process): {model_s:.2f} s; corpus load + verify: {load_s * 1000:.0f} ms")
     print(
         "| corpus | clauses | index build | filter | fused p50 / p99 / max | BM25 alone p50 / p99 | fused/BM25 (mean) |"
