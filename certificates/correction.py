@@ -44,6 +44,7 @@ from certificates.reconstruction import (
     line_allowance_centi,
     period_value_at_rate,
     pro_rata_minor,
+    revalued_by_instruction,
     reversed_by_instruction,
 )
 
@@ -320,9 +321,7 @@ def _correct_variations(ledger: _Ledger, position: Position, certificate: Certif
                 [certified.id],
             )
             continue
-        reinstructed = bool(stated.instruction_ref and stated.instruction_ref.strip()) and (
-            stated.instruction_ref != certified.instruction_ref
-        )
+        reinstructed = revalued_by_instruction(stated, certified)
         if not reinstructed and valuation.variations.get(certified.id) != certified.amount_minor:
             stated_amount = valuation.variations[certified.id]
             valuation.variations[certified.id] = certified.amount_minor

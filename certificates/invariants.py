@@ -37,6 +37,7 @@ from certificates.reconstruction import (
     owned_lines,
     period_value_at_rate,
     pro_rata_minor,
+    revalued_by_instruction,
     reversed_by_instruction,
 )
 
@@ -723,9 +724,7 @@ def certified_variations_carried_forward(
             certified.quantity_change_centi,
             certified.boq_line,
         )
-        reinstructed = bool(stated.instruction_ref and stated.instruction_ref.strip()) and (
-            stated.instruction_ref != certified.instruction_ref
-        )
+        reinstructed = revalued_by_instruction(stated, certified)
         if same or reinstructed:
             continue
         problem = (

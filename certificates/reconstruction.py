@@ -160,16 +160,26 @@ def accepted_period_values(contract: Contract, known: LinePosition, period_quant
 
 
 def standing_variations(position: Position, certificate: Certificate) -> tuple[Variation | CertifiedVariation, ...]:
-    """The variations that stand on this statement: every listed one, plus every variation certified earlier that the
-    statement leaves out without a listed, instructed variation reversing it (a certified variation stands until an
-    instruction reverses it)."""
-    listed_ids = {v.id for v in certificate.variations}
+    """The variations that stand on this statement. A certified variation stands at its certified figures until an
+    instruction reverses it or a new instruction re-values it: left off the statement without a reversal, or restated
+    under its old instruction, it still stands as certified. Every other listed variation stands as listed."""
     reversed_ids = reversed_by_instruction(certificate)
-    kept: list[Variation | CertifiedVariation] = list(certificate.variations)
+    kept: list[Variation | CertifiedVariation] = []
+    for variation in certificate.variations:
+        certified = position.certified_variations.get(variation.id)
+        kept.append(variation if certified is None or revalued_by_instruction(variation, certified) else certified)
+    listed_ids = {v.id for v in certificate.variations}
     for certified in position.certified_variations.values():
         if certified.id not in listed_ids and certified.id not in reversed_ids:
             kept.append(certified)
     return tuple(kept)
+
+
+def revalued_by_instruction(stated: Variation, certified: CertifiedVariation) -> bool:
+    """A certified variation stated under a new instruction reference: the instruction that re-values it."""
+    return bool(stated.instruction_ref and stated.instruction_ref.strip()) and (
+        stated.instruction_ref != certified.instruction_ref
+    )
 
 
 def reversed_by_instruction(certificate: Certificate) -> dict[str, str]:

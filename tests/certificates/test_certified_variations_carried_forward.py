@@ -173,3 +173,27 @@ def test_a_fall_with_the_addition_still_standing_is_a_decrease_without_variation
         found = result(assess(addition_history(month_three))[2], inv.QUANTITIES_NEVER_DECREASE_WITHOUT_VARIATION)
         assert found.violated
         assert found.compared_with == ("C2",)
+
+
+def omission_restated(instruction: str) -> CertificateAssessment:
+    """Month three restates the certified omission V-2 (-100.00 on L02) as -10.00 and takes L02 to 490.00."""
+    smaller = variation("V-2", "0.00", instruction=instruction, line="L02", change="-10.00")
+    periods = [
+        Period({"L02": "100.00"}),
+        Period({"L02": "300.00"}, variations=[OMIT]),
+        Period({"L02": "490.00"}, variations=[smaller]),
+    ]
+    return assess(honest_history(contract(), periods))[2]
+
+
+def test_a_certified_omission_restated_smaller_under_its_old_instruction_still_omits_as_certified() -> None:
+    assessment = omission_restated("CAI-002")
+    assert result(assessment, inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD).violated
+    within = result(assessment, inv.QUANTITY_WITHIN_BILL)
+    assert within.violated
+    assert "90.00 beyond the 400.00 billed and instructed" in within.explanation
+
+
+def test_a_certified_omission_re_valued_by_a_new_instruction_omits_as_re_valued() -> None:
+    assessment = omission_restated("CAI-022")
+    assert assessment.certified, [v.explanation for v in assessment.violations]
