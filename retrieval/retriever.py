@@ -172,13 +172,11 @@ class Retriever:
 
     def _named(self, query: str, candidates: npt.NDArray[np.int64]) -> list[str]:
         """The ids of the candidate clauses whose numbers the query names ("cl 4.2"), in the order it names them."""
+        numbered = [index for token in clause_references(query) for index in self._by_number.get(token, [])]
+        if not numbered:
+            return []
         allowed = set(candidates.tolist())
-        return [
-            self._ids[index]
-            for token in clause_references(query)
-            for index in self._by_number.get(token, [])
-            if index in allowed
-        ]
+        return list(dict.fromkeys(self._ids[index] for index in numbered if index in allowed))
 
     def _check(self, query: str, k: int, form: str | None, arm: str) -> None:
         if not isinstance(query, str) or not query.strip():
