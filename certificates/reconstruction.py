@@ -235,7 +235,7 @@ class ConsumedMaterials:
 
     boq_line: str
     incorporated: tuple[MaterialsItem, ...]
-    """Items the line's work has passed since each was first listed: reversed in full."""
+    """The line's one carried item, when the work has passed it since it was first listed: reversed in full."""
     partly: tuple[MaterialsItem, ...]
     """The other carried items on the line."""
     partly_excess_centi: int
@@ -270,7 +270,10 @@ def consumed_materials(
     found: list[ConsumedMaterials] = []
     for line_id, items in sorted(carried.items()):
         done = work_centi.get(line_id, position.line(line_id).quantity_centi)
-        incorporated = tuple(item for item in items if done >= position.materials[item.id].incorporated_at_centi)
+        # An item alone on its line is incorporated once the work passes it; among several, which the work drew on
+        # is not known, so only their total is bounded (below).
+        sole = items[0] if len(items) == 1 else None
+        incorporated = (sole,) if sole and done >= position.materials[sole.id].incorporated_at_centi else ()
         partly = tuple(item for item in items if item not in incorporated)
         before = position.materials_by_line.get(line_id)
         since = 0 if before is None else max(0, done - before.line_quantity_centi)
