@@ -112,6 +112,8 @@ class Submission:
     window_days: int
     """How long after this submission a later one is still compared with it (its contract's terms)."""
     supersedes: str | None = None
+    quantities: tuple[tuple[str, int], ...] = ()
+    """(scope hash, quantity to date) of every line the certificate states: how far each line stands after it."""
 
     @property
     def order(self) -> SubmissionOrder:
@@ -270,6 +272,7 @@ def submission_of(certificate: Certificate, contract: Contract | None = None) ->
         claims=claims,
         window_days=window_days(contract.payment_terms if contract is not None else PaymentTerms()),
         supersedes=certificate.supersedes,
+        quantities=tuple((line.scope_hash, line.quantity_to_date_centi) for line in certificate.lines),
     )
 
 
@@ -279,7 +282,23 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> Decimal:
     return Decimal(len(a & b)) / Decimal(len(a | b))
 
 
-def features(candidate: Submission, earlier: Submission) -> Features:
+Floors = Mapping[str, int]
+"""Scope hash -> the lowest quantity to date a line of the earlier certificate's contract was certified at since."""
+
+
+def withdrawn(claim: ClaimedInterval, floors: Floors) -> ClaimedInterval:
+    """`claim` without the quantities a later certificate took back (a line re-measured down below the claim's end):
+    work climbing back through them is claimed afresh, not again."""
+    floor = floors.get(claim.scope_hash)
+    if floor is None or floor >= claim.to_centi:
+        return claim
+    standing = max(claim.from_centi, floor)
+    value = claim.value_minor * (standing - claim.from_centi) // (claim.to_centi - claim.from_centi)
+    return ClaimedInterval(claim.label, claim.scope_hash, claim.from_centi, standing, value)
+
+
+def features(candidate: Submission, earlier: Submission, floors: Floors | None = None) -> Features:
+    """The pair's features; `floors` (see `Floors`) trims the earlier certificate's claims to what still stands."""
     larger = max(abs(candidate.amount_due_minor), abs(earlier.amount_due_minor))
     difference = (
         Decimal(0)
@@ -288,7 +307,7 @@ def features(candidate: Submission, earlier: Submission) -> Features:
     )
     by_scope: dict[str, list[ClaimedInterval]] = {}
     for claim in earlier.claims:
-        by_scope.setdefault(claim.scope_hash, []).append(claim)
+        by_scope.setdefault(claim.scope_hash, []).append(withdrawn(claim, floors or {}))
     overlap = 0
     best_line, best_overlap = "", 0
     for claim in candidate.claims:
@@ -369,14 +388,31 @@ class DuplicateIndex:
             current = self._supersedes.get(current)
         return frozenset(found)
 
-    def compared(self, candidate: Submission) -> list[Submission]:
-        """The earlier submissions `candidate` is compared with: same vendor, not one it corrects."""
+    def compared(self, candidate: Submission) -> list[tuple[Submission, Floors]]:
+        """The earlier submissions `candidate` is compared with (same vendor, within the window, not one it corrects),
+        in submission order, each with its `Floors`: for the lines on which `candidate` continues from where the
+        contract's latest submission left them, the lowest quantity a later-numbered certificate of the same contract
+        put them at after it (a re-measurement). A re-sent copy continues from nothing, so it is never let off."""
         corrected = self.corrected_by(candidate)
-        return [
-            earlier
-            for earlier in self._by_vendor.get(candidate.vendor_key, [])
-            if earlier.certificate not in corrected and earlier.order < candidate.order
-        ]
+        submitted = [e for e in self._by_vendor.get(candidate.vendor_key, []) if e.order < candidate.order]
+        latest = next((e for e in reversed(submitted) if e.contract == candidate.contract), None)
+        standing = dict(latest.quantities) if latest is not None else {}
+        continuing = {c.scope_hash for c in candidate.claims if standing.get(c.scope_hash) == c.from_centi}
+        found: list[tuple[Submission, Floors]] = []
+        after: list[Submission] = []
+        for earlier in reversed(submitted):
+            if earlier.contract != candidate.contract:
+                if earlier.certificate not in corrected and self._within_window(candidate, earlier):
+                    found.append((earlier, {}))
+                continue
+            if earlier.certificate not in corrected and self._within_window(candidate, earlier):
+                found.append((earlier, _floors(earlier, after, continuing)))
+            after.append(earlier)
+        return found[::-1]
+
+    def _within_window(self, candidate: Submission, earlier: Submission) -> bool:
+        window = self.thresholds.date_window_days
+        return (candidate.date - earlier.date).days <= (earlier.window_days if window is None else window)
 
     def check(self, candidate: Submission) -> DuplicateHold | None:
         """The hold for `candidate` against the best-matching earlier submission, or None."""
@@ -384,8 +420,8 @@ class DuplicateIndex:
         if candidate.amount_due_minor <= 0:
             return None  # nothing would be paid twice
         best: tuple[Decimal, DuplicateHold] | None = None
-        for earlier in self.compared(candidate):
-            found = features(candidate, earlier)
+        for earlier, floors in self.compared(candidate):
+            found = features(candidate, earlier, floors)
             if not is_duplicate(found, self.thresholds):
                 continue
             rank = Decimal(1) + found.similarity if found.same_invoice else found.similarity
@@ -399,6 +435,18 @@ class DuplicateIndex:
                 )
                 best = (rank, hold)
         return None if best is None else best[1]
+
+
+def _floors(earlier: Submission, after: Sequence[Submission], lines: Container[str]) -> Floors:
+    """For each of `lines`, the lowest quantity to date of the certificates in `after` numbered after `earlier`."""
+    floors: dict[str, int] = {}
+    for submission in after:
+        if submission.number <= earlier.number:
+            continue  # a re-sent copy of an older certificate takes nothing back
+        for scope, quantity in submission.quantities:
+            if scope in lines:
+                floors[scope] = min(quantity, floors.get(scope, quantity))
+    return floors
 
 
 def submissions_of(

@@ -8,7 +8,7 @@ L02 10 -> 20 t (200.00), amount due 445.00, dated 2025-02-25, from "Kestrel Cons
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 
@@ -270,3 +270,62 @@ def test_thresholds_may_still_fix_one_window_for_every_contract() -> None:
     later = _resent(original, date=original.date + timedelta(days=47))
     fixed = {h.certificate for h in detect([original, later], Thresholds(date_window_days=45))}
     assert fixed == set()
+
+
+# --- work climbing back after a re-measured omission ------------------------------------------------------------------
+
+
+def _restated(base: Certificate, number: int, day: str, l01_from: int, l01_to: int) -> Certificate:
+    """Certificate `number` of the history's contract: L01 stated from `l01_from` to `l01_to` m3 (hundredths) at
+    10.00, L02 unchanged at 20 t."""
+    l01, l02 = base.lines
+    lines = (
+        dataclasses.replace(
+            l01,
+            previous_quantity_centi=l01_from,
+            quantity_to_date_centi=l01_to,
+            previous_value_minor=l01_from * 10,
+            value_to_date_minor=l01_to * 10,
+        ),
+        dataclasses.replace(l02, previous_quantity_centi=2000, previous_value_minor=40000),
+    )
+    totals = dataclasses.replace(base.totals, amount_due_minor=max(1, (l01_to - l01_from) * 10))
+    return dataclasses.replace(
+        base,
+        id=f"C{number}",
+        number=number,
+        date=date.fromisoformat(day),
+        period=day[:7],
+        invoice_number=f"KC/2025/{number:04d}",
+        description=f"Interim valuation {number}: Test works",
+        lines=lines,
+        totals=totals,
+    )
+
+
+def test_work_climbing_back_after_a_remeasured_omission_is_not_a_reclaim() -> None:
+    first, second = (parse_certificate(c) for c in history()[:2])  # L01 0 -> 30, 30 -> 60 m3
+    remeasured = _restated(second, 3, "2025-03-25", 6000, 4000)  # L01 re-measured down to 40 m3
+    climbing = _restated(second, 4, "2025-04-20", 4000, 5500)  # 40 -> 55 m3: within what C2 claimed
+    assert _held([first, second, remeasured, climbing]) == {}
+
+
+def test_the_same_claim_without_the_remeasurement_is_held_as_a_reclaim() -> None:
+    first, second = (parse_certificate(c) for c in history()[:2])
+    unchanged = _restated(second, 3, "2025-03-25", 6000, 6000)
+    climbing = _restated(second, 4, "2025-04-20", 4000, 5500)
+    assert _held([first, second, unchanged, climbing]) == {"C4": "C2"}
+
+
+def test_a_resent_older_certificate_does_not_lower_what_later_ones_claimed() -> None:
+    first, second = (parse_certificate(c) for c in history()[:2])
+    first_again = _resent(first, id="C1-again", invoice_number="KC/2025/0098", date=second.date + timedelta(days=1))
+    second_again = _resent(second, date=second.date + timedelta(days=6))
+    assert _held([first, second, first_again, second_again]) == {"C1-again": "C1", "C2-again": "C2"}
+
+
+def test_a_copy_resent_after_a_remeasurement_is_still_held() -> None:
+    first, second = (parse_certificate(c) for c in history()[:2])
+    remeasured = _restated(second, 3, "2025-03-25", 6000, 4000)
+    copy = _resent(second, date=date.fromisoformat("2025-04-10"))  # C2 again: L01 30 -> 60, above the 40 standing
+    assert _held([first, second, remeasured, copy]) == {"C2-again": "C2"}
