@@ -7,11 +7,15 @@ corrections, sister releases and per-contract numbering as legitimate look-alike
 against the seeded re-submissions. Each certificate is compared with the earlier ones the pipeline certified, as the
 engine compares with those not rejected at their payment gate. Prints markdown: the grid (similarity x amount
 tolerance) under each contract's own window, the operating point under fixed windows, recall per variation and holds
-per look-alike. Counts only: nothing here is timed. Bounded: aborts itself after ABORT_AFTER_SECONDS.
+per look-alike. Then, at the operating point, the structurally different second-style generator (ADR 0032) on its
+held-out seeds, as it is: re-submissions held against the right original, and legitimate certificates held (with the
+tricky kinds that generator gave them). Counts only: nothing here is timed. Bounded: aborts itself after
+ABORT_AFTER_SECONDS.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -35,6 +39,9 @@ from certificates.duplicates import (  # noqa: E402
     sweep,
 )
 from certificates.pipeline import run_pipeline  # noqa: E402
+from evals.certificate_files import read_certificates, read_contracts, read_ground_truth  # noqa: E402
+from synthetic.construction_profile import load_construction_profile  # noqa: E402
+from synthetic.construction_second_style import generate_second_style  # noqa: E402
 from tests.certificates.duplicate_variations import LookAlike, Variation, VariedSet, vary  # noqa: E402
 from tests.certificates.generated import TUNED_SEEDS, generate  # noqa: E402
 
@@ -42,7 +49,9 @@ SEEDS = (201, 202, 203, 204, 205)
 CONTRACTS = 60
 MONTHS = 20
 FIXED_WINDOWS = (DATE_WINDOW_DAYS, 55, 120)
-ABORT_AFTER_SECONDS = 900
+SECOND_STYLE_RUNS = ((9104, 250), (31415, 250), (12, 150))
+"""(seed, contracts) of the second-style generator: its held-out seeds, and the one it showed a false hold on."""
+ABORT_AFTER_SECONDS = 1200
 
 
 def _varied(seed: int) -> tuple[VariedSet, frozenset[str]]:
@@ -149,7 +158,32 @@ def main() -> int:
         print(f"| re-submission: {kind} | {seeded_by_kind[kind]} | {held_by_kind[kind]} |")
     for look in LookAlike:
         print(f"| legitimate: {look} | {look_alikes[look]} | {wrongly[look]} |")
+    second_style()
     return 0
+
+
+def second_style() -> None:
+    profile = load_construction_profile(REPO_ROOT / "config" / "profiles" / "construction-second-style.yaml")
+    print()
+    print("The second-style generator as it is (each contract's window, similarity >= 0.70, amount within 5 %):")
+    print()
+    print("| seed | contracts | certificates | re-submissions | held against the original | legitimate held |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for seed, contracts in SECOND_STYLE_RUNS:
+        with tempfile.TemporaryDirectory(prefix="countersign-duplicates-") as tmp:
+            out = Path(tmp)
+            generate_second_style(profile, seed, out, contracts=contracts)
+            found, certificates, truth = read_contracts(out), read_certificates(out), read_ground_truth(out)
+            tricky: dict[str, set[str]] = {}
+            for case in json.loads((out / "ground_truth.json").read_text(encoding="utf-8")).get("tricky", []):
+                tricky.setdefault(case["certificate"], set()).add(str(case.get("kind")))
+        held = {hold.certificate: hold.other_certificate for hold in run_pipeline(found, certificates).holds}
+        right = sum(1 for duplicate, original in truth.duplicates.items() if held.get(duplicate) == original)
+        wrong = [", ".join(sorted(tricky.get(c, {"not marked tricky"}))) for c in held if c not in truth.duplicates]
+        print(
+            f"| {seed} | {contracts} | {len(certificates)} | {len(truth.duplicates)} | {right} | "
+            f"{len(wrong)}{': ' + '; '.join(wrong) if wrong else ''} |"
+        )
 
 
 if __name__ == "__main__":
