@@ -69,8 +69,9 @@ def certificate_summary(
         )
     claimed = Decimal(reconstruction.get("claimed_amount", reconstruction["amount_to_certify"]))
     reconstructed = Decimal(reconstruction.get("reconstructed_amount", claimed))
-    corrected = bool(reconstruction["violations"]) and reconstructed != claimed
-    # With violations, approval certifies the sum the checks rebuilt (never below nothing); without, the claim.
+    corrected = bool(reconstruction["violations"])
+    # With violations, approval certifies the sum the checks rebuilt, never below nothing (a recovery from the
+    # contractor is not this gate's to make); without, the claim as stated.
     to_certify = max(reconstructed, Decimal(0)) if corrected else claimed
     previously = Decimal(reconstruction["previously_certified"])
     from_documents = Decimal(reconstruction.get("previously_certified_reconstructed", previously))
@@ -87,7 +88,7 @@ def certificate_summary(
             {key: item[key] for key in ("invariant", "description", "amount")}
             for item in reconstruction.get("corrections", [])
         ]
-        if corrected
+        if corrected and to_certify != claimed
         else [],
         "previously_certified": reconstruction["previously_certified"],
         "previously_certified_reconstructed": None if from_documents == previously else decimal_text(from_documents),
