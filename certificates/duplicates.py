@@ -145,6 +145,11 @@ class Features:
         return (self.description_similarity + self.overlap_ratio) / 2
 
     @property
+    def same_statement(self) -> bool:
+        """The same valuation restated to the penny: same contract, the same reference numbers, the same amount due."""
+        return self.same_contract and self.same_reference_numbers and self.amount_difference == 0
+
+    @property
     def full_overlap(self) -> bool:
         """Every unit of bill-line work the candidate claims was claimed by the earlier submission."""
         return self.claims_line_work and self.overlap_ratio == 1
@@ -167,6 +172,11 @@ class DuplicateHold:
         f = self.features
         if f.same_invoice:
             basis = "the same invoice number"
+        elif not f.claims_line_work and f.same_statement:
+            basis = (
+                f"the same valuation restated: same contract, same reference numbers, the same amount due, "
+                f"{f.days_apart} days apart"
+            )
         elif f.full_overlap and f.amount_difference > 0:
             basis = (
                 f"every quantity it claims was claimed before (scope overlap 100%), {f.days_apart} days apart, "
@@ -355,6 +365,8 @@ def is_duplicate(found: Features, thresholds: Thresholds) -> bool:
         return False
     if not found.claims_line_work and not found.same_reference_numbers:
         return False  # no scope to compare: only a restatement of the same valuation counts
+    if not found.claims_line_work and found.same_statement:
+        return True  # however it is worded
     return found.similarity >= thresholds.similarity
 
 

@@ -329,3 +329,20 @@ def test_a_copy_resent_after_a_remeasurement_is_still_held() -> None:
     remeasured = _restated(second, 3, "2025-03-25", 6000, 4000)
     copy = _resent(second, date=date.fromisoformat("2025-04-10"))  # C2 again: L01 30 -> 60, above the 40 standing
     assert _held([first, second, remeasured, copy]) == {"C2-again": "C2"}
+
+
+# --- a statement without line work restated to the penny --------------------------------------------------------------
+
+
+def test_a_release_restated_to_the_penny_is_held_however_it_is_worded() -> None:
+    ours = _release("R-1", "CT-T")
+    again = dataclasses.replace(
+        ours,
+        id="R-1-again",
+        invoice_number="KC/R-again",
+        description="Valuation no. 5 - retention released at practical completion",
+        date=ours.date + timedelta(days=9),
+    )
+    assert _held([ours, again]) == {"R-1-again": "R-1"}
+    nudged = dataclasses.replace(again, totals=dataclasses.replace(again.totals, amount_due_minor=4001))
+    assert _held([ours, nudged]) == {}  # a penny apart, differently worded: the description must carry it
