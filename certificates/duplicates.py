@@ -9,8 +9,10 @@ the largest overlap and the overlap amount, so it can be defended line by line.
 Every submission is compared with every earlier one, in submission order (date, contract, number, id), whatever its
 id; the later of a same-day pair is the re-send. Two submissions are compared while the later is within the earlier
 one's window: its contract's declared `payment_terms.duplicate_window_days`, else derived from its payment cycle
-(`window_days`). Not duplicates: a certificate and one it names as superseded (directly or through a chain of
-corrections), and two certificates of different contracts that claim no common scope. ADR 0030 gives the reasons.
+(`window_days`). Held whatever the amount or wording: every claimed quantity claimed before (a full scope overlap),
+or a statement without line work restated to the penny. Not duplicates: a certificate and one it names as superseded
+(directly or through a chain of corrections), two certificates of different contracts that claim no common scope,
+and work climbing back through quantities a re-measurement took back (`Floors`). ADR 0030 gives the reasons.
 
 A duplicate is a fact, not a judgement: this module imports nothing that could reach a model (a test asserts it).
 """
