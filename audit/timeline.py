@@ -62,6 +62,20 @@ def describe(event: TraceEvent) -> str:
         return f"bank feed version {p.get('feed_version')} ({p.get('source')}) loaded by {p.get('loaded_by')}"
     if kind == "close_started":
         return f"{p.get('entity')} {p.get('period')} requested by {p.get('requested_by')}"
+    if kind == "certificate_certified":
+        claimed = p.get("claimed_amount")
+        basis = (
+            f" of {p.get('currency')} {claimed} claimed ({p.get('basis')})"
+            if claimed not in (None, p.get("amount"))
+            else ""
+        )
+        return f"{p.get('certificate_id')} certified for {p.get('currency')} {p.get('amount')}{basis}"
+    if kind == "pay_less_notice_served":
+        when = "in time" if p.get("served_in_time") else "LATE"
+        return (
+            f"pay-less notice {p.get('notice_id')} for {p.get('certificate_id')}: pays {p.get('currency')}"
+            f" {p.get('sum_to_pay')} of {p.get('notified_sum')}, deadline {p.get('deadline')} ({when})"
+        )
     return ", ".join(f"{k}={v}" for k, v in p.items() if isinstance(v, str | int) and k != "to")[:90]
 
 

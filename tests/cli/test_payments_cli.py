@@ -29,11 +29,13 @@ async def test_payments_status_shows_one_line_per_certificate_with_its_outcome(
     assert len(rows) == 13 and all(row.keys() >= COLUMNS for row in rows)
     assert len({row["certificate_id"] for row in rows}) == 13
     certified = [row for row in rows if row["certified"]]
-    assert len(certified) == 4
+    assert len(certified) == 12  # four clean at their claims, eight with violations at the reconstructed sum
     assert all(row["gate"]["status"] == "approved" and row["stage"] == "done" for row in certified)
+    corrected = [row for row in certified if row["certified_amount"] != row["claimed_amount"]]
+    assert corrected and all(row["certified_amount"] == row["amount_to_certify"] for row in certified)
+    assert all(row["gate"]["tier"] in ("high", "critical") for row in corrected)  # findings raise the tier
     rejected = [row for row in rows if row["gate"] and row["gate"]["status"] == "rejected"]
-    assert len(rejected) == 9 and not any(row["certified"] for row in rejected)
-    assert all(row["gate"]["tier"] in ("high", "critical") for row in rejected)  # findings raise the tier
+    assert len(rejected) == 1 and not any(row["certified"] for row in rejected)  # the duplicate
     assert [row["escalation"] for row in rows if row["escalation"]] == ["suspected_injection"]
     other_month = cli(database, tmp_path, "payments", "status", "--period", "2025-05", "--json")
     assert other_month.returncode == 0 and json.loads(other_month.stdout) == []
@@ -41,7 +43,7 @@ async def test_payments_status_shows_one_line_per_certificate_with_its_outcome(
     # The same rows as a table a person can read.
     done = cli(database, tmp_path, "payments", "status", "--period", PERIOD)
     assert done.returncode == 0, done.stderr
-    assert f"payment runs {PERIOD}: 13, 4 certified" in done.stdout
+    assert f"payment runs {PERIOD}: 13, 12 certified" in done.stdout
     table = [line for line in done.stdout.splitlines() if "IPC-" in line]
     assert len(table) == 13
     for row in rows:

@@ -20,7 +20,7 @@ def recorded() -> Console:
     return Console(record=True, width=200, force_terminal=False)
 
 
-async def test_the_demo_month_gates_every_seeded_class_and_certifies_only_clean_certificates(
+async def test_the_demo_month_gates_every_seeded_class_certifies_corrected_sums_and_serves_pay_less_notices(
     runtime: Any, conn: Any
 ) -> None:
     console = recorded()
@@ -31,6 +31,7 @@ async def test_the_demo_month_gates_every_seeded_class_and_certifies_only_clean_
     for name in FAULT_CLASSES:
         assert f"seeded: {name}" in out
     assert "REJECTS payment" in out and "approves extraction (escalation" in out
+    assert "certify the reconstructed sum, not the claim" in out
     # The hostile text is flagged, and moves neither the amount nor a verdict.
     assert "escalated suspected_injection" in out and "extraction: suspected_injection in variation:" in out
     hostile = re.search(r"with it (\(.*?\)), without it (\(.*?\)), in its run (\(.*?\))", out)
@@ -44,11 +45,24 @@ async def test_the_demo_month_gates_every_seeded_class_and_certifies_only_clean_
         == 0
     )
     assert await count(conn, "SELECT count(*) FROM close_task WHERE escalation = 'suspected_injection'") == 1
-    # Four clean certificates certified once each; nothing else.
-    assert await count(conn, "SELECT count(*) FROM payment_certification") == 4
-    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'certificate_certified'") == 4
+    # Four clean certificates certified at their claims, eight with violations at the reconstructed sum, the
+    # duplicate rejected; each certified once.
+    assert await count(conn, "SELECT count(*) FROM payment_certification WHERE basis = 'claimed'") == 4
+    assert await count(conn, "SELECT count(*) FROM payment_certification WHERE basis = 'reconstructed'") == 8
+    assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'certificate_certified'") == 12
     rejected = "SELECT count(*) FROM gate_state WHERE task = 'payment' AND status = 'rejected'"
-    assert await count(conn, rejected) == 9
+    assert await count(conn, rejected) == 1
+    # A pay-less notice for the rejection and for every certification below its claim, each before its deadline.
+    reduced = "SELECT count(*) FROM payment_certification WHERE amount < claimed_amount"
+    notices = "SELECT count(*) FROM payment_notice WHERE kind = 'pay_less' AND served_in_time"
+    assert await count(conn, reduced) >= 1
+    assert await count(conn, notices) == await count(conn, reduced) + 1
+    on_rejection = (
+        "SELECT count(*) FROM payment_notice n JOIN gate_state s USING (gate_id)"
+        " WHERE s.status = 'rejected' AND n.sum_to_pay = 0"
+    )
+    assert await count(conn, on_rejection) == 1
+    assert "pay-less notice" in out and "in time" in out
     # The same certificates cannot be paid twice: a second demo in this database is refused before anything runs.
     runs = await count(conn, "SELECT count(*) FROM close_run")
     with pytest.raises(DemoRefused, match="already ran"):
@@ -56,15 +70,15 @@ async def test_the_demo_month_gates_every_seeded_class_and_certifies_only_clean_
     assert await count(conn, "SELECT count(*) FROM close_run") == runs
 
 
-async def test_a_script_that_pays_certificates_with_findings_fails_the_demo(
+async def test_a_script_that_pays_a_duplicate_fails_the_demo(
     runtime: Any, conn: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(demo_certificates, "_findings", lambda tasks: [])  # the scripted people see no finding
+    monkeypatch.setattr(demo_certificates, "_payment_decision", lambda tasks: ("approve", "pay everything"))
     console = recorded()
     assert not await run_certificates_demo(runtime, seed=42, console=console)
     out = console.export_text()
-    assert "certified although seeded" in out
-    assert await count(conn, "SELECT count(*) FROM payment_certification") > 4
+    assert "certified although held as a duplicate" in out and "no rejection served a pay-less notice" in out
+    assert await count(conn, "SELECT count(*) FROM payment_certification") == 13
 
 
 def test_the_cli_runs_the_certificates_demo_once_per_database(database: Any, tmp_path: Path) -> None:
