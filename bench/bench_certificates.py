@@ -1,11 +1,11 @@
-"""Benchmark: 10,000 interim certificates across 500 contracts, reconstructed and checked against the 14 invariants.
+"""Benchmark: 10,000 interim certificates across 500 contracts, reconstructed and checked against the 16 invariants.
 
 Run: .venv/bin/python bench/bench_certificates.py
 Generates the construction profile at 500 contracts x 20 months (plus the seeded re-submissions), then times:
   baseline  reading the same files with json (what any consumer pays to read them),
   parse     reading them into the domain's frozen dataclasses (money and quantities as exact integers),
   check     the pipeline: duplicate check, then every contract's cumulative position rebuilt in order with all
-            fourteen invariants on every certificate.
+            sixteen invariants on every certificate.
 Prints a markdown block with the ratio to the baseline. Target: parse + check under 30 s on 2 cores.
 Bounded: aborts itself after ABORT_AFTER_SECONDS.
 """

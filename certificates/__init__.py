@@ -1,4 +1,5 @@
-"""Construction payment certificates: reconstruction, the fourteen invariants, the duplicate detector.
+"""Construction payment certificates: reconstruction, the sixteen invariants, the corrected sum, payment dates and the
+pay-less notice, the duplicate detector.
 
 Pure: no file, database, network, engine or model code. Callers parse the files and pass mappings in.
 """
