@@ -55,10 +55,13 @@ class MaterialsPosition:
     amount_minor: int
     certificate: str
     """The first certified certificate that listed the item."""
+    stock_ahead_centi: int = 0
+    """The other materials on its line on that certificate: work may draw on them first, so the item is incorporated
+    only once the work has passed them too (counting them all errs towards no false hold)."""
 
     @property
     def incorporated_at_centi(self) -> int:
-        return self.line_quantity_when_listed_centi + self.quantity_centi
+        return self.line_quantity_when_listed_centi + self.stock_ahead_centi + self.quantity_centi
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,11 @@ def advance_position(
                 description=item.description,
                 amount_minor=item.amount_minor,
                 certificate=certificate.id,
+                stock_ahead_centi=sum(
+                    other.quantity_centi
+                    for other in certificate.materials_on_site
+                    if other.boq_line == item.boq_line and other.id != item.id
+                ),
             )
     materials_by_line = dict(position.materials_by_line)
     for line_id in sorted({item.boq_line for item in certificate.materials_on_site} | set(materials_by_line)):

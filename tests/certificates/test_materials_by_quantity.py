@@ -135,3 +135,26 @@ def test_materials_against_a_line_not_in_the_bill_are_caught() -> None:
     found = result(assess(history)[2], inv.MATERIALS_WITHIN_LINE_ALLOWANCE)
     assert found.violated and found.amounts["excess_value"] == Decimal("10.00")
     assert "not a line of the bill" in found.explanation
+
+
+def test_an_item_listed_behind_older_stock_is_not_incorporated_while_the_work_draws_on_that_stock() -> None:
+    """Materials-first, oldest first: M2 is listed while 2.00 of M1 is still on site, so the next 2.00 of work uses M1
+    and M2 stays whole. Found by hypothesis (tests/certificates/test_honest_histories_pass.py) at 3,000 examples; the
+    old rule took M2 as incorporated once the work passed its own listing point plus its own quantity."""
+    data = contract(conventions={"materials_consumption": "materials_first"})
+    periods = [
+        Period({"L01": "0.00", "L02": "0.00"}, materials=[materials("M1", "L01", "10.00", "100.00")]),
+        Period(
+            {"L01": "8.00", "L02": "0.00"},
+            materials=[materials("M1", "L01", "2.00", "20.00"), materials("M2", "L01", "1.00", "10.00")],
+        ),
+        Period({"L01": "10.00", "L02": "0.00"}, materials=[materials("M2", "L01", "1.00", "10.00")]),
+    ]
+    assessments = assess_contract(parse_contract(data), [parse_certificate(c) for c in honest_history(data, periods)])
+    assert [a.certified for a in assessments] == [True, True, True], [
+        v.explanation for a in assessments for v in a.violations
+    ]
+    # The negative control: one more unit of work passes M2 too, and keeping it whole is then caught.
+    periods.append(Period({"L01": "12.00", "L02": "0.00"}, materials=[materials("M2", "L01", "1.00", "10.00")]))
+    later = assess_contract(parse_contract(data), [parse_certificate(c) for c in honest_history(data, periods)])
+    assert inv.MATERIALS_ON_SITE_REVERSED_ON_INCORPORATION in {v.name for v in later[-1].violations}
