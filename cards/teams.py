@@ -64,6 +64,7 @@ LINES_SHOWN_MAX = 15
 GATES_SHOWN_MAX = 20
 DECISIONS_SHOWN_MAX = 20
 FACTS_SHOWN_MAX = 12
+FALLBACK_SHORT_CHARS = 200  # the fallback text of a card whose own heading is too large to keep
 
 Element = dict[str, Any]
 Card = dict[str, Any]
@@ -297,10 +298,8 @@ def _open_card(
     if len(refresh_user_ids) > TEAMS_USERS_PER_REFRESH:
         too_many = f"at most {TEAMS_USERS_PER_REFRESH}, got {len(refresh_user_ids)}"
         raise CardDataError("refresh_user_ids", too_many, "Teams card")
-    rendered = _card(body, actions, fallback_text)
     refresh = {"type": "Action.Execute", "title": "Refresh", "verb": REFRESH_VERB, "data": {"gate_id": card.gate_id}}
-    rendered["refresh"] = {"action": refresh, "userIds": list(refresh_user_ids)}
-    return rendered
+    return _card(body, actions, fallback_text, refresh={"action": refresh, "userIds": list(refresh_user_ids)})
 
 
 def _open_url(title: str, url: str) -> Element:
@@ -374,7 +373,10 @@ def _fallback_text(card: GateCard, headline: str, detail: str | None = None) -> 
 # --- Adaptive Card primitives -----------------------------------------------------------------------------
 
 
-def _card(body: list[Element], actions: list[Element] | None, fallback_text: str) -> Card:
+def _card(
+    body: list[Element], actions: list[Element] | None, fallback_text: str, *, refresh: Element | None = None
+) -> Card:
+    """The card, measured whole (its refresh included) against TEAMS_CARD_BYTES."""
     card: Card = {
         "$schema": SCHEMA_URL,
         "type": "AdaptiveCard",
@@ -385,11 +387,22 @@ def _card(body: list[Element], actions: list[Element] | None, fallback_text: str
     }
     if actions:
         card["actions"] = actions
-    if len(json.dumps(card, ensure_ascii=False).encode("utf-8")) > TEAMS_CARD_BYTES:
-        # Unreachable with the caps above for any realistic summary; if it happens, keep the decision path.
-        inputs = [element for element in body[3:] if str(element.get("type", "")).startswith("Input.")]
-        card["body"] = [*body[:3], _text("Some figures are too large for a Teams card; see the close status."), *inputs]
+    if refresh is not None:
+        card["refresh"] = refresh
+    if _bytes(card) > TEAMS_CARD_BYTES:
+        # Unreachable with the caps above for any realistic summary; if it happens, keep the decision path: first
+        # the heading and its facts, then, if even those are too large, the notice alone.
+        inputs = [element for element in body if str(element.get("type", "")).startswith("Input.")]
+        too_large = _text("Some figures are too large for a Teams card; see the close status.")
+        card["body"] = [*(e for e in body[:3] if e not in inputs), too_large, *inputs]
+        if _bytes(card) > TEAMS_CARD_BYTES:
+            card["fallbackText"] = fit(teams_markdown(fallback_text), FALLBACK_SHORT_CHARS)
+            card["body"] = [too_large, *inputs]
     return card
+
+
+def _bytes(card: Card) -> int:
+    return len(json.dumps(card, ensure_ascii=False).encode("utf-8"))
 
 
 def _heading(text: str) -> Element:

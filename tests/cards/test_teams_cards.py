@@ -126,3 +126,20 @@ def test_error_card_shows_the_refusal_in_attention_colour() -> None:
     assert_adaptive_card_valid(card)
     assert card["body"][0]["color"] == "attention"
     assert "Bots, apps and service accounts cannot decide gates" in _texts(card)
+
+
+def test_an_open_card_is_measured_with_its_refresh_against_the_byte_cap() -> None:
+    """A body that fits the cap on its own must still fit once the refresh is added (hypothesis found an emoji-heavy
+    gate card 40 bytes over: the cap was checked before the refresh went in)."""
+
+    def size(card: dict[str, Any]) -> int:
+        return len(json.dumps(card, ensure_ascii=False).encode("utf-8"))
+
+    gate = open_gate_cards()["accruals"]
+    base = size(teams._card([{"type": "TextBlock", "text": ""}], None, "x"))
+    body = [{"type": "TextBlock", "text": "a" * (teams.TEAMS_CARD_BYTES - 5 - base)}]
+    assert size(teams._card(body, None, "x")) == teams.TEAMS_CARD_BYTES - 5  # fits on its own, 5 bytes to spare
+    card = teams._open_card(gate, body, [], "x", ["29:user"])
+    assert size(card) <= teams.TEAMS_CARD_BYTES
+    assert card["refresh"]["userIds"] == ["29:user"]
+    assert "too large for a Teams card" in json.dumps(card)  # it says so rather than dropping text silently
