@@ -27,6 +27,7 @@ from typing import Any
 
 from synthetic.clause_topics import TOPICS
 from synthetic.clauses import clause_ids_by_topic
+from synthetic.construction_format import certificate_record
 from synthetic.construction_profile import MAX_MONTHS, MIN_MONTHS, ConstructionProfile
 from synthetic.ground_truth import GROUND_TRUTH_FILE
 from synthetic.money import format_minor
@@ -1064,54 +1065,4 @@ def _contract_json(plan: _Plan, profile: ConstructionProfile) -> dict[str, Any]:
 
 
 def _certificate_json(certificate: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": certificate["id"],
-        "contract": certificate["contract"],
-        "number": certificate["number"],
-        "period": certificate["period"],
-        "date": certificate["date"],
-        "invoice_number": certificate["invoice_number"],
-        "vendor": certificate["vendor"],
-        "description": certificate["description"],
-        "lines": [
-            {
-                "boq_line": line["boq_line"],
-                "package": line["package"],
-                "scope_hash": line["scope_hash"],
-                "quantity_to_date": format_minor(line["quantity_to_date"]),
-                "value_to_date": format_minor(line["value_to_date"]),
-                "previous_quantity": format_minor(line["previous_quantity"]),
-                "previous_value": format_minor(line["previous_value"]),
-            }
-            for line in certificate["lines"]
-        ],
-        "packages": [
-            {"package": p["package"], "value_to_date": format_minor(p["value_to_date"])}
-            for p in certificate["packages"]
-        ],
-        "variations": [
-            {
-                "id": v["id"],
-                "instruction_ref": v["instruction_ref"],
-                "description": v["description"],
-                "amount": format_minor(v["amount"]),
-                "boq_line": v["boq_line"],
-                "quantity_change": None if v["quantity_change"] is None else format_minor(v["quantity_change"]),
-            }
-            for v in certificate["variations"]
-        ],
-        "materials_on_site": [
-            {
-                "id": m["id"],
-                "boq_line": m["boq_line"],
-                "description": m["description"],
-                "quantity": format_minor(m["quantity"]),
-                "amount": format_minor(m["amount"]),
-            }
-            for m in certificate["materials_on_site"]
-        ],
-        "retention_releases": [
-            {"event": r["event"], "amount": format_minor(r["amount"])} for r in certificate["retention_releases"]
-        ],
-        "totals": {key: format_minor(value) for key, value in certificate["totals"].items()},
-    }
+    return certificate_record(certificate)

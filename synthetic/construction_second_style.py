@@ -42,6 +42,7 @@ from typing import Any
 
 from synthetic.clause_topics import TOPICS
 from synthetic.clauses import clause_ids_by_topic
+from synthetic.construction_format import certificate_record
 from synthetic.construction_profile import MAX_MONTHS, MIN_MONTHS, ConstructionProfile
 from synthetic.ground_truth import GROUND_TRUTH_FILE
 from synthetic.money import format_minor
@@ -1394,58 +1395,4 @@ def _contract_json(site: _Site, profile: ConstructionProfile) -> dict[str, Any]:
 
 
 def _certificate_json(application: dict[str, Any]) -> dict[str, Any]:
-    document: dict[str, Any] = {
-        "id": application["id"],
-        "contract": application["contract"],
-        "number": application["number"],
-        "period": application["period"],
-        "date": application["date"],
-        "invoice_number": application["invoice_number"],
-        "vendor": application["vendor"],
-        "description": application["description"],
-        "lines": [
-            {
-                "boq_line": line["boq_line"],
-                "package": line["package"],
-                "scope_hash": line["scope_hash"],
-                "quantity_to_date": format_minor(line["quantity_to_date"]),
-                "value_to_date": format_minor(line["value_to_date"]),
-                "previous_quantity": format_minor(line["previous_quantity"]),
-                "previous_value": format_minor(line["previous_value"]),
-            }
-            for line in application["lines"]
-        ],
-        "packages": [
-            {"package": p["package"], "value_to_date": format_minor(p["value_to_date"])}
-            for p in application["packages"]
-        ],
-        "variations": [
-            {
-                "id": v["id"],
-                "instruction_ref": v["instruction_ref"],
-                "description": v["description"],
-                "amount": format_minor(v["amount"]),
-                "boq_line": v["boq_line"],
-                "quantity_change": None if v["quantity_change"] is None else format_minor(v["quantity_change"]),
-                **({} if v["reverses"] is None else {"reverses": v["reverses"]}),
-            }
-            for v in application["variations"]
-        ],
-        "materials_on_site": [
-            {
-                "id": m["id"],
-                "boq_line": m["boq_line"],
-                "description": m["description"],
-                "quantity": format_minor(m["quantity"]),
-                "amount": format_minor(m["amount"]),
-            }
-            for m in application["materials_on_site"]
-        ],
-        "retention_releases": [
-            {"event": r["event"], "amount": format_minor(r["amount"])} for r in application["retention_releases"]
-        ],
-        "totals": {key: format_minor(value) for key, value in application["totals"].items()},
-    }
-    if application.get("supersedes"):
-        document["supersedes"] = application["supersedes"]
-    return document
+    return certificate_record(application)
