@@ -61,6 +61,10 @@ class BankStatement:
     source: str
     """The file the statement came from (its name, never a path)."""
     format: StatementFormat
+    opening_stated: bool = True
+    """False when the file states only the closing balance (OFX LEDGERBAL) and the opening was derived from it: the
+    statement's own arithmetic then proves nothing, and the loader checks the opening against the account's
+    previous statement instead."""
 
     @property
     def movements(self) -> Decimal:
