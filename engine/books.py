@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -68,11 +69,50 @@ def _date(value: str) -> date:
         raise ValueError(f"{value!r} is not an ISO date (YYYY-MM-DD)") from None
 
 
+def _currency(value: str) -> str:
+    if not re.fullmatch(r"[A-Z]{3}", value):
+        raise ValueError(f"{value!r} is not an ISO 4217 currency code like GBP")
+    return value
+
+
+def _rate(value: str) -> Decimal:
+    try:
+        rate = Decimal(value)
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a decimal rate") from None
+    if not rate.is_finite() or rate <= 0 or rate >= Decimal(10) ** 10 or rate != rate.quantize(Decimal("1e-10")):
+        raise ValueError(f"{value!r} is not a positive rate with at most 10 decimal places")
+    return rate
+
+
+def _flag(value: str) -> bool:
+    if value not in ("true", "false"):
+        raise ValueError(f"{value!r} is not true or false")
+    return value == "true"
+
+
+def _count(value: str) -> int:
+    if not value.isdigit() or len(value) > 9:
+        raise ValueError(f"{value!r} is not a count")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class OptionalColumn:
+    """A column a books file may carry (format 2): absent or empty, the row gets `default`."""
+
+    header: str
+    column: str
+    parse: Parser
+    default: object = None
+
+
 @dataclass(frozen=True)
 class TableSpec:
     file: str
     table: str
     columns: Sequence[tuple[str, str, Parser]]  # (csv header, table column, parser)
+    optional: Sequence[OptionalColumn] = ()
 
 
 ACCOUNTS = TableSpec(
@@ -84,6 +124,7 @@ ACCOUNTS = TableSpec(
         ("type", "type", _text),
         ("subtype", "subtype", _text),
     ),
+    (OptionalColumn("currency", "currency", _currency),),
 )
 GL_LINES = TableSpec(
     "gl_lines.csv",
@@ -97,6 +138,7 @@ GL_LINES = TableSpec(
         ("reference", "reference", _text),
         ("description", "description", _text),
     ),
+    (OptionalColumn("currency", "currency", _currency), OptionalColumn("currency_amount", "currency_amount", _amount)),
 )
 BANK_LINES_COLUMNS: Sequence[tuple[str, str, Parser]] = (
     ("bank_line_id", "bank_line_id", _text),
@@ -106,6 +148,66 @@ BANK_LINES_COLUMNS: Sequence[tuple[str, str, Parser]] = (
     ("reference", "reference", _text),
     ("description", "description", _text),
 )
+BANK_LINES_OPTIONAL: Sequence[OptionalColumn] = (
+    OptionalColumn("currency", "currency", _currency),
+    OptionalColumn("value_date", "value_date", _date),
+    OptionalColumn("bank_reference", "bank_reference", _text, ""),
+    OptionalColumn("statement_id", "statement_id", _text),
+)
+STATEMENT_FORMATS = frozenset({"camt053", "mt940", "ofx", "csv", "books"})
+
+
+def _statement_format(value: str) -> str:
+    if value not in STATEMENT_FORMATS:
+        raise ValueError(f"{value!r} is not one of {sorted(STATEMENT_FORMATS)}")
+    return value
+
+
+def _sha256(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise ValueError(f"{value!r} is not a lower-case hex SHA-256")
+    return value
+
+
+BANK_STATEMENTS_COLUMNS: Sequence[tuple[str, str, Parser]] = (
+    ("statement_id", "statement_id", _text),
+    ("account", "account", _text),
+    ("bank_account", "bank_account", _text),
+    ("currency", "currency", _currency),
+    ("from_date", "from_date", _date),
+    ("to_date", "to_date", _date),
+    ("opening_balance", "opening_balance", _amount),
+    ("closing_balance", "closing_balance", _amount),
+    ("opening_stated", "opening_stated", _flag),
+    ("entries", "entries", _count),
+    ("format", "format", _statement_format),
+    ("source", "source", _text),
+    ("source_sha256", "source_sha256", _sha256),
+)
+RATES = TableSpec(
+    "rates.csv",
+    "book_rate",
+    (
+        ("from_currency", "from_currency", _currency),
+        ("to_currency", "to_currency", _currency),
+        ("rate", "rate", _rate),
+        ("rate_date", "rate_date", _date),
+        ("source", "source", _text),
+    ),
+)
+SUPPLIER_BANK_CHANGES = TableSpec(
+    "supplier_bank_changes.csv",
+    "book_supplier_bank_change",
+    (
+        ("change_id", "change_id", _text),
+        ("vendor", "vendor", _text),
+        ("changed_on", "changed_on", _date),
+        ("old_account", "old_account", _text),
+        ("new_account", "new_account", _text),
+        ("changed_by", "changed_by", _text),
+    ),
+)
+OPTIONAL_FILES = ("bank_statements.csv", RATES.file, SUPPLIER_BANK_CHANGES.file)
 AP_ITEMS = TableSpec(
     "ap_subledger.csv",
     "book_ap_item",
@@ -169,8 +271,15 @@ class LoadedBooks:
     bank_feed_version: int
 
 
-def read_rows(path: Path, columns: Sequence[tuple[str, str, Parser]]) -> Iterator[tuple[object, ...]]:
-    """Parse a CSV against its expected columns, naming file, line and field on the first bad value."""
+def read_rows(
+    path: Path,
+    columns: Sequence[tuple[str, str, Parser]],
+    optional: Sequence[OptionalColumn] = (),
+) -> Iterator[tuple[object, ...]]:
+    """Parse a CSV against its expected columns, naming file, line and field on the first bad value.
+
+    The header holds every column of `columns` and any of `optional`, in any order, each once; a row comes out in
+    the order of `columns` then `optional`, an optional column the file lacks giving its default."""
     source = path.name
     if not path.is_file():
         raise BooksError(source, "(file)", "is missing")
@@ -178,7 +287,7 @@ def read_rows(path: Path, columns: Sequence[tuple[str, str, Parser]]) -> Iterato
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
             try:
-                yield from _parsed_rows(reader, source, columns)
+                yield from _parsed_rows(reader, source, columns, optional)
             except csv.Error as exc:
                 raise BooksError(f"{source} line {reader.line_num}", "(row)", f"malformed CSV: {exc}") from None
     except UnicodeDecodeError:
@@ -189,21 +298,43 @@ def read_rows(path: Path, columns: Sequence[tuple[str, str, Parser]]) -> Iterato
 
 
 def _parsed_rows(
-    reader: Iterator[list[str]], source: str, columns: Sequence[tuple[str, str, Parser]]
+    reader: Iterator[list[str]],
+    source: str,
+    columns: Sequence[tuple[str, str, Parser]],
+    optional: Sequence[OptionalColumn],
 ) -> Iterator[tuple[object, ...]]:
     header = next(reader, None)
     expected = [name for name, _, _ in columns]
-    if header != expected:
-        raise BooksError(source, "(header)", f"expected columns {expected}, found {header}")
+    allowed = [*expected, *(column.header for column in optional)]
+    if (
+        header is None
+        or sorted(set(header)) != sorted(header)
+        or not set(expected) <= set(header)
+        or not set(header) <= set(allowed)
+    ):
+        extra = f" and optionally {[column.header for column in optional]}" if optional else ""
+        raise BooksError(source, "(header)", f"expected columns {expected}{extra}, found {header}")
+    position = {name: index for index, name in enumerate(header)}
+    width = len(header)
     for line_no, row in enumerate(reader, start=2):
-        if len(row) != len(columns):
-            raise BooksError(f"{source} line {line_no}", "(row)", f"expected {len(columns)} fields, got {len(row)}")
+        if len(row) != width:
+            raise BooksError(f"{source} line {line_no}", "(row)", f"expected {width} fields, got {len(row)}")
         parsed: list[object] = []
-        for (name, _, parse), raw in zip(columns, row, strict=True):
+        for name, _, parse in columns:
             try:
-                parsed.append(parse(raw))
+                parsed.append(parse(row[position[name]]))
             except ValueError as exc:
                 raise BooksError(f"{source} line {line_no}", name, str(exc)) from None
+        for column in optional:
+            index = position.get(column.header)
+            raw = "" if index is None else row[index]
+            if raw == "":
+                parsed.append(column.default)
+                continue
+            try:
+                parsed.append(column.parse(raw))
+            except ValueError as exc:
+                raise BooksError(f"{source} line {line_no}", column.header, str(exc)) from None
         yield tuple(parsed)
 
 
@@ -248,8 +379,9 @@ async def _copy(
     fixed: Sequence[tuple[str, object]],
     columns: Sequence[tuple[str, str, Parser]],
     rows: Iterator[tuple[object, ...]],
+    optional: Sequence[OptionalColumn] = (),
 ) -> int:
-    names = [name for name, _ in fixed] + [column for _, column, _ in columns]
+    names = [name for name, _ in fixed] + [column for _, column, _ in columns] + [o.column for o in optional]
     prefix = tuple(value for _, value in fixed)
     count = 0
     async with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
@@ -257,6 +389,13 @@ async def _copy(
             await copy.write_row(prefix + row)
             count += 1
     return count
+
+
+async def _copy_spec(
+    conn: AsyncConnection[Any], spec: TableSpec, fixed: Sequence[tuple[str, object]], books_dir: Path
+) -> int:
+    rows = read_rows(books_dir / spec.file, spec.columns, spec.optional)
+    return await _copy(conn, spec.table, fixed, spec.columns, rows, spec.optional)
 
 
 async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: str) -> LoadedBooks:
@@ -276,6 +415,7 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
                 INTERCOMPANY.file,
                 "prior_period.csv",
                 "budget.csv",
+                *OPTIONAL_FILES,
             ]
         )
         if (books_dir / spec).is_file()
@@ -297,12 +437,17 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
             assert new_id is not None
             book_set_id = new_id
         fixed = (("book_set_id", book_set_id),)
-        await _copy(conn, ACCOUNTS.table, fixed, ACCOUNTS.columns, _checked_accounts(books_dir))
+        await _copy(
+            conn, ACCOUNTS.table, fixed, ACCOUNTS.columns, _checked_accounts(books_dir, currency), ACCOUNTS.optional
+        )
         gl_count = 0
         for spec in (GL_LINES, AP_ITEMS, AR_ITEMS, GRNI, INTERCOMPANY):
-            count = await _copy(conn, spec.table, fixed, spec.columns, read_rows(books_dir / spec.file, spec.columns))
+            count = await _copy_spec(conn, spec, fixed, books_dir)
             if spec is GL_LINES:
                 gl_count = count
+        for spec in (RATES, SUPPLIER_BANK_CHANGES):
+            if (books_dir / spec.file).is_file():
+                await _copy_spec(conn, spec, fixed, books_dir)
         for basis, file in (("prior", "prior_period.csv"), ("budget", "budget.csv")):
             await _copy(
                 conn,
@@ -353,11 +498,13 @@ async def _loaded_before(conn: AsyncConnection[Any], entity: str, period: str, d
         return await cur.fetchone()
 
 
-def _checked_accounts(books_dir: Path) -> Iterator[tuple[object, ...]]:
-    for row in read_rows(books_dir / ACCOUNTS.file, ACCOUNTS.columns):
-        _account, _name, account_type, _subtype = row
+def _checked_accounts(books_dir: Path, functional_currency: str) -> Iterator[tuple[object, ...]]:
+    for row in read_rows(books_dir / ACCOUNTS.file, ACCOUNTS.columns, ACCOUNTS.optional):
+        _account, _name, account_type, _subtype, currency = row
         if account_type not in ACCOUNT_TYPES:
             raise BooksError(ACCOUNTS.file, "type", f"{account_type!r} is not one of {sorted(ACCOUNT_TYPES)}")
+        if currency == functional_currency:  # an account in the functional currency says nothing more
+            row = (*row[:4], None)
         yield row
 
 
@@ -379,8 +526,23 @@ async def _check_journals_balance(conn: AsyncConnection[Any], book_set_id: int) 
         raise BooksError(GL_LINES.file, "amount", f"journal {bad.journal_id} does not balance (sums to {bad.total})")
 
 
+def _feed_digest(path: Path) -> str:
+    """A feed's digest: its lines' file, and its statements' file when one lies beside it."""
+    if not path.is_file():
+        return ""
+    statements = path.parent / STATEMENTS_FILE
+    if not statements.is_file():
+        return file_digest(path)
+    return hashlib.sha256(f"{file_digest(path)}:{file_digest(statements)}".encode()).hexdigest()
+
+
+STATEMENTS_FILE = "bank_statements.csv"
+
+
 async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: Path, loaded_by: str) -> int:
-    digest = file_digest(path) if path.is_file() else ""
+    """A bank feed: `path` (bank_lines.csv) and, when `bank_statements.csv` lies beside it, the statements its lines
+    belong to, each checked (account, currency, period, balances, a statement loaded for another period)."""
+    digest = _feed_digest(path)
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
             "SELECT feed_version FROM bank_feed WHERE book_set_id = %s AND digest = %s", (book_set_id, digest)
@@ -398,14 +560,103 @@ async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: 
             "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by) VALUES (%s, %s, %s, %s, %s)",
             (book_set_id, version, path.name, digest, loaded_by),
         )
+    fixed = (("book_set_id", book_set_id), ("feed_version", version))
+    statements = path.parent / STATEMENTS_FILE
+    if statements.is_file():
+        await _copy(
+            conn, "book_bank_statement", fixed, BANK_STATEMENTS_COLUMNS, read_rows(statements, BANK_STATEMENTS_COLUMNS)
+        )
     await _copy(
         conn,
         "book_bank_line",
-        (("book_set_id", book_set_id), ("feed_version", version)),
+        fixed,
         BANK_LINES_COLUMNS,
-        read_rows(path, BANK_LINES_COLUMNS),
+        read_rows(path, BANK_LINES_COLUMNS, BANK_LINES_OPTIONAL),
+        BANK_LINES_OPTIONAL,
     )
+    if statements.is_file():
+        await check_statements(conn, book_set_id, version)
     return version
+
+
+@dataclass(frozen=True)
+class _StatementFinding:
+    statement_id: str
+    bank_account: str
+    problem: str
+
+
+STATEMENT_CHECKS = """
+WITH s AS (
+    SELECT st.*, b.entity, b.period, b.currency AS functional, a.subtype, a.currency AS account_currency,
+           (a.account IS NOT NULL) AS known
+      FROM book_bank_statement st
+      JOIN book_set b ON b.book_set_id = st.book_set_id
+      LEFT JOIN book_account a ON a.book_set_id = st.book_set_id AND a.account = st.account
+     WHERE st.book_set_id = %(book_set_id)s AND st.feed_version = %(feed)s
+), moved AS (
+    SELECT l.statement_id, count(*) AS entries, sum(l.amount) AS total
+      FROM book_bank_line l
+     WHERE l.book_set_id = %(book_set_id)s AND l.feed_version = %(feed)s AND l.statement_id IS NOT NULL
+     GROUP BY l.statement_id
+), earlier AS (
+    SELECT DISTINCT ON (o.bank_account) o.bank_account, o.closing_balance, o.statement_id, b.period
+      FROM book_bank_statement o JOIN book_set b ON b.book_set_id = o.book_set_id
+     WHERE b.entity = (SELECT entity FROM book_set WHERE book_set_id = %(book_set_id)s)
+       AND b.period < (SELECT period FROM book_set WHERE book_set_id = %(book_set_id)s)
+     ORDER BY o.bank_account, b.period DESC, o.to_date DESC, o.book_set_id DESC, o.feed_version DESC
+), first_in_feed AS (
+    SELECT DISTINCT ON (bank_account) bank_account, statement_id, opening_balance, currency
+      FROM s ORDER BY bank_account, from_date, statement_id
+)
+SELECT statement_id, bank_account, problem FROM (
+    SELECT s.statement_id, s.bank_account, 1 AS rank,
+           format('is booked to account %%s, which is not a cash account of the chart', s.account) AS problem
+      FROM s WHERE NOT s.known OR s.subtype <> 'cash'
+    UNION ALL
+    SELECT s.statement_id, s.bank_account, 2,
+           format('is in %%s but account %%s is kept in %%s', s.currency, s.account,
+                  coalesce(s.account_currency, s.functional))
+      FROM s WHERE s.known AND s.currency <> coalesce(s.account_currency, s.functional)
+    UNION ALL
+    SELECT s.statement_id, s.bank_account, 3,
+           format('covers %%s to %%s, outside the period %%s', s.from_date, s.to_date, s.period)
+      FROM s WHERE to_char(s.from_date, 'YYYY-MM') <> s.period OR to_char(s.to_date, 'YYYY-MM') <> s.period
+    UNION ALL
+    SELECT s.statement_id, s.bank_account, 4,
+           format('states %%s entries and opening %%s + movements %%s = closing %%s, but the feed holds %%s '
+                  'entries moving %%s', s.entries, s.opening_balance, s.closing_balance - s.opening_balance,
+                  s.closing_balance, coalesce(m.entries, 0), coalesce(m.total, 0))
+      FROM s LEFT JOIN moved m ON m.statement_id = s.statement_id
+     WHERE coalesce(m.entries, 0) <> s.entries OR s.opening_balance + coalesce(m.total, 0) <> s.closing_balance
+    UNION ALL
+    SELECT s.statement_id, s.bank_account, 5,
+           format('was loaded before for %%s %%s (a duplicate statement)', b.entity, b.period)
+      FROM s JOIN book_bank_statement o ON o.bank_account = s.bank_account AND o.statement_id = s.statement_id
+             AND o.source_sha256 = s.source_sha256 AND o.book_set_id <> s.book_set_id
+      JOIN book_set b ON b.book_set_id = o.book_set_id AND b.entity = s.entity AND b.period <> s.period
+    UNION ALL
+    SELECT f.statement_id, f.bank_account, 6,
+           format('opens at %%s but statement %%s closed %%s at %%s', f.opening_balance, e.statement_id, e.period,
+                  e.closing_balance)
+      FROM first_in_feed f JOIN earlier e ON e.bank_account = f.bank_account
+     WHERE e.closing_balance <> f.opening_balance
+) findings ORDER BY rank, statement_id LIMIT 1
+"""
+
+
+async def check_statements(conn: AsyncConnection[Any], book_set_id: int, feed_version: int) -> None:
+    """Refuse a feed whose statements are of an account that is not cash, in another currency, of another period,
+    out of balance with their lines, loaded before for another period, or not opening where the last one closed."""
+    async with conn.cursor(row_factory=class_row(_StatementFinding)) as cur:
+        await cur.execute(STATEMENT_CHECKS, {"book_set_id": book_set_id, "feed": feed_version})
+        finding = await cur.fetchone()
+    if finding is not None:
+        raise BooksError(
+            f"{STATEMENTS_FILE} statement {finding.statement_id}",
+            "bank_account",
+            f"{finding.bank_account} {finding.problem}",
+        )
 
 
 async def load_bank_feed(

@@ -85,13 +85,20 @@ CREATE TABLE public.book_supplier_bank_change (
     PRIMARY KEY (book_set_id, change_id)
 );
 
--- Once per statement at commit: its lines are as many as it says, and opening + their sum = closing.
+-- Once per statement at commit: it lies in its books' period, its lines are as many as it says, and opening + their
+-- sum = closing.
 CREATE FUNCTION public.check_bank_statement_balances() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    v_moved numeric;
-    v_count bigint;
+    v_moved  numeric;
+    v_count  bigint;
+    v_period text;
 BEGIN
+    SELECT b.period INTO v_period FROM public.book_set b WHERE b.book_set_id = NEW.book_set_id;
+    IF to_char(NEW.from_date, 'YYYY-MM') <> v_period OR to_char(NEW.to_date, 'YYYY-MM') <> v_period THEN
+        RAISE EXCEPTION 'statement % of account % covers % to %, outside the period %', NEW.statement_id,
+            NEW.bank_account, NEW.from_date, NEW.to_date, v_period USING ERRCODE = 'check_violation';
+    END IF;
     SELECT coalesce(sum(l.amount), 0), count(*) INTO v_moved, v_count FROM public.book_bank_line l
      WHERE l.book_set_id = NEW.book_set_id AND l.feed_version = NEW.feed_version
        AND l.statement_id = NEW.statement_id;
