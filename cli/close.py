@@ -124,21 +124,58 @@ def print_status(status: dict[str, Any]) -> None:
 
 @close_app.command("load-bank-feed")
 def close_load_bank_feed(
-    file: Annotated[Path, typer.Argument(help="Corrected bank_lines.csv.")],
+    file: Annotated[
+        Path, typer.Argument(help="Corrected bank_lines.csv, or a statement: camt.053 XML, MT940, OFX or CSV.")
+    ],
     close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
     by: Annotated[str, typer.Option(help="Who loads it (recorded in the trace).")] = "countersign-cli",
+    mapping: Annotated[
+        Path | None, typer.Option(help="Mapping file: the bank accounts (and a CSV statement's columns).")
+    ] = None,
+    camt_xsd: Annotated[
+        Path | None, typer.Option(help="camt.053 XSD file or folder (default: COUNTERSIGN_CAMT053_XSD).")
+    ] = None,
 ) -> None:
     """Load a corrected bank feed for a close's books; the next bank reconciliation reads it."""
     rt = runtime()
+    feed = _feed_in_books_format(file, mapping, camt_xsd or rt.settings.camt053_xsd, rt.settings.state_dir)
 
     async def go() -> int:
         close_id = await resolve_close_id(rt, close)
         async with connection(rt) as conn:
             record = await load_close(conn, close_id)
-            return await load_bank_feed(conn, record.book_set_id, file, loaded_by=by, close_id=close_id)
+            return await load_bank_feed(conn, record.book_set_id, feed, loaded_by=by, close_id=close_id)
 
     version = run(go)
     console.print(f"bank feed version {version} loaded")
+
+
+def _feed_in_books_format(file: Path, mapping: Path | None, camt_xsd: Path | None, state_dir: Path) -> Path:
+    """`file` when it is a bank_lines.csv already; otherwise its statements written as a feed in the books format."""
+    from engine.books import BANK_LINES_COLUMNS
+    from importers.books_dir import sha256_of
+    from importers.detect import detect_statement_format
+    from importers.errors import ImportFileError
+    from importers.mapping import default_mapping, load_mapping
+    from importers.statement import StatementFormat
+    from services.books_import import read_statements, write_bank_feed
+
+    try:
+        kind = detect_statement_format(file)
+        if kind is StatementFormat.CSV and _is_books_bank_lines(file, BANK_LINES_COLUMNS[0][0]):
+            return file
+        read_mapping = load_mapping(mapping) if mapping is not None else default_mapping()
+        statements, sources = read_statements([file], read_mapping, camt_schema=camt_xsd)
+        folder = state_dir / "feeds" / f"{file.stem}-{sha256_of(file)[:12]}"
+        return write_bank_feed(statements, read_mapping, folder, sources)
+    except ImportFileError as exc:
+        fail(str(exc))
+        raise AssertionError("unreachable") from exc
+
+
+def _is_books_bank_lines(file: Path, first_column: str) -> bool:
+    with file.open("rb") as handle:
+        return handle.readline().removeprefix(b"\xef\xbb\xbf").startswith(first_column.encode() + b",")
 
 
 @dispatch_app.command("replay")

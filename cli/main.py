@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from cli import close, database, drill, payments, principals, serving, trace
+from cli import books, close, database, drill, payments, principals, serving, trace
 from cli.common import settings_or_exit
 from cli.demo import demo
 from cli.evals import eval_app
@@ -15,6 +15,7 @@ from cli.synth import synth
 
 app = typer.Typer(help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True)
 app.add_typer(close.close_app, name="close")
+app.add_typer(books.books_app, name="books")
 app.add_typer(eval_app, name="eval")
 app.add_typer(database.db_app, name="db")
 app.add_typer(trace.trace_app, name="trace")

@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     cassette_dir: Path | None = env(
         "COUNTERSIGN_CASSETTE_DIR", doc="recorded model responses; unset: the shipped config/cassettes"
     )
+    camt053_xsd: Path | None = env(
+        "COUNTERSIGN_CAMT053_XSD",
+        doc="the ISO 20022 camt.053 XSD (a file, or a folder of them) statements are validated against on import",
+    )
     openapi: bool = env("COUNTERSIGN_OPENAPI", False, doc="1 serves /docs, /redoc and /openapi.json")
     board_url: str = env(
         "COUNTERSIGN_BOARD_URL",

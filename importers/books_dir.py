@@ -27,12 +27,44 @@ from importers.statement import BankStatement
 FORMAT_VERSION = 2
 
 ACCOUNTS_HEADER = ("account", "name", "type", "subtype", "currency")
-GL_HEADER = ("line_id", "journal_id", "date", "account", "amount", "reference", "description", "currency",
-             "currency_amount")  # fmt: skip
-BANK_HEADER = ("bank_line_id", "account", "date", "amount", "reference", "description", "currency", "value_date",
-               "bank_reference", "statement_id")  # fmt: skip
-STATEMENTS_HEADER = ("statement_id", "account", "bank_account", "currency", "from_date", "to_date", "opening_balance",
-                     "closing_balance", "opening_stated", "entries", "format", "source", "source_sha256")  # fmt: skip
+GL_HEADER = (
+    "line_id",
+    "journal_id",
+    "date",
+    "account",
+    "amount",
+    "reference",
+    "description",
+    "currency",
+    "currency_amount",
+)
+BANK_HEADER = (
+    "bank_line_id",
+    "account",
+    "date",
+    "amount",
+    "reference",
+    "description",
+    "currency",
+    "value_date",
+    "bank_reference",
+    "statement_id",
+)
+STATEMENTS_HEADER = (
+    "statement_id",
+    "account",
+    "bank_account",
+    "currency",
+    "from_date",
+    "to_date",
+    "opening_balance",
+    "closing_balance",
+    "opening_stated",
+    "entries",
+    "format",
+    "source",
+    "source_sha256",
+)
 AP_HEADER = ("invoice_id", "vendor", "invoice_date", "due_date", "amount")
 AR_HEADER = ("invoice_id", "customer", "invoice_date", "due_date", "amount")
 GRNI_HEADER = ("receipt_id", "vendor", "po_number", "received_date", "amount", "expense_account", "description")
