@@ -50,11 +50,16 @@ def summary_currency(summary: Mapping[str, Any], default: str | None = None) -> 
 def evidence_for(
     summary: Mapping[str, Any], *, locale: str | None = None, currency: str | None = None
 ) -> tuple[Evidence, ...]:
-    """The evidence a summary shows; amounts in the summary's currency (else `currency`), written in `locale`."""
+    """The evidence a summary shows; amounts in the summary's currency (else `currency`), written in `locale`; last,
+    the exchange rate its amount was compared with the thresholds at, when it was converted."""
+    return (*_evidence(summary, locale=locale, currency=currency), *_conversion(summary))
+
+
+def _evidence(summary: Mapping[str, Any], *, locale: str | None, currency: str | None) -> tuple[Evidence, ...]:
     currency = summary_currency(summary, currency)
     result = summary.get("result")
     if isinstance(result, Mapping):
-        return evidence_for(result, locale=locale, currency=currency)
+        return _evidence(result, locale=locale, currency=currency)
 
     def amount(value: object) -> str:
         return money(value, currency, locale=locale)
@@ -73,6 +78,19 @@ def evidence_for(
     if "journal_lines" in summary or "total" in summary:
         return (_accruals(summary, amount),)
     return _generic(summary)
+
+
+def _conversion(summary: Mapping[str, Any]) -> tuple[Evidence, ...]:
+    """The rate the gate's amount was compared with the thresholds at, when it was converted (`fx_rate`)."""
+    fx = summary.get("fx_rate")
+    if not isinstance(fx, Mapping):
+        return ()
+    facts = (
+        Fact("Rate", f"1 {_text(fx.get('from_currency'))} = {_text(fx.get('rate'))} {_text(fx.get('to_currency'))}"),
+        Fact("Source", f"{_text(fx.get('source'))}, {_text(fx.get('rate_date'))}"),
+        Fact("Compared as", f"{_text(fx.get('to_currency'))} {_text(fx.get('converted_amount'))}"),
+    )
+    return (Evidence("Exchange rate used", facts=facts),)
 
 
 def _bank(summary: Mapping[str, Any]) -> Evidence:
@@ -98,7 +116,12 @@ def _bank(summary: Mapping[str, Any]) -> Evidence:
             line += f"; {gl} GL lines"
         if account.get("halt") is True:
             line += " — over tolerance"
+        if isinstance(account.get("currency"), str):
+            line += f" (matched in {account['currency']})"
         lines.append(line)
+        fx = account.get("fx")
+        if isinstance(fx, Mapping) and isinstance(fx.get("note"), str):
+            lines.append(f"Account {name}, exchange difference: {fx['note']}")
     facts = (
         Fact("Accounts", str(len(accounts))),
         Fact("Bank lines", str(bank_total)),
