@@ -327,8 +327,9 @@ def ofx_bytes(statements: Sequence[AccountStatement]) -> bytes:
     """OFX 1.02 (SGML, leaf elements unclosed), one STMTTRNRS per account; Windows-1252, CRLF line endings.
 
     STMTTRN: TRNTYPE CREDIT or DEBIT, DTPOSTED, TRNAMT signed, FITID = bank line id, REFNUM = the reference (when
-    there is one), NAME = the description cut to 32 characters, MEMO = the description. LEDGERBAL = the closing
-    balance; OFX states no opening balance.
+    there is one), MEMO = the description, and NAME = the description too when it fits NAME's 32 characters (a cut
+    NAME beside the MEMO would read back as two texts). LEDGERBAL = the closing balance; OFX states no opening
+    balance.
     """
     if not statements:
         raise ValueError("OFX needs at least one statement")
@@ -349,7 +350,8 @@ def ofx_bytes(statements: Sequence[AccountStatement]) -> bytes:
             if line.reference:
                 lines.append(f"<REFNUM>{_sgml(line.reference[:_OFX_REFNUM])}")
             if line.description:
-                lines.append(f"<NAME>{_sgml(line.description[:_OFX_NAME].rstrip())}")
+                if len(line.description) <= _OFX_NAME:
+                    lines.append(f"<NAME>{_sgml(line.description)}")
                 lines.append(f"<MEMO>{_sgml(line.description[:_OFX_MEMO])}")
             lines.append("</STMTTRN>")
         lines += ["</BANKTRANLIST>", "<LEDGERBAL>", f"<BALAMT>{decimal_text(statement.closing_minor)}"]

@@ -290,7 +290,9 @@ def test_long_texts_are_cut_where_each_format_allows() -> None:
     assert mt[start + 6].startswith(":62F:D261031GBP1233,56")
 
     ofx = ofx_bytes([statement]).decode("cp1252")
-    assert "<NAME>Receipt &amp; payment &lt;xxxxxxxxxxxxx\r\n" in ofx
+    assert "<NAME>" not in ofx and f"<MEMO>Receipt &amp; payment &lt;{'x' * 236}\r\n" in ofx  # MEMO: 255
+    short = ofx_bytes([replace(statement, lines=(replace(line, description="BACS & CREDIT"),))]).decode("cp1252")
+    assert "<NAME>BACS &amp; CREDIT\r\n<MEMO>BACS &amp; CREDIT\r\n" in short
     assert "<REFNUM>" not in ofx and "<TRNAMT>-1234.56\r\n" in ofx
 
 
