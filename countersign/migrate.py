@@ -89,10 +89,15 @@ async def seed_policy_async(conn: AsyncConnection[Any], policy: Policy, workflow
 
 
 def policy_seed(policy: Policy, workflows: Mapping[str, Workflow]) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """The statements that replace the seeded policy, each with its rows (none: run it once)."""
+    """The statements that replace the seeded policy, each with its rows (none: run it once); an INSERT with no rows
+    (no entities, no always-human accounts) is left out."""
     tasks = [(name, task.id, task.risk_tier) for name, flow in sorted(workflows.items()) for task in flow.tasks]
-    return [
-        *((f"DELETE FROM {table}", []) for table in _POLICY_TABLES),
+    always_human = policy.always_human
+    always_human_accounts = [
+        *(("*", account) for account in (always_human.accounts if always_human else ())),
+        *((entity.entity, account) for entity in policy.entities for account in entity.always_human_accounts),
+    ]
+    inserts: list[tuple[str, list[tuple[Any, ...]]]] = [
         (
             "INSERT INTO policy_tier (name, rank, gated, quorum, approver_role, accepted_proofs)"
             " VALUES (%s, %s, %s, %s, %s, %s)",
@@ -108,14 +113,49 @@ def policy_seed(policy: Policy, workflows: Mapping[str, Workflow]) -> list[tuple
             [(reason.value, role) for reason, role in policy.escalation_owners],
         ),
         (
-            "INSERT INTO policy_enforced (digest, escalation_tier, findings_tier) VALUES (%s, %s, %s)",
-            [(enforced_digest(policy, workflows), policy.escalation_tier, policy.findings_tier)],
+            "INSERT INTO policy_entity (entity, currency) VALUES (%s, %s)",
+            [(entity.entity, entity.currency) for entity in policy.entities],
         ),
+        (
+            "INSERT INTO policy_entity_threshold (entity, min_amount, tier) VALUES (%s, %s, %s)",
+            [
+                (entity.entity, threshold.min_amount, threshold.tier)
+                for entity in policy.entities
+                for threshold in entity.amount_thresholds or ()
+            ],
+        ),
+        ("INSERT INTO policy_always_human_account (entity, account) VALUES (%s, %s)", always_human_accounts),
+        (
+            "INSERT INTO policy_enforced (digest, escalation_tier, findings_tier, currency, always_human_tier)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            [
+                (
+                    enforced_digest(policy, workflows),
+                    policy.escalation_tier,
+                    policy.findings_tier,
+                    policy.currency,
+                    always_human.tier if always_human else None,
+                )
+            ],
+        ),
+    ]
+    return [
+        *((f"DELETE FROM {table}", []) for table in _POLICY_TABLES),
+        *((statement, rows) for statement, rows in inserts if rows),
     ]
 
 
 # Children first, so the deletes never meet a foreign key.
-_POLICY_TABLES = ("policy_task", "policy_amount_threshold", "policy_escalation_owner", "policy_enforced", "policy_tier")
+_POLICY_TABLES = (
+    "policy_task",
+    "policy_amount_threshold",
+    "policy_entity_threshold",
+    "policy_entity",
+    "policy_always_human_account",
+    "policy_escalation_owner",
+    "policy_enforced",
+    "policy_tier",
+)
 
 
 class PolicyNotEnforced(RuntimeError):

@@ -8,16 +8,32 @@ from policy.errors import (
     WorkflowPolicyMismatch,
 )
 from policy.escalation import EscalationReason
+from policy.fx import FxRate, convert
 from policy.gates import (
     APPROVAL,
     ESCALATION,
+    AlwaysHumanReason,
     GateRequirement,
+    Materiality,
+    always_human_reasons,
     derive_escalation_gate,
     derive_gate,
     effective_tier,
     gates_for_workflow,
+    materiality,
+    raising_threshold,
 )
-from policy.model import AccrualsPolicy, AmountThreshold, Policy, ReconciliationPolicy, Tier, VariancePolicy
+from policy.model import (
+    AccrualsPolicy,
+    AlwaysHuman,
+    AlwaysHumanEvent,
+    AmountThreshold,
+    EntityPolicy,
+    Policy,
+    ReconciliationPolicy,
+    Tier,
+    VariancePolicy,
+)
 from policy.policy_loader import load_policy, parse_policy
 from policy.workflow import SPECIALISTS, Workflow, WorkflowTask
 from policy.workflow_loader import load_workflow, load_workflows, parse_workflow
@@ -27,10 +43,16 @@ __all__ = [
     "ESCALATION",
     "SPECIALISTS",
     "AccrualsPolicy",
+    "AlwaysHuman",
+    "AlwaysHumanEvent",
+    "AlwaysHumanReason",
     "AmountThreshold",
+    "EntityPolicy",
     "EscalationReason",
+    "FxRate",
     "GateInputError",
     "GateRequirement",
+    "Materiality",
     "Policy",
     "PolicyError",
     "ReconciliationPolicy",
@@ -41,6 +63,8 @@ __all__ = [
     "Workflow",
     "WorkflowPolicyMismatch",
     "WorkflowTask",
+    "always_human_reasons",
+    "convert",
     "derive_escalation_gate",
     "derive_gate",
     "effective_tier",
@@ -48,6 +72,8 @@ __all__ = [
     "load_policy",
     "load_workflow",
     "load_workflows",
+    "materiality",
     "parse_policy",
     "parse_workflow",
+    "raising_threshold",
 ]

@@ -1,7 +1,10 @@
-"""The close policy as frozen values: risk tiers, amount thresholds, escalation (tier, rule, owners), settings."""
+"""The close policy as frozen values: risk tiers, amount thresholds, escalation (tier, rule, owners), settings, the
+accounts and events that always need a person, and each entity's functional currency and materiality."""
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 
 from policy.errors import UnknownTierError
 from policy.escalation import EscalationReason
@@ -33,6 +36,38 @@ class AmountThreshold:
 
     min_amount: Decimal
     tier: str
+
+
+# An entity code as a close names it (engine/runs.py check_entity_and_period): it becomes folder names and chat text.
+ENTITY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class AlwaysHumanEvent(StrEnum):
+    """Something that happened in the books which a person must see whatever the amount (risk.yaml
+    `always_human.events`)."""
+
+    SUPPLIER_BANK_DETAILS_CHANGED = "supplier_bank_details_changed"
+
+
+@dataclass(frozen=True)
+class AlwaysHuman:
+    """A gate touching one of `accounts` (for every entity) or reporting one of `events` is at least `tier` (gated)."""
+
+    tier: str
+    accounts: tuple[str, ...]
+    events: tuple[AlwaysHumanEvent, ...]
+
+
+@dataclass(frozen=True)
+class EntityPolicy:
+    """One entity's functional currency, its own materiality (None: the global `amount_thresholds`, converted from
+    `currency` to the policy's currency when they differ) and the accounts always-human for it beyond the global ones.
+    Own thresholds are in the entity's currency."""
+
+    entity: str
+    currency: str
+    amount_thresholds: tuple[AmountThreshold, ...] | None
+    always_human_accounts: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -72,6 +107,10 @@ class Policy:
     findings_tier: str | None = None
     """A result with findings (a payment certificate's violated invariants and duplicate holds) is decided at least
     at this gated tier; None (risk.yaml without `findings`) means findings do not raise the tier."""
+    always_human: AlwaysHuman | None = None
+    """Accounts and events that always need a person; None (risk.yaml without `always_human`): none do."""
+    entities: tuple[EntityPolicy, ...] = ()
+    """Entities risk.yaml names (`entities`), in file order; any other entity gets `entity(name)`'s defaults."""
 
     def tier(self, name: str) -> Tier:
         for tier in self.tiers:
@@ -82,6 +121,19 @@ class Policy:
     @property
     def tier_names(self) -> tuple[str, ...]:
         return tuple(tier.name for tier in self.tiers)
+
+    def entity(self, name: str) -> EntityPolicy:
+        """`name`'s policy; an entity risk.yaml does not name keeps the policy's currency and the global thresholds."""
+        for entity in self.entities:
+            if entity.entity == name:
+                return entity
+        return EntityPolicy(entity=name, currency=self.currency, amount_thresholds=None, always_human_accounts=())
+
+    def always_human_accounts(self, entity: str) -> frozenset[str]:
+        """The accounts a gate of `entity` always needs a person for: the global ones and the entity's own."""
+        if self.always_human is None:
+            return frozenset()
+        return frozenset((*self.always_human.accounts, *self.entity(entity).always_human_accounts))
 
     def escalation_owner(self, reason: EscalationReason) -> str:
         """The approver role that resolves an escalation for `reason` (risk.yaml `escalation.owners`)."""

@@ -2,15 +2,22 @@
 
 import dataclasses
 import re
+from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 
+from policy.errors import PolicyError
 from policy.escalation import EscalationReason
-from policy.fields import Fields
+from policy.fields import Fields, describe
 from policy.model import (
+    ENTITY_PATTERN,
     PERSON_KEY_PROOFS,
     PROOF_KINDS,
     AccrualsPolicy,
+    AlwaysHuman,
+    AlwaysHumanEvent,
     AmountThreshold,
+    EntityPolicy,
     Policy,
     ReconciliationPolicy,
     Tier,
@@ -22,6 +29,7 @@ SUPPORTED_POLICY_VERSIONS = (1,)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _GATED_TIER_KEYS = ("quorum", "approver_role", "due_hours", "expire_hours")
+_ACCOUNT = re.compile(r"[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,62}[^\s\x00-\x1f\x7f])?")
 
 
 def load_policy(path: Path) -> Policy:
@@ -45,7 +53,7 @@ def parse_policy(data: object, source: str) -> Policy:
             "variance",
             "accruals",
         ),
-        optional=("findings",),
+        optional=("findings", "always_human", "entities"),
     )
     version = root.integer("version", minimum=1)
     if version not in SUPPORTED_POLICY_VERSIONS:
@@ -57,6 +65,8 @@ def parse_policy(data: object, source: str) -> Policy:
     tier_ranks = {tier.name: tier.rank for tier in tiers}
     escalation_tier, escalation_rule, escalation_owners = _parse_escalation(root, tiers)
     findings_tier = _parse_findings(root, tiers)  # every section is validated before the digest reads the data
+    always_human = _parse_always_human(root, tiers)
+    entities = _parse_entities(root, tier_ranks, always_human)
     return Policy(
         version=version,
         currency=currency,
@@ -70,6 +80,8 @@ def parse_policy(data: object, source: str) -> Policy:
         accruals=_parse_accruals(root),
         digest=canonical_digest(data, source),
         findings_tier=findings_tier,
+        always_human=always_human,
+        entities=entities,
     )
 
 
@@ -142,12 +154,20 @@ def _tier_reference(fields: Fields, key: str, tier_ranks: dict[str, int]) -> str
 
 
 def _parse_thresholds(root: Fields, tier_ranks: dict[str, int]) -> tuple[AmountThreshold, ...]:
+    return _threshold_list(root, "amount_thresholds", tier_ranks)
+
+
+def _threshold_list(
+    parent: Fields, key: str, tier_ranks: dict[str, int], *, max_places: int | None = None
+) -> tuple[AmountThreshold, ...]:
+    """`parent[key]`: thresholds ascending in min_amount and in tier, each error naming its index."""
     thresholds: list[AmountThreshold] = []
-    for index, entry in enumerate(root.items("amount_thresholds")):
-        fields = Fields(entry, root.source, f"amount_thresholds[{index}]", ("min_amount", "tier"))
-        threshold = AmountThreshold(
-            min_amount=fields.decimal("min_amount"), tier=_tier_reference(fields, "tier", tier_ranks)
-        )
+    for index, entry in enumerate(parent.items(key)):
+        fields = Fields(entry, parent.source, f"{parent.field(key)}[{index}]", ("min_amount", "tier"))
+        min_amount = fields.decimal("min_amount")
+        if max_places is not None and min_amount != min_amount.quantize(Decimal(1).scaleb(-max_places)):
+            raise fields.error("min_amount", f"at most {max_places} decimal places, got {fields.raw('min_amount')!r}")
+        threshold = AmountThreshold(min_amount=min_amount, tier=_tier_reference(fields, "tier", tier_ranks))
         if thresholds:
             previous = thresholds[-1]
             if threshold.min_amount <= previous.min_amount:
@@ -242,3 +262,92 @@ def _parse_findings(root: Fields, tiers: tuple[Tier, ...]) -> str | None:
     if not next(tier for tier in tiers if tier.name == name).gate:
         raise fields.error("tier", f"findings tier {name!r} has gate: false, so findings would reach nobody")
     return name
+
+
+def _parse_always_human(root: Fields, tiers: tuple[Tier, ...]) -> AlwaysHuman | None:
+    """`always_human`: a gated tier, and the accounts (every entity's) and events that always need a person."""
+    if not root.has("always_human"):
+        return None
+    fields = Fields(root.raw("always_human"), root.source, "always_human", ("tier",), ("accounts", "events"))
+    name = _tier_reference(fields, "tier", {tier.name: tier.rank for tier in tiers})
+    if not next(tier for tier in tiers if tier.name == name).gate:
+        raise fields.error("tier", f"always_human tier {name!r} has gate: false, so nobody would be asked")
+    accounts = _account_list(fields, "accounts") if fields.has("accounts") else ()
+    events = _event_list(fields, "events") if fields.has("events") else ()
+    if not accounts and not events:
+        raise PolicyError(root.source, "always_human", "lists no accounts and no events (omit the section instead)")
+    return AlwaysHuman(tier=name, accounts=accounts, events=events)
+
+
+def _account_list(fields: Fields, key: str, already: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Account codes as quoted strings, each once (and none of `already`, the global always-human accounts)."""
+    accounts: list[str] = []
+    for index, entry in enumerate(fields.items(key)):
+        where = f"{fields.field(key)}[{index}]"
+        if not isinstance(entry, str):
+            raise PolicyError(fields.source, where, f"expected a quoted account code, got {describe(entry)}")
+        if not _ACCOUNT.fullmatch(entry):
+            raise PolicyError(
+                fields.source, where, f"an account code is 1-64 characters, no spaces at either end, got {entry!r}"
+            )
+        if entry in accounts:
+            raise PolicyError(fields.source, where, f"account {entry} is listed twice")
+        if entry in already:
+            raise PolicyError(fields.source, where, f"account {entry} is already in always_human.accounts")
+        accounts.append(entry)
+    return tuple(accounts)
+
+
+def _event_list(fields: Fields, key: str) -> tuple[AlwaysHumanEvent, ...]:
+    known = ", ".join(event.value for event in AlwaysHumanEvent)
+    events: list[AlwaysHumanEvent] = []
+    for index, entry in enumerate(fields.items(key)):
+        where = f"{fields.field(key)}[{index}]"
+        if not isinstance(entry, str) or entry not in {event.value for event in AlwaysHumanEvent}:
+            raise PolicyError(fields.source, where, f"unknown event {entry!r} (known: {known})")
+        event = AlwaysHumanEvent(entry)
+        if event in events:
+            raise PolicyError(fields.source, where, f"event {entry} is listed twice")
+        events.append(event)
+    return tuple(events)
+
+
+def _parse_entities(
+    root: Fields, tier_ranks: dict[str, int], always_human: AlwaysHuman | None
+) -> tuple[EntityPolicy, ...]:
+    """`entities`: per entity code, its functional currency, its own materiality and its own always-human accounts."""
+    if not root.has("entities"):
+        return ()
+    entries = root.raw("entities")
+    if not isinstance(entries, Mapping):
+        raise PolicyError(root.source, "entities", f"expected a mapping of entity codes, got {describe(entries)}")
+    entities: list[EntityPolicy] = []
+    for name, entry in entries.items():
+        if not isinstance(name, str) or not ENTITY_PATTERN.fullmatch(name):
+            raise PolicyError(
+                root.source,
+                f"entities.{name}",
+                "an entity code is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            )
+        fields = Fields(
+            entry, root.source, f"entities.{name}", ("currency",), ("amount_thresholds", "always_human_accounts")
+        )
+        currency = fields.text("currency")
+        if not _CURRENCY.match(currency):
+            raise fields.error("currency", f"expected an ISO 4217 code like USD, got {currency!r}")
+        thresholds = None
+        if fields.has("amount_thresholds"):
+            thresholds = _threshold_list(fields, "amount_thresholds", tier_ranks, max_places=2)
+            if not thresholds:
+                raise fields.error(
+                    "amount_thresholds", "lists no threshold (omit it to use the global amount_thresholds)"
+                )
+        accounts: tuple[str, ...] = ()
+        if fields.has("always_human_accounts"):
+            if always_human is None:
+                raise fields.error(
+                    "always_human_accounts", "needs the always_human section (its tier is the least a gate may be)"
+                )
+            accounts = _account_list(fields, "always_human_accounts", always_human.accounts)
+        entities.append(EntityPolicy(name, currency, thresholds, accounts))
+    return tuple(entities)
