@@ -76,8 +76,12 @@ def read_table(
 class _Skip:
     def __init__(self, prefixes: Iterable[str]) -> None:
         self.prefixes = tuple(prefix.casefold() for prefix in prefixes if prefix)
+        self.initials = frozenset("tgs" + "".join(prefix[0] for prefix in self.prefixes))
+        """The first letters a skipped row can start with (casefolded): most rows are ruled out by one look."""
 
     def __call__(self, first: str) -> bool:
+        if first[:1].casefold()[:1] not in self.initials:
+            return False
         return first.casefold().startswith(self.prefixes) or _TOTALS.match(first) is not None
 
 
@@ -335,6 +339,9 @@ class Cells:
         self._thousands = _SPACE_CHARS if separator == " " else separator
         group = "[ \u00a0\u202f]" if separator == " " else re.escape(separator)
         self._grouped = re.compile(rf"[0-9]{{1,3}}(?:{group}[0-9]{{3}})+")
+        whole = rf"[0-9]{{1,3}}(?:{group}[0-9]{{3}})+|[0-9]+" if separator else "[0-9]+"
+        self._plain = re.compile(rf"(-?)({whole})(?:{re.escape(layout.decimal_separator)}([0-9]{{1,2}}))?(-?)")
+        self._ungroup = str.maketrans("", "", self._thousands)
 
     def fail(self, row: TableRow, name: str, reason: str) -> ImportFileError:
         return ImportFileError(self.file, row.location, self.layout.columns.get(name, name), reason)
@@ -365,6 +372,14 @@ class Cells:
             return None
         try:
             if isinstance(value, str):
+                plain = self._plain.fullmatch(value)
+                if plain is not None and not (plain[1] and plain[4]):
+                    # the usual shape (`-1.234,56`, `1234,5`, `12,00-`) read directly; anything else, and every
+                    # mistake, goes the long way through parse_amount and its reasons
+                    whole = plain[2].translate(self._ungroup) if self._thousands else plain[2]
+                    amount = Decimal(f"{'-' if plain[1] or plain[4] else ''}{whole}.{plain[3] or '0'}")
+                    return checked_amount(amount, value)
+                _check_one_sign(value)
                 if self._thousands and any(char in value for char in self._thousands):
                     self._check_grouping(value)
                 return parse_amount(
@@ -423,6 +438,17 @@ class Cells:
             self._dates.clear()
         self._dates[value] = parsed
         return parsed
+
+
+def _check_one_sign(raw: str) -> None:
+    """At most one of a leading sign, a trailing minus and parentheses: parse_amount reads "-12.00-" and "(-12.00)"
+    as +12.00, two negations cancelling, where a file that writes so means something we cannot know."""
+    text = raw.strip()
+    parenthesised = text.startswith("(") and text.endswith(")")
+    core = text[1:-1].strip() if parenthesised else text
+    signs = parenthesised + core.startswith(("-", "+")) + core.endswith("-")
+    if signs > 1:
+        raise ValueError(f"expected one sign (a leading -, a trailing - or parentheses), found {raw!r}")
 
 
 def _example_amount(layout: TableLayout) -> str:

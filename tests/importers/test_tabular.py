@@ -379,18 +379,28 @@ def test_an_xlsx_number_too_long_for_a_double_is_refused_not_rounded() -> None:
         ("1,234.5,6", ".", ",", None),
         ("980.00", ",", ".", None),
         ("12 34,00", ",", " ", None),
+        ("-12.00-", ".", "", "sign"),
+        ("(-12.00)", ".", "", "sign"),
+        ("(12.00-)", ".", ",", "sign"),
+        ("+12.00-", ".", ",", "sign"),
     ],
 )
-def test_thousands_separators_only_between_groups_of_three(
-    raw: str, decimal_separator: str, thousands_separator: str, expected: Decimal | None
+def test_thousands_separators_between_groups_of_three_and_one_sign(
+    raw: str, decimal_separator: str, thousands_separator: str, expected: Decimal | str | None
 ) -> None:
     layout = TableLayout(
         columns={"amount": "Amount"}, decimal_separator=decimal_separator, thousands_separator=thousands_separator
     )
     cells = Cells("bank.csv", layout)
-    if expected is not None:
+    if isinstance(expected, Decimal):
         assert cells.amount(_row(amount=raw), "amount") == expected
         return
     with pytest.raises(ImportFileError) as caught:
         cells.amount(_row(amount=raw), "amount")
-    assert str(caught.value).startswith("bank.csv line 7: Amount: expected the thousands separator ")
+    if expected == "sign":
+        assert (
+            str(caught.value)
+            == f"bank.csv line 7: Amount: expected one sign (a leading -, a trailing - or parentheses), found {raw!r}"
+        )
+    else:
+        assert str(caught.value).startswith("bank.csv line 7: Amount: expected the thousands separator ")
