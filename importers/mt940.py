@@ -1,11 +1,12 @@
-"""SWIFT MT940 customer statements, read tag by tag with the `mt-940` library into BankStatements.
+"""SWIFT MT940 customer statements, read with the `mt-940` library into BankStatements.
 
 A file holds one or more statements, each starting at `:20:`, with or without the SWIFT envelope (`{1:...}{2:...}{4:`
-before, `-}` after). This module splits the file into tags itself, so every error names its line, and hands each tag
-to `mt940.models.Transactions.parse` in order; the library reads the fields (balances, the `:61:` statement line with
-its entry date across the year end, the structured `:86:` subfields). The library's patterns are lenient on purpose (a
-balance with trailing text, an amount with a dot, a customer reference longer than 16 characters are silently cut),
-so each tag is checked against the SWIFT layout first and refused with the subfield that is wrong.
+before, `-}` after). This module splits the file into tags itself, so every error names its line, checks their order,
+and hands each statement's tags to `mt940.models.Transactions.parse`; the library reads the fields (balances, the
+`:61:` statement line with its entry date across the year end, the structured `:86:` subfields). When the library
+fails, the statement is read again tag by tag to name the tag. The library's patterns are lenient on purpose (a
+balance with trailing text, an amount with a dot, a customer reference longer than 16 characters are silently cut or
+misread), so each tag is first checked against the SWIFT layout and refused with the subfield that is wrong.
 
 Signs follow the statement model: C and RD (reversal of a debit) positive, D and RC (reversal of a credit) negative.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from itertools import pairwise
@@ -83,8 +84,8 @@ class _Entry:
     reversal: bool
     funds_code: str
     supplementary: str
-    details: dict[str, Any] = field(default_factory=dict)
-    """What the library read from the entry's `:86:`, if it has one."""
+    details: dict[str, Any]
+    """Everything the library read for the entry: its `:61:` and, when it has one, its `:86:`."""
 
 
 @dataclass
@@ -218,14 +219,13 @@ def _statement_tags(tags: list[_Tag], file: str) -> list[list[_Tag]]:
 
 
 def _read_statement(tags: list[_Tag], file: str) -> _Statement:
-    """One statement: the layout checked here, the values read by the mt940 library tag by tag."""
-    transactions = mt940.models.Transactions(options=_OPTIONS)
+    """One statement: the order and layout of its tags checked here, their values read by the mt940 library."""
     first = tags[0]
     reference = first.value.strip()
     if not reference:
         raise ImportFileError(file, f"line {first.line}", ":20:", "expected a transaction reference, found none")
     seen: dict[str, _Tag] = {}
-    entries: list[_Entry] = []
+    fed: list[_Tag] = []
     after_entry = False  # an :86: directly after a :61: (or its :86:) belongs to that entry
     for tag in tags:
         kind = _kind(tag.tag)
@@ -267,16 +267,7 @@ def _read_statement(tags: list[_Tag], file: str) -> _Statement:
         if kind == "86" and not after_entry:
             continue  # information for the whole statement, not an entry's
         _check_layout(tag, file)
-        count = len(transactions)
-        _feed(transactions, tag, file)
-        if kind == "61":
-            if len(transactions) != count + 1:
-                raise ImportFileError(
-                    file, f"line {tag.line}", ":61:", f"expected one statement line, found {tag.value!r}"
-                )
-            entries.append(_entry(transactions[-1].data, len(entries) + 1, tag, file))
-        elif kind == "86":
-            entries[-1].details = dict(transactions[-1].data)
+        fed.append(tag)
         after_entry = kind in ("61", "86")
     base_id = seen["28"].value.strip() if "28" in seen else reference
     where = f"statement {base_id}"
@@ -289,7 +280,31 @@ def _read_statement(tags: list[_Tag], file: str) -> _Statement:
                 f"expected {_EXPECTED[kind]} in the statement on lines {first.line} to"
                 f" {tags[-1].line + len(tags[-1].lines) - 1}, found none",
             )
+    transactions = _parsed(fed, file)
+    lines = [tag for tag in fed if tag.tag == "61"]
+    if len(transactions) != len(lines):  # pragma: no cover - every :61: checked above opens one transaction
+        raise ImportFileError(
+            file, where, ":61:", f"expected {len(lines)} statement lines, the mt940 library read {len(transactions)}"
+        )
+    entries = [
+        _entry(t.data, number, tag, file) for number, (t, tag) in enumerate(zip(transactions, lines, strict=True), 1)
+    ]
     return _balanced(transactions, seen, entries, base_id, first.line, file)
+
+
+def _parsed(tags: list[_Tag], file: str) -> mt940.models.Transactions:
+    """The statement read by the library in one go; when it fails, again tag by tag to name the tag it fails on."""
+    transactions = mt940.models.Transactions(options=_OPTIONS)
+    try:
+        transactions.parse("\n".join(f"{tag.label}{tag.value}" for tag in tags))
+    except Exception as error:  # the library raises RuntimeError, ValueError, decimal errors, KeyError ...
+        located = mt940.models.Transactions(options=_OPTIONS)
+        for tag in tags:
+            _feed(located, tag, file)
+        raise ImportFileError(  # pragma: no cover - what fails on the whole statement fails on one of its tags
+            file, f"line {tags[0].line}", tags[0].label, f"the mt940 library cannot read the statement: {error!r}"
+        ) from None
+    return transactions
 
 
 _EXPECTED = {
@@ -409,7 +424,8 @@ def _entry(data: dict[str, Any], number: int, tag: _Tag, file: str) -> _Entry:
     value_date = _plain(data["date"])
     entry_date = data.get("entry_date")
     status = str(data.get("status") or "").upper()
-    customer = str(data.get("customer_reference") or "").strip()
+    # A structured :86: with a KREF+ subfield appends it to the :61: customer reference on a new line.
+    customer = str(data.get("customer_reference") or "").split("\n")[0].strip()
     return _Entry(
         number=number,
         line=tag.line,
@@ -421,6 +437,7 @@ def _entry(data: dict[str, Any], number: int, tag: _Tag, file: str) -> _Entry:
         reversal=status.startswith("R"),
         funds_code=str(data.get("funds_code") or ""),
         supplementary=str(data.get("extra_details") or "").strip(),
+        details=data,
     )
 
 

@@ -54,6 +54,7 @@ def two_days() -> list[BankStatement]:
 
 
 def test_a_file_of_two_days_reads_as_two_statements_that_balance(two_days: list[BankStatement]) -> None:
+    assert TWO_DAYS.read_bytes().count(b"\r\n") == 33 and b"\n:" not in TWO_DAYS.read_bytes().replace(b"\r\n", b"")
     assert [s.statement_id for s in two_days] == ["00123/001", "00124/001"]
     first, second = two_days
     assert {s.bank_account for s in two_days} == {"GB33BUKB20201555555555"}
@@ -157,6 +158,12 @@ def test_structured_86_subfields_become_description_and_reference() -> None:
     assert debit.description == "SEPA-LASTSCHRIFT Stadtwerke Köln GmbH Stromabschlag Nov"
     assert (debit.amount, debit.entry_id) == (Decimal("-249.99"), "DB30110001")
     assert statements[0].bank_account == "37040044/0532013000"
+
+
+def test_a_kref_subfield_does_not_change_the_61_customer_reference(tmp_path: Path) -> None:
+    lines = ":61:261130C5,00NTRFINV-9//B1\n:86:166?00GUTSCHRIFT?20KREF+K-77?21SVWZ+Rent?32Tenant Ltd\n"
+    (statement,) = read_mt940(_minimal(tmp_path, lines, closing="1005,00"))
+    assert (statement.entries[0].reference, statement.entries[0].description) == ("INV-9", "GUTSCHRIFT Tenant Ltd Rent")
 
 
 def test_statements_numbered_alike_are_told_apart_by_their_closing_date() -> None:
