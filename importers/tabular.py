@@ -14,11 +14,10 @@ import csv
 import re
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from importers.amounts import checked_amount, parse_amount, parse_date
 from importers.errors import ImportFileError
@@ -38,8 +37,9 @@ Cell = str | Decimal | date | None
 _Field = tuple[str, str, bool]  # (our field, its heading, whether the file may lack the column)
 
 
-@dataclass(frozen=True, slots=True)
-class TableRow:
+class TableRow(NamedTuple):
+    """One data row (a NamedTuple: immutable and cheap to build, one per line of a large file)."""
+
     number: int
     """The file's 1-based line (CSV: the line a record starts on) or row (XLSX) number."""
     values: Mapping[str, Cell]
@@ -170,7 +170,8 @@ def _csv_records(
                             columns = _columns(file, f"line {number}", header, fields)
                             width, header_line = len(cells), number
                         continue
-                    first = _first_filled(cells)
+                    lead = cells[0] if cells else ""
+                    first = lead if lead and not lead[0].isspace() else _first_filled(cells)
                     if first is None or skip(first):
                         continue
                     if len(cells) != width:
@@ -181,10 +182,7 @@ def _csv_records(
                             f"expected {width} fields like the header on line {header_line}, found {len(cells)}"
                             f" (is the delimiter {layout.delimiter!r} right?)",
                         )
-                    values: dict[str, Cell] = {}
-                    for name, index in columns:
-                        text = cells[index].strip()
-                        values[name] = text or None
+                    values: dict[str, Cell] = {name: cells[index].strip() or None for name, index in columns}
                     yield TableRow(number, values, f"line {number}")
             except csv.Error as exc:
                 raise ImportFileError(file, f"line {reader.line_num}", "(csv)", f"malformed CSV: {exc}") from None
