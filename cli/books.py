@@ -39,6 +39,14 @@ def books_import(
     supplier_bank_changes: Annotated[
         Path | None, typer.Option(help="Changes to suppliers' bank details (supplier_bank_changes.csv).")
     ] = None,
+    grni: Annotated[Path | None, typer.Option(help="Goods received not invoiced (grni.csv, books format).")] = None,
+    intercompany: Annotated[
+        Path | None, typer.Option(help="Intercompany confirmations (intercompany.csv, books format).")
+    ] = None,
+    prior_period: Annotated[
+        Path | None, typer.Option(help="Last period's P&L by account (prior_period.csv, books format).")
+    ] = None,
+    budget: Annotated[Path | None, typer.Option(help="This period's budget by account (budget.csv).")] = None,
     currency: Annotated[
         str | None, typer.Option(help="Functional currency (default: risk.yaml's for the entity).")
     ] = None,
@@ -78,6 +86,10 @@ def books_import(
         ar=ar,
         rates=rates,
         supplier_bank_changes=supplier_bank_changes,
+        grni=grni,
+        intercompany=intercompany,
+        prior_period=prior_period,
+        budget=budget,
         camt_schema=camt_xsd or settings.camt053_xsd,
         mt940_encoding=mt940_encoding,
         replace=replace,

@@ -441,10 +441,11 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
             conn, ACCOUNTS.table, fixed, ACCOUNTS.columns, _checked_accounts(books_dir, currency), ACCOUNTS.optional
         )
         gl_count = 0
-        for spec in (GL_LINES, AP_ITEMS, AR_ITEMS, GRNI, INTERCOMPANY):
-            count = await _copy_spec(conn, spec, fixed, books_dir)
-            if spec is GL_LINES:
-                gl_count = count
+        gl_count = await _copy(
+            conn, GL_LINES.table, fixed, GL_LINES.columns, _checked_gl_lines(books_dir), GL_LINES.optional
+        )
+        for spec in (AP_ITEMS, AR_ITEMS, GRNI, INTERCOMPANY):
+            await _copy_spec(conn, spec, fixed, books_dir)
         for spec in (RATES, SUPPLIER_BANK_CHANGES):
             if (books_dir / spec.file).is_file():
                 await _copy_spec(conn, spec, fixed, books_dir)
@@ -496,6 +497,19 @@ async def _loaded_before(conn: AsyncConnection[Any], entity: str, period: str, d
             (entity, period, digest),
         )
         return await cur.fetchone()
+
+
+def _checked_gl_lines(books_dir: Path) -> Iterator[tuple[object, ...]]:
+    """GL lines whose transaction currency and amount come together or not at all."""
+    for line_no, row in enumerate(read_rows(books_dir / GL_LINES.file, GL_LINES.columns, GL_LINES.optional), start=2):
+        currency, currency_amount = row[-2:]
+        if (currency is None) != (currency_amount is None):
+            raise BooksError(
+                f"{GL_LINES.file} line {line_no}",
+                "currency" if currency is None else "currency_amount",
+                "currency and currency_amount come together: the line's transaction currency and its amount in it",
+            )
+        yield row
 
 
 def _checked_accounts(books_dir: Path, functional_currency: str) -> Iterator[tuple[object, ...]]:
@@ -685,3 +699,53 @@ async def latest_book_set(conn: AsyncConnection[Any], entity: str, period: str) 
         )
         found = await cur.fetchone()
     return None if found is None else int(found)
+
+
+@dataclass(frozen=True)
+class RecordedRate:
+    from_currency: str
+    to_currency: str
+    rate: Decimal
+    rate_date: date
+    source: str
+
+
+async def recorded_rate(
+    conn: AsyncConnection[Any], book_set_id: int, from_currency: str, to_currency: str
+) -> RecordedRate | None:
+    """The rate a book set records for converting `from_currency` into `to_currency` (its rates.csv), if any."""
+    async with conn.cursor(row_factory=class_row(RecordedRate)) as cur:
+        await cur.execute(
+            "SELECT from_currency, to_currency, rate, rate_date, source FROM book_rate"
+            " WHERE book_set_id = %s AND from_currency = %s AND to_currency = %s",
+            (book_set_id, from_currency, to_currency),
+        )
+        return await cur.fetchone()
+
+
+async def book_rates(conn: AsyncConnection[Any], book_set_id: int) -> list[RecordedRate]:
+    """Every rate a book set records, by currency pair."""
+    async with conn.cursor(row_factory=class_row(RecordedRate)) as cur:
+        await cur.execute(
+            "SELECT from_currency, to_currency, rate, rate_date, source FROM book_rate WHERE book_set_id = %s"
+            " ORDER BY from_currency, to_currency",
+            (book_set_id,),
+        )
+        return await cur.fetchall()
+
+
+@dataclass(frozen=True)
+class _AccountName:
+    account: str
+    name: str
+
+
+async def account_names(conn: AsyncConnection[Any], book_set_id: int, accounts: Sequence[str]) -> dict[str, str]:
+    """Each of `accounts` with its name in the book set's chart (the code itself when the chart lacks it)."""
+    async with conn.cursor(row_factory=class_row(_AccountName)) as cur:
+        await cur.execute(
+            "SELECT account, name FROM book_account WHERE book_set_id = %s AND account = ANY(%s)",
+            (book_set_id, list(accounts)),
+        )
+        names = {row.account: row.name for row in await cur.fetchall()}
+    return {account: names.get(account, account) for account in accounts}

@@ -15,6 +15,7 @@ from psycopg.rows import class_row, scalar_row
 from audit.person_proof import digest_of_gate
 from audit.trace import append_event, register_close_versions, seal_pending
 from engine.actors import ENGINE_ACTOR
+from engine.books import BooksError, book_rates
 from engine.dispatch import dead_letters
 from engine.lifecycle import RunState, TaskState
 from engine.outbox import failed_deliveries
@@ -186,6 +187,47 @@ async def find_close(conn: AsyncConnection[Any], entity: str, period: str) -> st
     return close_id
 
 
+async def _checked_currency(
+    conn: AsyncConnection[Any], policy: Policy, entity: str, book_set_id: int
+) -> list[dict[str, str]]:
+    """The rates the close records (into its version set, and so its trace), after checking the books' currency is
+    the entity's functional currency and, when its amounts meet the global thresholds in another currency, that the
+    books record the rate to convert them at."""
+    own = policy.entity(entity)
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
+        books_currency = await cur.fetchone()
+    if books_currency != own.currency:
+        raise BooksError(
+            "entity.json",
+            "currency",
+            f"the books of {entity} are in {books_currency}, but risk.yaml gives {entity} the functional currency "
+            f"{own.currency}: set entities.{entity}.currency in risk.yaml, or load the books in {own.currency}",
+        )
+    rates = await book_rates(conn, book_set_id)
+    if (
+        own.amount_thresholds is None
+        and own.currency != policy.currency
+        and not any((rate.from_currency, rate.to_currency) == (own.currency, policy.currency) for rate in rates)
+    ):
+        raise BooksError(
+            "rates.csv",
+            "(file)",
+            f"{entity} keeps its books in {own.currency} and is judged on risk.yaml's thresholds in "
+            f"{policy.currency}: its books need a {own.currency}->{policy.currency} rate for the period in rates.csv",
+        )
+    return [
+        {
+            "from_currency": rate.from_currency,
+            "to_currency": rate.to_currency,
+            "rate": format(rate.rate.normalize(), "f"),
+            "rate_date": rate.rate_date.isoformat(),
+            "source": rate.source,
+        }
+        for rate in rates
+    ]
+
+
 async def start_close(
     conn: AsyncConnection[Any],
     *,
@@ -223,6 +265,7 @@ async def start_close(
                 )
                 await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
                 manifest = await cur.fetchone() or {}
+            rates = await _checked_currency(conn, policy, entity, book_set_id)
             version_set = {
                 "app_version": _app_version(),
                 "risk_yaml_sha256": policy.digest,
@@ -230,6 +273,10 @@ async def start_close(
                 "workflow": workflow.name,
                 "synthetic_profile": manifest.get("profile"),
                 "synthetic_seed": manifest.get("seed"),
+                "functional_currency": policy.entity(entity).currency,
+                "books_format": manifest.get("format", 1),
+                "books_sources": manifest.get("sources", []),
+                "rates": rates,
                 **(versions or {}),
             }
             await register_close_versions(conn, close_id, version_set)

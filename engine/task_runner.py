@@ -16,6 +16,7 @@ from psycopg import AsyncConnection
 
 from audit.trace import append_event
 from drill_hooks.kill_points import kill_point
+from engine.books import account_names, recorded_rate
 from engine.close_session import CloseSession
 from engine.context import AdvanceReport, EngineContext
 from engine.dispatch import (
@@ -35,7 +36,17 @@ from engine.postings import PostingRefused
 from engine.runs import CloseRecord, lock_task, task_rows
 from engine.supervisor import move_task
 from engine.workflows import Escalate, TaskContext, TaskHandler
-from policy import EscalationReason, GateRequirement, Workflow, derive_escalation_gate, derive_gate
+from policy import (
+    EscalationReason,
+    FxRate,
+    GateRequirement,
+    Policy,
+    Workflow,
+    always_human_reasons,
+    convert,
+    derive_escalation_gate,
+    derive_gate,
+)
 
 
 async def run_ready_tasks(
@@ -247,12 +258,30 @@ async def _record_result(
             return True
         escalated = _escalation(current.escalation)
         amount = handler.gate_amount(result)
+        fx = await _close_rate(conn, ctx.policy, tc) if amount is not None else None
+        if amount is not None and fx is None and _needs_rate(ctx.policy, tc):
+            missing = Escalate(
+                EscalationReason.MISSING_PARAMETER,
+                f"{tc.close.entity} keeps its books in {tc.currency} and risk.yaml's thresholds are in "
+                f"{ctx.policy.currency}: the books record no {tc.currency}->{ctx.policy.currency} rate (rates.csv)",
+            )
+            await escalate(conn, ctx, tc, handler, missing, report, result=result)
+            return True
+        always_human = always_human_reasons(
+            ctx.policy,
+            tc.close.entity,
+            await account_names(conn, tc.close.book_set_id, handler.gate_accounts(result)),
+            await handler.gate_events(conn, tc, result),
+        )
         requirement = derive_gate(
             ctx.policy,
             tc.task,
             amount,
             escalated=escalated,
             findings=handler.gate_findings(result),
+            entity=tc.close.entity,
+            fx=fx,
+            always_human=always_human,
         )
         if requirement is None:
             await _leave_running(conn, tc, TaskState.RUNNING, result=result)
@@ -270,6 +299,7 @@ async def _record_result(
             await handler.requesters(conn, tc),
             amount=amount,
             due_by=handler.gate_due_by(result),
+            fx=fx,
         )
     report.steps.append(f"{tc.task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
     return True
@@ -286,15 +316,18 @@ async def _open_gate_with_cards(
     *,
     amount: Decimal | None = None,
     due_by: datetime | None = None,
+    fx: FxRate | None = None,
 ) -> str:
-    """Open the task attempt's gate and enqueue its card for every configured channel; returns the gate id."""
+    """Open the task attempt's gate and enqueue its card for every configured channel; returns the gate id.
+    `fx` is the rate its amount was compared at, frozen into the gate's summary for the approver and the trace."""
+    conversion = {} if fx is None else {"fx_rate": _rate_facts(fx, amount)}
     gate_id = await open_gate(
         conn,
         close_id=tc.close.close_id,
         task=tc.task.id,
         attempt=tc.attempt,
         requirement=requirement,
-        summary={"currency": ctx.policy.currency, **summary},  # the card shows every amount with its currency
+        summary={"currency": tc.currency, **summary, **conversion},  # every amount shown with its currency
         prepared_by=prepared_by,
         requested_by=requested_by,
         actor=ctx.actor,
@@ -303,6 +336,34 @@ async def _open_gate_with_cards(
     )
     await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
     return gate_id
+
+
+def _needs_rate(policy: Policy, tc: TaskContext) -> bool:
+    """An amount of this close is compared with the global thresholds in another currency."""
+    own = policy.entity(tc.close.entity)
+    return own.amount_thresholds is None and own.currency != policy.currency
+
+
+async def _close_rate(conn: AsyncConnection[Any], policy: Policy, tc: TaskContext) -> FxRate | None:
+    """The rate the close's books record from its currency into the policy's, when its amounts need converting."""
+    if not _needs_rate(policy, tc):
+        return None
+    own = policy.entity(tc.close.entity)
+    recorded = await recorded_rate(conn, tc.close.book_set_id, own.currency, policy.currency)
+    if recorded is None:
+        return None
+    return FxRate(recorded.from_currency, recorded.to_currency, recorded.rate, recorded.rate_date, recorded.source)
+
+
+def _rate_facts(fx: FxRate, amount: Decimal | None) -> dict[str, Any]:
+    return {
+        "from_currency": fx.from_currency,
+        "to_currency": fx.to_currency,
+        "rate": format(fx.rate.normalize(), "f"),
+        "rate_date": fx.rate_date.isoformat(),
+        "source": fx.source,
+        "converted_amount": None if amount is None else str(convert(abs(amount), fx)),
+    }
 
 
 async def complete_task(

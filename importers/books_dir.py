@@ -122,7 +122,9 @@ class LedgerLine(Protocol):
 class SourceFile:
     """A file an import read, recorded in the manifest with its digest."""
 
-    role: str  # gl, chart, bank, ap, ar, rates, supplier_bank_changes, mapping
+    role: (
+        str  # gl, chart, bank, ap, ar, grni, intercompany, prior_period, budget, rates, supplier_bank_changes, mapping
+    )
     name: str
     format: str
     sha256: str
@@ -180,8 +182,9 @@ class BooksWriter:
                     _money(line.amount),
                     line.reference,
                     line.description,
-                    line.currency or "",
-                    "" if line.currency_amount is None else _money(line.currency_amount),
+                    # a currency without the amount in it says nothing the functional amount does not
+                    line.currency if line.currency and line.currency_amount is not None else "",
+                    "" if line.currency_amount is None or not line.currency else _money(line.currency_amount),
                 )
 
         return self._write("gl_lines.csv", GL_HEADER, rows())

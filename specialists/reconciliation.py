@@ -300,6 +300,7 @@ def _bank(payload: Mapping[str, Any]) -> dict[str, Any]:
                 "unmatched_share": _format_share(share),
                 "unmatched_bank_amount": _format_money(unmatched_amount),
                 "halt": halt,
+                **_carried(entry, field),
             }
         )
         all_matches.extend([bank_id, gl_id] for bank_id, gl_id in result.matches)
@@ -315,6 +316,17 @@ def _bank(payload: Mapping[str, Any]) -> dict[str, Any]:
         "halted": bool(reasons),
         "halt_reason": "; ".join(reasons) if reasons else None,
     }
+
+
+def _carried(entry: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """An account's currency and its exchange-difference explanation, as the engine computed them: carried into the
+    result unchanged (the engine checks they come back as sent), never used to match a line."""
+    carried: dict[str, Any] = {}
+    if "currency" in entry:
+        carried["currency"] = _text(entry, "currency", f"{field}.currency")
+    if "fx" in entry:
+        carried["fx"] = dict(_object(entry["fx"], f"{field}.fx"))
+    return carried
 
 
 def _cash_lines(entry: Mapping[str, Any], key: str, field: str) -> list[CashLine]:

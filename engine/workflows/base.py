@@ -18,7 +18,7 @@ from psycopg import AsyncConnection
 from engine.outbox import ChannelTarget
 from engine.runs import CloseRecord
 from money.formatting import DEFAULT_LOCALE, format_money
-from policy import EscalationReason, Policy, WorkflowTask
+from policy import AlwaysHumanEvent, EscalationReason, Policy, WorkflowTask
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,14 @@ class TaskContext:
     channels: tuple[ChannelTarget, ...] = ()
     """The chat channels the close's cards and notices go to."""
 
+    @property
+    def currency(self) -> str:
+        """The close's currency: its entity's functional currency (risk.yaml `entities`), else the policy's."""
+        return self.policy.entity(self.close.entity).currency
+
     def money(self, amount: Decimal | str | None) -> str:
-        """An amount of the close, in the policy's currency and the locale: `"GBP 82,213.52"`."""
-        return "—" if amount is None else format_money(Decimal(str(amount)), self.policy.currency, locale=self.locale)
+        """An amount of the close, in its currency and the locale: `"GBP 82,213.52"`."""
+        return "—" if amount is None else format_money(Decimal(str(amount)), self.currency, locale=self.locale)
 
 
 class Escalate(Exception):
@@ -100,6 +105,18 @@ class TaskHandler:
         """How many findings (violated rules, holds) the result carries; any raises the gate to the findings tier."""
         return 0
 
+    def gate_accounts(self, result: Mapping[str, Any]) -> tuple[str, ...]:
+        """The ledger accounts the result reports on or posts to: an always-human one (risk.yaml `always_human`)
+        sends the result to a person whatever its amount."""
+        return ()
+
+    async def gate_events(
+        self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]
+    ) -> list[tuple[AlwaysHumanEvent, str]]:
+        """Events in the books the result covers that policy may send to a person whatever the amount (a change to a
+        supplier's bank details), each with what a person recognises it by."""
+        return []
+
     def gate_due_by(self, result: Mapping[str, Any]) -> datetime | None:
         """The latest the task's gate may fall due, when a deadline outside the policy binds it (a legal notice
         period); the gate falls due at the earlier of this and the policy's due time, and is escalated when overdue."""
@@ -131,7 +148,11 @@ def card_summary(result: Mapping[str, Any]) -> dict[str, Any]:
     summary: dict[str, Any] = {"kind": result.get("kind")}
     if "accounts" in result:
         summary["accounts"] = [
-            {k: a.get(k) for k in ("account", "bank_lines", "gl_lines", "matched", "unmatched_share", "halt")}
+            {
+                k: a.get(k)
+                for k in ("account", "bank_lines", "gl_lines", "matched", "unmatched_share", "halt", "currency", "fx")
+                if k in a or k not in ("currency", "fx")
+            }
             for a in result["accounts"]
         ]
     for key in (

@@ -18,6 +18,11 @@ class Accruals(TaskHandler):
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         return await inputs.accruals_input(conn, tc.close.book_set_id, tc.close.period, tc.policy)
 
+    def gate_accounts(self, result: Mapping[str, Any]) -> tuple[str, ...]:
+        """The accounts the proposed journal posts to."""
+        journal = result.get("journal") or {}
+        return tuple(sorted({str(line["account"]) for line in journal.get("lines", []) if "account" in line}))
+
     def gate_amount(self, result: Mapping[str, Any]) -> Decimal | None:
         return Decimal(str(result["total"])) if result.get("total") is not None else None
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 
+from engine.books import recorded_rate
 from policy import Policy
 from specialists.variance import VarianceLine  # the row the variance query returns is the line the specialist reads
 
@@ -73,31 +74,79 @@ class LedgerLine:
     reference: str
 
 
+@dataclass(frozen=True)
+class CashAccount:
+    account: str
+    currency: str | None
+    """The account's own currency when it is kept in another than the entity's (a US dollar account)."""
+
+
+@dataclass(frozen=True)
+class CurrencyBalance:
+    functional: Decimal
+    in_currency: Decimal
+    lines_without_currency: int
+
+
+@dataclass(frozen=True)
+class SupplierBankChange:
+    change_id: str
+    vendor: str
+    changed_on: date
+    changed_by: str
+
+
+async def supplier_bank_changes(conn: AsyncConnection[Any], book_set_id: int) -> list[SupplierBankChange]:
+    """Changes to suppliers' bank details the books show (supplier_bank_changes.csv), oldest first."""
+    return await _rows(
+        conn,
+        SupplierBankChange,
+        "SELECT change_id, vendor, changed_on, changed_by FROM book_supplier_bank_change"
+        " WHERE book_set_id = %s ORDER BY changed_on, change_id",
+        (book_set_id,),
+    )
+
+
 async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
+    """Bank lines against GL cash lines per cash account. An account kept in a foreign currency is matched in that
+    currency (the GL lines' transaction amounts), and its unrealised exchange difference is explained beside it: the
+    account's foreign balance at the books' closing rate against its carrying value, never matched away."""
     feed = await latest_feed_version(conn, book_set_id)
+    (functional,) = await _values(conn, "SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
     accounts = []
-    for account in await _accounts_by_subtype(conn, book_set_id, "cash"):
+    cash_accounts = await _rows(
+        conn,
+        CashAccount,
+        "SELECT account, currency FROM book_account WHERE book_set_id = %s AND subtype = 'cash' ORDER BY account",
+        (book_set_id,),
+    )
+    for cash in cash_accounts:
+        foreign = cash.currency is not None and cash.currency != functional
         bank = await _rows(
             conn,
             LedgerLine,
             "SELECT bank_line_id AS line_id, line_date, amount, reference FROM book_bank_line"
             " WHERE book_set_id = %s AND feed_version = %s AND account = %s ORDER BY bank_line_id",
-            (book_set_id, feed, account),
+            (book_set_id, feed, cash.account),
         )
+        gl_amount = "COALESCE(currency_amount, amount)" if foreign else "amount"
         gl = await _rows(
             conn,
             LedgerLine,
-            "SELECT line_id, line_date, amount, reference FROM book_gl_line"
+            f"SELECT line_id, line_date, {gl_amount} AS amount, reference FROM book_gl_line"
             " WHERE book_set_id = %s AND account = %s ORDER BY line_id",
-            (book_set_id, account),
+            (book_set_id, cash.account),
         )
-        accounts.append(
-            {
-                "account": account,
-                "bank_lines": [_line(r) for r in bank],
-                "gl_lines": [_line(r) for r in gl],
-            }
-        )
+        entry: dict[str, Any] = {
+            "account": cash.account,
+            "bank_lines": [_line(r) for r in bank],
+            "gl_lines": [_line(r) for r in gl],
+        }
+        if foreign:
+            assert cash.currency is not None
+            entry["currency"] = cash.currency
+            entry["fx"] = await _unrealised_difference(conn, book_set_id, cash.account, cash.currency, functional)
+        accounts.append(entry)
     return {
         "kind": "bank",
         "date_window_days": policy.reconciliation.date_window_days,
@@ -105,6 +154,51 @@ async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int
         "feed_version": feed,
         "accounts": accounts,
     }
+
+
+async def _unrealised_difference(
+    conn: AsyncConnection[Any], book_set_id: int, account: str, currency: str, functional: str
+) -> dict[str, Any]:
+    """A foreign-currency account's balance revalued at the books' closing rate, against what the ledger carries."""
+    (balance,) = await _rows(
+        conn,
+        CurrencyBalance,
+        "SELECT COALESCE(sum(amount), 0) AS functional, COALESCE(sum(currency_amount), 0) AS in_currency,"
+        "       count(*) FILTER (WHERE currency_amount IS NULL OR currency <> %s) AS lines_without_currency"
+        " FROM book_gl_line WHERE book_set_id = %s AND account = %s",
+        (currency, book_set_id, account),
+    )
+    rate = await recorded_rate(conn, book_set_id, currency, functional)
+    explained: dict[str, Any] = {
+        "currency": currency,
+        "functional_currency": functional,
+        "balance": _money(balance.in_currency),
+        "carrying_value": _money(balance.functional),
+        "lines_without_currency": balance.lines_without_currency,
+    }
+    if rate is None:
+        explained["rate"] = None
+        explained["note"] = f"no {currency}->{functional} rate in the books: the exchange difference is not measured"
+        return explained
+    revalued = (balance.in_currency * rate.rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
+    difference = revalued - balance.functional
+    explained.update(
+        {
+            "rate": format(rate.rate.normalize(), "f"),
+            "rate_date": rate.rate_date.isoformat(),
+            "rate_source": rate.source,
+            "revalued": _money(revalued),
+            "unrealised_difference": _money(difference),
+            "note": (
+                f"{currency} {_money(balance.in_currency)} at {format(rate.rate.normalize(), 'f')} "
+                f"({rate.source}, {rate.rate_date.isoformat()}) is {functional} {_money(revalued)} against "
+                f"{functional} {_money(balance.functional)} carried: an unrealised "
+                f"{'gain' if difference > 0 else 'loss' if difference < 0 else 'difference'} of "
+                f"{functional} {_money(abs(difference))}, explained here and not matched against bank lines"
+            ),
+        }
+    )
+    return explained
 
 
 def _line(line: LedgerLine) -> dict[str, str]:

@@ -8,13 +8,30 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from engine.workflows.base import TaskContext, TaskHandler
+from engine.workflows.base import Escalate, TaskContext, TaskHandler
 from engine.workflows.close import inputs, queries
+from policy import AlwaysHumanEvent, EscalationReason
 
 
 class BankReconciliation(TaskHandler):
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         return await inputs.bank_reconciliation_input(conn, tc.close.book_set_id, tc.policy)
+
+    def check_result(self, tc: TaskContext, payload: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+        """A foreign account's currency and exchange explanation come back exactly as the engine sent them."""
+        sent = {entry["account"]: entry for entry in payload.get("accounts", [])}
+        for entry in result.get("accounts", []):
+            original = sent.get(entry.get("account"), {})
+            for key in ("currency", "fx"):
+                if entry.get(key) != original.get(key):
+                    raise Escalate(
+                        EscalationReason.CONTRADICTORY_EVIDENCE,
+                        f"account {entry.get('account')}: the specialist returned {key} {entry.get(key)!r}, "
+                        f"not the {original.get(key)!r} the books give",
+                    )
+
+    def gate_accounts(self, result: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(str(entry["account"]) for entry in result.get("accounts", []) if "account" in entry)
 
     def gate_amount(self, result: Mapping[str, Any]) -> Decimal | None:
         """The unmatched bank amount, summed over accounts, may raise the tier."""
@@ -39,7 +56,27 @@ class SubledgerReconciliation(TaskHandler):
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         return await inputs.subledger_input(conn, tc.close.book_set_id, tc.policy, self.ledger)
 
+    def gate_accounts(self, result: Mapping[str, Any]) -> tuple[str, ...]:
+        return (str(result["control_account"]),) if result.get("control_account") else ()
+
+    async def gate_events(
+        self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]
+    ) -> list[tuple[AlwaysHumanEvent, str]]:
+        """Payables: every change to a supplier's bank details the books show (the fraud that redirects a payment)."""
+        if self.ledger != "ap":
+            return []
+        return [
+            (
+                AlwaysHumanEvent.SUPPLIER_BANK_DETAILS_CHANGED,
+                f"{change.vendor}, {change.changed_on.isoformat()}, by {change.changed_by}",
+            )
+            for change in await inputs.supplier_bank_changes(conn, tc.close.book_set_id)
+        ]
+
 
 class IntercompanyReconciliation(TaskHandler):
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         return await inputs.intercompany_input(conn, tc.close.book_set_id, tc.policy)
+
+    def gate_accounts(self, result: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(sorted({str(pair["account"]) for pair in result.get("pairs", []) if "account" in pair}))
