@@ -361,6 +361,12 @@ class _Reader:
             sign = table["sign"]
             if sign not in tuple(Sign):
                 raise self.fail(f"{key}.sign", f"expected debit_positive or credit_positive, found {_found(sign)}")
+            columns = layout["columns"]
+            if "amount" not in columns and "currency_amount" not in columns:
+                raise self.fail(
+                    f"{key}.sign",
+                    "applies to a single amount column, and this section maps debit and credit columns instead",
+                )
             layout["sign"] = Sign(sign)
         if "skip_rows_starting_with" in table:
             prefixes = table["skip_rows_starting_with"]

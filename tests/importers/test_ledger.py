@@ -288,9 +288,7 @@ def test_bad_amount_names_row_and_heading(tmp_path: Path, sap: ImportMapping, sa
     )  # not 98000.00: the point is not taken for a thousands separator
 
 
-def test_thousands_separators_are_checked_not_stripped(
-    tmp_path: Path, sap: ImportMapping, sap_chart: Chart
-) -> None:
+def test_thousands_separators_are_checked_not_stripped(tmp_path: Path, sap: ImportMapping, sap_chart: Chart) -> None:
     plain = _copy(tmp_path, "sap_gl_export.csv", ";980,00;;ZA", ";980;;ZA", "cp1252")
     assert list(read_gl(plain, sap.gl, sap_chart))[3].amount == Decimal("980.00")  # no decimals is fine
     error = _sap_gl_error(tmp_path, sap, sap_chart, ";;1.234,56;RE", ";;1.234.56;RE")

@@ -170,6 +170,12 @@ REFUSED = [
     ("version: 1\n" + GL_OK + "  sign: credit\n", "gl.sign", "debit_positive or credit_positive"),
     ("version: 1\n" + GL_OK + "  skip_rows_starting_with: Total\n", "gl.skip_rows_starting_with", "a list"),
     (
+        "version: 1\ngl:\n  sign: credit_positive\n"
+        "  columns: {journal_id: J, date: D, account: A, debit: Dr, credit: Cr}\n",
+        "gl.sign",
+        "single amount column",
+    ),
+    (
         "version: 1\nchart:\n  columns: {account: A, name: N, type: T}\n  sign: debit_positive\n",
         "chart.sign",
         "unknown",
