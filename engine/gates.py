@@ -109,6 +109,8 @@ async def open_gate(
             "due_at": due_at.isoformat(),
             "summary_digest": digest_of_gate(facts.digest_fields(), facts.summary_json),
             "to": f"role:{requirement.approver_role}",
+            # the rate its amount was compared with the thresholds at, when it was converted (ADR 0034)
+            **({"fx_rate": summary["fx_rate"]} if "fx_rate" in summary else {}),
         },
     )
     return gate_id
