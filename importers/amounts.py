@@ -19,22 +19,29 @@ def parse_amount(raw: str, *, decimal_separator: str = ".", thousands_separator:
     text = raw.strip()
     if not text:
         raise ValueError("expected an amount, found an empty value")
+    signs = 0
     negative = False
     if text.startswith("(") and text.endswith(")"):
-        negative, text = True, text[1:-1].strip()
+        negative, text, signs = True, text[1:-1].strip(), signs + 1
     if text.endswith("-"):
-        negative, text = not negative, text[:-1].strip()
+        negative, text, signs = True, text[:-1].strip(), signs + 1
     if text[:1] in "+-":
-        negative, text = (not negative if text[0] == "-" else negative), text[1:].strip()
+        negative, text, signs = negative or text[0] == "-", text[1:].strip(), signs + 1
+    if signs > 1:
+        raise ValueError(f"expected one sign (a leading -, a trailing - or parentheses), found {raw!r}")
+    whole, _, decimals = text.partition(decimal_separator)
     if thousands_separator:
-        if thousands_separator.isspace() or thousands_separator in "\u00a0\u202f":
-            text = _SPACES.sub("", text)
-        else:
-            text = text.replace(thousands_separator, "")
-    if decimal_separator != ".":
-        if "." in text:
-            raise ValueError(f"expected an amount with {decimal_separator!r} as the decimal separator, found {raw!r}")
-        text = text.replace(decimal_separator, ".")
+        spaced = thousands_separator.isspace() or thousands_separator in "\u00a0\u202f"
+        separator = r"[\s\u00a0\u202f]" if spaced else re.escape(thousands_separator)
+        if re.search(separator, decimals):
+            raise ValueError(f"expected no thousands separator after the decimal separator, found {raw!r}")
+        if re.search(separator, whole):
+            if not re.fullmatch(rf"[0-9]{{1,3}}(?:{separator}[0-9]{{3}})+", whole):
+                raise ValueError(f"expected digits grouped in threes by {thousands_separator!r}, found {raw!r}")
+            whole = re.sub(separator, "", whole)
+    if decimal_separator != "." and ("." in whole or "." in decimals):
+        raise ValueError(f"expected an amount with {decimal_separator!r} as the decimal separator, found {raw!r}")
+    text = f"{whole}.{decimals}" if decimal_separator in text else whole
     if not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", text):
         raise ValueError(f"expected an amount like 1234.56, found {raw!r}")
     try:
