@@ -113,6 +113,9 @@ DEFAULT_AR = TableLayout(columns={name: name for name in AR_COLUMNS})
 class ImportMapping:
     bank_accounts: Mapping[str, str] = field(default_factory=dict)
     """The bank's account name (spaces removed, upper case) -> the GL account it is booked to."""
+    account_subtypes: Mapping[str, str] = field(default_factory=dict)
+    """GL account -> what the close does with it (cash, payable_control, receivable_control, ...), for a chart
+    exported without our subtypes; overrides the chart's own subtype for the accounts it names."""
     gl: TableLayout = DEFAULT_GL
     chart: ChartLayout = DEFAULT_CHART
     bank_csv: BankCsvLayout | None = None
@@ -121,6 +124,7 @@ class ImportMapping:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bank_accounts", _frozen(self.bank_accounts))
+        object.__setattr__(self, "account_subtypes", _frozen(self.account_subtypes))
 
     def gl_account_of(self, bank_account: str) -> str | None:
         """The GL account a bank account books to, matched with spaces ignored and in any case."""
@@ -181,7 +185,8 @@ _SECTIONS = {
     "ap": _Section("ap", AP_COLUMNS, AP_COLUMNS, (*_COMMON_KEYS, "sign"), False),
     "ar": _Section("ar", AR_COLUMNS, AR_COLUMNS, (*_COMMON_KEYS, "sign"), False),
 }
-_TOP_KEYS = ("version", "bank_accounts", *_SECTIONS)
+_TOP_KEYS = ("version", "bank_accounts", "account_subtypes", *_SECTIONS)
+_SUBTYPE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 # --- reading the file ---------------------------------------------------------------------------------------------
@@ -294,12 +299,24 @@ class _Reader:
         accounts = self.bank_accounts(top.get("bank_accounts", {}))
         return ImportMapping(
             bank_accounts=accounts,
+            account_subtypes=self.account_subtypes(top.get("account_subtypes", {})),
             gl=self.layout(top["gl"], "gl") if "gl" in top else DEFAULT_GL,
             chart=self.chart(top["chart"]) if "chart" in top else DEFAULT_CHART,
             bank_csv=self.bank_csv(top["bank_csv"]) if "bank_csv" in top else None,
             ap=self.layout(top["ap"], "ap") if "ap" in top else DEFAULT_AP,
             ar=self.layout(top["ar"], "ar") if "ar" in top else DEFAULT_AR,
         )
+
+    def account_subtypes(self, value: object) -> dict[str, str]:
+        subtypes: dict[str, str] = {}
+        for account, subtype in self.string_map(value, "account_subtypes").items():
+            word = subtype.strip()
+            if not _SUBTYPE.fullmatch(word):
+                raise self.fail(
+                    f"account_subtypes.{account}", f"expected a lower_snake_case subtype like cash, found {subtype!r}"
+                )
+            subtypes[account.strip()] = word
+        return subtypes
 
     def bank_accounts(self, value: object) -> dict[str, str]:
         accounts: dict[str, str] = {}

@@ -9,6 +9,7 @@ folder (`close start --books`) is a separate step with its own checks, so an imp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from importers.books_dir import (
 from importers.camt053 import read_camt053
 from importers.detect import detect_statement_format
 from importers.errors import ImportFileError
-from importers.ledger import read_chart, read_gl, read_open_items
+from importers.ledger import Chart, GlLine, read_chart, read_gl, read_open_items
 from importers.mapping import BankCsvLayout, ImportMapping, default_mapping, load_mapping
 from importers.mt940 import read_mt940
 from importers.ofx import read_ofx
@@ -118,6 +119,39 @@ def _own_csv_layout(path: Path) -> BankCsvLayout | None:
     return load_mapping(own).bank_csv if own.is_file() else None
 
 
+def _in_period(lines: Iterator[GlLine], file: str, period: str) -> Iterator[GlLine]:
+    """Ledger lines dated in `period`: an export of the wrong month, or of a year, is refused, not filtered."""
+    for line in lines:
+        if line.line_date.strftime("%Y-%m") != period:
+            raise ImportFileError(
+                file,
+                f"line id {line.line_id}",
+                "date",
+                f"{line.line_date.isoformat()} is outside the period {period}: export the ledger for {period} only",
+            )
+        yield line
+
+
+def _with_subtypes(chart: Chart, mapping: ImportMapping, mapping_path: Path | None) -> Chart:
+    """The chart with the mapping's `account_subtypes` applied: what the close does with each account (a bank
+    account is reconciled only when its subtype is `cash`)."""
+    if not mapping.account_subtypes:
+        return chart
+    unknown = sorted(set(mapping.account_subtypes) - set(chart.accounts))
+    if unknown:
+        raise ImportFileError(
+            mapping_path.name if mapping_path else "mapping",
+            "",
+            f"account_subtypes.{unknown[0]}",
+            "names an account the chart of accounts does not have",
+        )
+    accounts = {
+        code: dataclasses.replace(account, subtype=mapping.account_subtypes.get(code, account.subtype))
+        for code, account in chart.accounts.items()
+    }
+    return dataclasses.replace(chart, accounts=accounts)
+
+
 def _refuse_duplicates(statements: Sequence[BankStatement]) -> None:
     """The same statement given twice (in one file or two) is refused: its entries would count twice."""
     seen: dict[tuple[str, str], BankStatement] = {}
@@ -169,7 +203,7 @@ def import_books(request: BooksImport, *, progress: Progress | None = None) -> I
     if request.mapping is not None:
         sources.append(SourceFile("mapping", request.mapping.name, "yaml", sha256_of(request.mapping)))
     say(f"reading the chart of accounts {request.chart.name}")
-    chart = read_chart(request.chart, mapping.chart)
+    chart = _with_subtypes(read_chart(request.chart, mapping.chart), mapping, request.mapping)
     sources.append(SourceFile("chart", request.chart.name, _table_format(request.chart), sha256_of(request.chart)))
     say(f"reading {len(request.bank)} bank statement file(s)")
     statements, bank_sources = read_statements(
@@ -182,7 +216,8 @@ def import_books(request: BooksImport, *, progress: Progress | None = None) -> I
         accounts = books.accounts(chart.accounts.values())
         say(f"streaming the general ledger {request.gl.name}")
         gl_lines = books.gl_lines(
-            read_gl(request.gl, mapping.gl, chart), progress=lambda count: say(f"  {count:,} ledger lines")
+            _in_period(read_gl(request.gl, mapping.gl, chart), request.gl.name, request.period),
+            progress=lambda count: say(f"  {count:,} ledger lines"),
         )
         sources.append(SourceFile("gl", request.gl.name, _table_format(request.gl), sha256_of(request.gl)))
         books.source_digests = {source.name: source.sha256 for source in bank_sources}
