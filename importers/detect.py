@@ -11,6 +11,7 @@ from importers.statement import StatementFormat
 _SNIFF_BYTES = 4096
 _CAMT = re.compile(rb"urn:iso:std:iso:20022:tech:xsd:camt\.05[23]\.001\.[0-9]{2}")
 _MT940_START = re.compile(rb"^\s*(\{1:|:20:)")
+_MT940_TAGS = re.compile(rb"^:20:.*?^:25:", re.MULTILINE | re.DOTALL)  # after a bank's own header lines
 
 
 def detect_statement_format(path: Path) -> StatementFormat:
@@ -38,6 +39,6 @@ def detect_statement_format(path: Path) -> StatementFormat:
         )
     if head.lstrip().upper().startswith(b"OFXHEADER"):
         return StatementFormat.OFX
-    if _MT940_START.match(head):
+    if _MT940_START.match(head) or _MT940_TAGS.search(head):
         return StatementFormat.MT940
     return StatementFormat.CSV
