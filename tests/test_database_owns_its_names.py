@@ -205,7 +205,7 @@ def test_planted_ledger_tables_do_not_let_an_unbalanced_journal_or_a_closed_peri
             assert journal is not None
             engine.execute(
                 "INSERT INTO public.journal_line (journal_id, line_no, account, amount, description)"
-                " VALUES (%s, 1, '1000', 500.00, 'one side only')",
+                " VALUES (%s, 1, '6400', 500.00, 'one side only')",
                 (journal[0],),
             )
             engine.execute("INSERT INTO pg_temp.journal_line VALUES (%s, -500.00)", (journal[0],))
