@@ -15,7 +15,8 @@
 - **Supplier bank details.** `book_supplier_bank_change` holds the changes to a supplier's bank details the books
   show (from the ERP's vendor master change log); policy may send any to a person whatever the amount.
 
-Like every book table they are insert-only for the engine and immutable for everyone.
+Like every book table they are insert-only for the engine and immutable for everyone; a rate or a supplier change
+joins a book set only before a close runs on it.
 
 Revision ID: 0019
 Revises: 0018
@@ -160,6 +161,27 @@ ALTER TABLE public.book_bank_statement ENABLE ALWAYS TRIGGER book_bank_statement
 ALTER TABLE public.book_bank_line ENABLE ALWAYS TRIGGER book_bank_lines_in_statements;
 """
 
+# A rate or a supplier change joins a book set only before any close runs on it: what a close judged by is what its
+# books held when it started.
+BEFORE_ANY_CLOSE = r"""
+CREATE FUNCTION public.refuse_book_rows_after_a_close_started() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM public.close_run r WHERE r.book_set_id = NEW.book_set_id) THEN
+        RAISE EXCEPTION '% refused: a close already runs on book set %; load the books again as a new book set',
+            TG_TABLE_NAME, NEW.book_set_id USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION public.refuse_book_rows_after_a_close_started() FROM PUBLIC;
+CREATE TRIGGER book_rate_before_any_close BEFORE INSERT ON public.book_rate
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_book_rows_after_a_close_started();
+CREATE TRIGGER book_supplier_bank_change_before_any_close BEFORE INSERT ON public.book_supplier_bank_change
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_book_rows_after_a_close_started();
+ALTER TABLE public.book_rate ENABLE ALWAYS TRIGGER book_rate_before_any_close;
+ALTER TABLE public.book_supplier_bank_change ENABLE ALWAYS TRIGGER book_supplier_bank_change_before_any_close;
+"""
+
 NEW_TABLES = ("book_bank_statement", "book_rate", "book_supplier_bank_change")
 
 
@@ -181,6 +203,7 @@ def immutability() -> str:
 def upgrade() -> None:
     op.execute(COLUMNS)
     op.execute(TABLES)
+    op.execute(BEFORE_ANY_CLOSE)
     op.execute(immutability())
 
 

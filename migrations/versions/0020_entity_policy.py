@@ -112,6 +112,16 @@ BEGIN
             v_run.workflow, NEW.task USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF NEW.amount IS NOT NULL THEN
+        -- The amount is in the entity's functional currency: a close's books in another are refused a gate.
+        SELECT pe.currency INTO v_currency FROM public.policy_entity pe WHERE pe.entity = v_run.entity;
+        v_currency := coalesce(v_currency, v_enforced.currency);
+        IF v_run.workflow = 'close' AND NOT EXISTS (
+            SELECT 1 FROM public.book_set b WHERE b.book_set_id = v_run.book_set_id AND b.currency = v_currency)
+        THEN
+            RAISE EXCEPTION 'gate refused: the books of close % are not in %, the functional currency the '
+                            'enforced policy gives %', NEW.close_id, v_currency, v_run.entity
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
         IF EXISTS (SELECT 1 FROM public.policy_entity_threshold et WHERE et.entity = v_run.entity) THEN
             -- The entity's own materiality, in its own currency.
             v_floor := greatest(v_floor, (
@@ -120,8 +130,6 @@ BEGIN
                  WHERE et.entity = v_run.entity AND abs(NEW.amount) >= et.min_amount));
         ELSE
             -- The global thresholds, in the policy's currency: an amount in another converts at the close's rate.
-            SELECT pe.currency INTO v_currency FROM public.policy_entity pe WHERE pe.entity = v_run.entity;
-            v_currency := coalesce(v_currency, v_enforced.currency);
             v_compared := abs(NEW.amount);
             IF v_currency IS DISTINCT FROM v_enforced.currency THEN
                 SELECT br.rate INTO v_rate FROM public.book_rate br
