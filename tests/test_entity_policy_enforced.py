@@ -510,20 +510,24 @@ def test_a_rate_or_a_supplier_change_cannot_join_books_a_close_already_runs_on(
     close_id = _close(owner, "ACME-GB", "GBP")
     book_set = owner.execute("SELECT book_set_id FROM close_run WHERE close_id = %s", (close_id,)).fetchone()
     assert book_set is not None
-    with _as(database, "engine") as engine:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="a close already runs on book set"):
-            engine.execute(
-                "INSERT INTO book_rate (book_set_id, from_currency, to_currency, rate, rate_date, source)"
-                " VALUES (%s, 'USD', 'GBP', 0.0001, '2026-11-30', 'planted after the start')",
-                (book_set[0],),
-            )
-    with _as(database, "engine") as engine:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="a close already runs on book set"):
-            engine.execute(
-                "INSERT INTO book_supplier_bank_change (book_set_id, change_id, vendor, changed_on, old_account,"
-                " new_account, changed_by) VALUES (%s, 'X', 'v', '2026-11-01', 'a', 'b', 'c')",
-                (book_set[0],),
-            )
+    with (
+        _as(database, "engine") as engine,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="a close already runs on book set"),
+    ):
+        engine.execute(
+            "INSERT INTO book_rate (book_set_id, from_currency, to_currency, rate, rate_date, source)"
+            " VALUES (%s, 'USD', 'GBP', 0.0001, '2026-11-30', 'planted after the start')",
+            (book_set[0],),
+        )
+    with (
+        _as(database, "engine") as engine,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="a close already runs on book set"),
+    ):
+        engine.execute(
+            "INSERT INTO book_supplier_bank_change (book_set_id, change_id, vendor, changed_on, old_account,"
+            " new_account, changed_by) VALUES (%s, 'X', 'v', '2026-11-01', 'a', 'b', 'c')",
+            (book_set[0],),
+        )
     fresh = owner.execute(
         "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
         " VALUES ('ACME-GB', %s, 'GBP', 'test', '{}', %s) RETURNING book_set_id",
@@ -543,9 +547,11 @@ def test_a_gate_on_books_in_another_currency_than_the_entitys_is_refused(
     database: Database, owner: psycopg.Connection[Any]
 ) -> None:
     mislabelled = _close(owner, "ACME-US", "GBP")  # policy gives ACME-US dollars; these books say sterling
-    with _as(database, "engine") as engine:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="are not in USD"):
-            _gate(engine, mislabelled, "variance_analysis", "critical", "1.00")
+    with (
+        _as(database, "engine") as engine,
+        pytest.raises(psycopg.errors.InsufficientPrivilege, match="are not in USD"),
+    ):
+        _gate(engine, mislabelled, "variance_analysis", "critical", "1.00")
     right = _close(owner, "ACME-US", "USD", period="2026-12")
     with _as(database, "engine") as engine:  # control
         _gate(engine, right, "variance_analysis", "critical", "1.00")
