@@ -28,6 +28,7 @@ COPY models models
 COPY retrieval retrieval
 COPY certificates certificates
 COPY applications applications
+COPY importers importers
 COPY migrations migrations
 COPY config config
 RUN pip install --no-cache-dir --disable-pip-version-check "build>=1.2" \
