@@ -44,14 +44,14 @@ ALTER TABLE public.book_bank_line ADD COLUMN bank_reference text NOT NULL DEFAUL
 ALTER TABLE public.book_bank_line ADD COLUMN statement_id text;
 """
 
-TABLES = rf"""
+TABLES = r"""
 CREATE TABLE public.book_bank_statement (
     book_set_id     bigint NOT NULL,
     feed_version    integer NOT NULL,
     statement_id    text NOT NULL CHECK (length(statement_id) BETWEEN 1 AND 128),
     account         text NOT NULL,
     bank_account    text NOT NULL CHECK (length(bank_account) BETWEEN 1 AND 64),
-    currency        char(3) NOT NULL CHECK (currency ~ '^[A-Z]{{3}}$'),
+    currency        char(3) NOT NULL CHECK (currency ~ '^[A-Z]{3}$'),
     from_date       date NOT NULL,
     to_date         date NOT NULL CHECK (to_date >= from_date),
     opening_balance numeric(18, 2) NOT NULL,
@@ -60,15 +60,16 @@ CREATE TABLE public.book_bank_statement (
     entries         integer NOT NULL CHECK (entries >= 0),
     format          text NOT NULL CHECK (format IN ('camt053', 'mt940', 'ofx', 'csv', 'books')),
     source          text NOT NULL,
-    source_sha256   text NOT NULL CHECK (source_sha256 ~ '^[0-9a-f]{{64}}$'),
-    PRIMARY KEY (book_set_id, feed_version, statement_id),
+    source_sha256   text NOT NULL CHECK (source_sha256 ~ '^[0-9a-f]{64}$'),
+    -- banks number statements per account (MT940 :28C:), so two accounts' statements may share an id
+    PRIMARY KEY (book_set_id, feed_version, account, statement_id),
     FOREIGN KEY (book_set_id, feed_version) REFERENCES public.bank_feed
 );
 
 CREATE TABLE public.book_rate (
     book_set_id   bigint NOT NULL REFERENCES public.book_set,
-    from_currency char(3) NOT NULL CHECK (from_currency ~ '^[A-Z]{{3}}$'),
-    to_currency   char(3) NOT NULL CHECK (to_currency ~ '^[A-Z]{{3}}$' AND to_currency <> from_currency),
+    from_currency char(3) NOT NULL CHECK (from_currency ~ '^[A-Z]{3}$'),
+    to_currency   char(3) NOT NULL CHECK (to_currency ~ '^[A-Z]{3}$' AND to_currency <> from_currency),
     rate          numeric(20, 10) NOT NULL CHECK (rate > 0),
     rate_date     date NOT NULL,
     source        text NOT NULL CHECK (length(source) BETWEEN 1 AND 256),
@@ -102,7 +103,7 @@ BEGIN
     END IF;
     SELECT coalesce(sum(l.amount), 0), count(*) INTO v_moved, v_count FROM public.book_bank_line l
      WHERE l.book_set_id = NEW.book_set_id AND l.feed_version = NEW.feed_version
-       AND l.statement_id = NEW.statement_id;
+       AND l.account = NEW.account AND l.statement_id = NEW.statement_id;
     IF v_count <> NEW.entries THEN
         RAISE EXCEPTION 'statement % of account % holds % entries, not the % it states', NEW.statement_id,
             NEW.bank_account, v_count, NEW.entries USING ERRCODE = 'check_violation';
@@ -138,11 +139,11 @@ BEGIN
     SELECT s.statement_id, s.entries, count(l.bank_line_id) AS lines INTO v_bad
       FROM public.book_bank_statement s
       JOIN public.book_bank_line l ON l.book_set_id = s.book_set_id AND l.feed_version = s.feed_version
-                                  AND l.statement_id = s.statement_id
-     WHERE (s.book_set_id, s.feed_version, s.statement_id) IN (
-           SELECT DISTINCT n.book_set_id, n.feed_version, n.statement_id FROM new_lines n
+                                  AND l.account = s.account AND l.statement_id = s.statement_id
+     WHERE (s.book_set_id, s.feed_version, s.account, s.statement_id) IN (
+           SELECT DISTINCT n.book_set_id, n.feed_version, n.account, n.statement_id FROM new_lines n
             WHERE n.statement_id IS NOT NULL)
-     GROUP BY s.book_set_id, s.feed_version, s.statement_id, s.entries
+     GROUP BY s.book_set_id, s.feed_version, s.account, s.statement_id, s.entries
     HAVING count(l.bank_line_id) > s.entries
      LIMIT 1;
     IF FOUND THEN
