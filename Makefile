@@ -45,7 +45,7 @@ test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates specialists drill_hooks http_edge records money applications
+	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates specialists drill_hooks http_edge records money applications importers
 	$(BIN)/mypy engine callbacks services bot web board countersign scenarios evals cli
 	$(BIN)/pytest -q
 

@@ -26,8 +26,8 @@ from importers.statement import BankStatement
 
 FORMAT_VERSION = 2
 
-ACCOUNTS_HEADER = ("account", "name", "type", "subtype", "currency")
-GL_HEADER = (
+ACCOUNTS_HEADER: tuple[str, ...] = ("account", "name", "type", "subtype", "currency")
+GL_HEADER: tuple[str, ...] = (
     "line_id",
     "journal_id",
     "date",
@@ -38,7 +38,7 @@ GL_HEADER = (
     "currency",
     "currency_amount",
 )
-BANK_HEADER = (
+BANK_HEADER: tuple[str, ...] = (
     "bank_line_id",
     "account",
     "date",
@@ -50,7 +50,7 @@ BANK_HEADER = (
     "bank_reference",
     "statement_id",
 )
-STATEMENTS_HEADER = (
+STATEMENTS_HEADER: tuple[str, ...] = (
     "statement_id",
     "account",
     "bank_account",
@@ -65,13 +65,28 @@ STATEMENTS_HEADER = (
     "source",
     "source_sha256",
 )
-AP_HEADER = ("invoice_id", "vendor", "invoice_date", "due_date", "amount")
-AR_HEADER = ("invoice_id", "customer", "invoice_date", "due_date", "amount")
-GRNI_HEADER = ("receipt_id", "vendor", "po_number", "received_date", "amount", "expense_account", "description")
-INTERCOMPANY_HEADER = ("counterparty", "account", "our_balance", "their_balance")
-PNL_HEADER = ("account", "amount")
-RATES_HEADER = ("from_currency", "to_currency", "rate", "rate_date", "source")
-SUPPLIER_CHANGES_HEADER = ("change_id", "vendor", "changed_on", "old_account", "new_account", "changed_by")
+AP_HEADER: tuple[str, ...] = ("invoice_id", "vendor", "invoice_date", "due_date", "amount")
+AR_HEADER: tuple[str, ...] = ("invoice_id", "customer", "invoice_date", "due_date", "amount")
+GRNI_HEADER: tuple[str, ...] = (
+    "receipt_id",
+    "vendor",
+    "po_number",
+    "received_date",
+    "amount",
+    "expense_account",
+    "description",
+)
+INTERCOMPANY_HEADER: tuple[str, ...] = ("counterparty", "account", "our_balance", "their_balance")
+PNL_HEADER: tuple[str, ...] = ("account", "amount")
+RATES_HEADER: tuple[str, ...] = ("from_currency", "to_currency", "rate", "rate_date", "source")
+SUPPLIER_CHANGES_HEADER: tuple[str, ...] = (
+    "change_id",
+    "vendor",
+    "changed_on",
+    "old_account",
+    "new_account",
+    "changed_by",
+)
 
 # Files the engine needs even when the import had nothing for them: written with their header only.
 EMPTY_WHEN_ABSENT: dict[str, tuple[str, ...]] = {

@@ -13,8 +13,9 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-from engine.books import GRNI, INTERCOMPANY, PNL_COLUMNS, RATES, SUPPLIER_BANK_CHANGES, BooksError, read_rows
+from engine.books import GRNI, INTERCOMPANY, PNL_COLUMNS, RATES, SUPPLIER_BANK_CHANGES, BooksError, Parser, read_rows
 from engine.runs import check_entity_and_period
 from importers.amounts import checked_currency
 from importers.bank_csv import read_bank_csv
@@ -35,7 +36,7 @@ from importers.camt053 import read_camt053
 from importers.detect import detect_statement_format
 from importers.errors import ImportFileError
 from importers.ledger import Chart, GlLine, read_chart, read_gl, read_open_items
-from importers.mapping import BankCsvLayout, ImportMapping, default_mapping, load_mapping
+from importers.mapping import BankCsvLayout, ImportMapping, TableLayout, default_mapping, load_mapping
 from importers.mt940 import read_mt940
 from importers.ofx import read_ofx
 from importers.statement import BankStatement, StatementFormat
@@ -182,10 +183,10 @@ def _check_period(statements: Sequence[BankStatement], period: str) -> None:
                 )
 
 
-def _passed_through(path: Path, spec_columns: Sequence[tuple[str, str, object]]) -> Iterator[tuple[object, ...]]:
+def _passed_through(path: Path, spec_columns: Sequence[tuple[str, str, Parser]]) -> Iterator[tuple[object, ...]]:
     """Rows of a file already in the books format (rates, supplier bank changes), checked as the loader will."""
     try:
-        yield from read_rows(path, spec_columns)  # type: ignore[arg-type]
+        yield from read_rows(path, spec_columns)
     except BooksError as exc:
         raise ImportFileError(exc.source.split(" ")[0], exc.source.partition(" ")[2], exc.field, exc.reason) from None
 
@@ -223,10 +224,11 @@ def import_books(request: BooksImport, *, progress: Progress | None = None) -> I
         books.source_digests = {source.name: source.sha256 for source in bank_sources}
         bank_lines = books.bank(statements, dict(mapping.bank_accounts))
         sources.extend(bank_sources)
-        for role, path, layout, header, party in (
+        ledgers: list[tuple[str, Path | None, TableLayout, tuple[str, ...], Literal["vendor", "customer"]]] = [
             ("ap", request.ap, mapping.ap, AP_HEADER, "vendor"),
             ("ar", request.ar, mapping.ar, AR_HEADER, "customer"),
-        ):
+        ]
+        for role, path, layout, header, party in ledgers:
             if path is None:
                 continue
             name = "ap_subledger.csv" if role == "ap" else "ar_subledger.csv"
