@@ -24,6 +24,7 @@ from lxml import etree
 
 from importers.amounts import checked_amount, checked_currency
 from importers.errors import ImportFileError
+from importers.files import read_bounded
 from importers.statement import BankStatement, StatementEntry, StatementFormat
 
 NAMESPACE_PREFIX = "urn:iso:std:iso:20022:tech:xsd:camt.053.001."
@@ -58,7 +59,7 @@ def read_camt053(path: Path, *, schema: Path | None, max_bytes: int = MAX_BYTES)
     in another currency, balances that do not add up, a statement Id given twice.
     """
     file = path.name
-    data = _read_bounded(path, file, max_bytes)
+    data = read_bounded(path, file, max_bytes)
     if schema is None:
         raise ImportFileError(file, "", "(schema)", SCHEMA_NOT_CONFIGURED)
     root = _parse(data, file)
@@ -70,20 +71,6 @@ def read_camt053(path: Path, *, schema: Path | None, max_bytes: int = MAX_BYTES)
         )
     _validate(root, _xsd_for(namespace, schema, root, file), namespace, file)
     return _Reader(file, namespace).statements(root)
-
-
-def _read_bounded(path: Path, file: str, max_bytes: int) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ImportFileError(file, "", "(size)", f"expected at most {max_bytes:,} bytes, found {size:,}")
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    except OSError as error:
-        raise ImportFileError(file, "", "(file)", f"cannot be read: {error.strerror or error}") from None
-    if len(data) > max_bytes:  # the file grew between stat and read
-        raise ImportFileError(file, "", "(size)", f"expected at most {max_bytes:,} bytes, found more")
-    return data
 
 
 def _refuse_doctype(file: str, data: bytes) -> ImportFileError:

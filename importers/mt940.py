@@ -26,6 +26,7 @@ import mt940
 
 from importers.amounts import checked_amount, checked_currency
 from importers.errors import ImportFileError
+from importers.files import read_bounded
 from importers.statement import BankStatement, StatementEntry, StatementFormat
 
 MAX_BYTES = 200 * 1024 * 1024
@@ -109,26 +110,12 @@ def read_mt940(path: Path, *, encoding: str = "utf-8", max_bytes: int = MAX_BYTE
     in the SWIFT layout, a currency that differs from the opening balance's, balances that do not add up.
     """
     file = path.name
-    text = _decode(_read_bounded(path, file, max_bytes), file, encoding)
+    text = _decode(read_bounded(path, file, max_bytes), file, encoding)
     groups = _statement_tags(_tags(text, file), file)
     if not groups:
         raise ImportFileError(file, "", ":20:", "expected at least one statement starting with :20:, found none")
     statements = [_read_statement(tags, file) for tags in groups]
     return _finished(statements, file)
-
-
-def _read_bounded(path: Path, file: str, max_bytes: int) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ImportFileError(file, "", "(size)", f"expected at most {max_bytes:,} bytes, found {size:,}")
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    except OSError as error:
-        raise ImportFileError(file, "", "(file)", f"cannot be read: {error.strerror or error}") from None
-    if len(data) > max_bytes:  # the file grew between stat and read
-        raise ImportFileError(file, "", "(size)", f"expected at most {max_bytes:,} bytes, found more")
-    return data
 
 
 def _decode(data: bytes, file: str, encoding: str) -> str:

@@ -31,6 +31,7 @@ from ofxtools.Parser import ParseError, TreeBuilder
 
 from importers.amounts import checked_amount, checked_currency
 from importers.errors import ImportFileError
+from importers.files import read_bounded
 from importers.statement import BankStatement, StatementEntry, StatementFormat
 
 MAX_BYTES = 50 * 1024 * 1024
@@ -66,27 +67,13 @@ def read_ofx(path: Path, *, max_bytes: int = MAX_BYTES) -> list[BankStatement]:
     currency, a correction of an earlier transaction.
     """
     file = path.name
-    data = _read_bounded(path, file, max_bytes).removeprefix(_BOM)
+    data = read_bounded(path, file, max_bytes).removeprefix(_BOM)
     _refuse_doctype(data, file)
     body, lines = _header_and_body(data, file)
     root, element_lines = _tree(body, lines, file)
     reader = _Reader(file, element_lines)
     statements = [reader.statement(element, number) for number, element in enumerate(_statements(root, reader), 1)]
     return _finished(statements, file)
-
-
-def _read_bounded(path: Path, file: str, max_bytes: int) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ImportFileError(file, "", "(size)", f"expected at most {max_bytes:,} bytes, found {size:,}")
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    except OSError as error:
-        raise ImportFileError(file, "", "(file)", f"cannot be read: {error.strerror or error}") from None
-    if len(data) > max_bytes:  # the file grew between stat and read
-        raise ImportFileError(file, "", "(size)", f"expected at most {max_bytes:,} bytes, found more")
-    return data
 
 
 def _refuse_doctype(data: bytes, file: str) -> None:

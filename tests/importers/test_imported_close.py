@@ -24,15 +24,15 @@ from audit.bundle import verify_bundle
 from audit.checkpoint import generate_signer
 from cli.main import app
 from countersign.runtime import connection
-from engine.books import load_bank_feed, load_books
+from engine.books import load_bank_feed
 from engine.orchestrator import advance
-from engine.runs import close_status, start_close
+from engine.runs import close_status
 from engine.worker import run_worker_pass
 from importers.mapping import load_mapping
 from services.books_import import BooksImport, import_books, read_statements, write_bank_feed
 from services.exports import export_bundle
 from tests.engine.workflow_support import approve_open_gates
-from tests.support import count, import_default_principals
+from tests.support import count, start_default_close
 
 CAMT_XSD = Path(__file__).resolve().parents[3] / "shared" / "schemas" / "camt.053.001.08.xsd"
 ENTITY, PERIOD = "ACME-UK", "2026-10"  # the default profile's
@@ -101,20 +101,6 @@ def _corrected_feed(export: Path, bank: str, folder: Path) -> Path:
     return write_bank_feed(statements, mapping, folder, sources)
 
 
-async def _start(conn: Any, runtime: Any, books: Path) -> str:
-    await import_default_principals(conn)
-    loaded = await load_books(conn, books, loaded_by="importer-test")
-    return await start_close(
-        conn,
-        entity=loaded.entity,
-        period=loaded.period,
-        book_set_id=loaded.book_set_id,
-        policy=runtime.policy,
-        workflow=runtime.workflow,
-        started_by="test-starter",
-    )
-
-
 @dataclass
 class _Delivered:
     sent: int = 0
@@ -166,7 +152,7 @@ async def test_camt053_and_an_xlsx_ledger_close_through_the_worker_with_a_trace_
 ) -> None:
     export = exported["xlsx"]
     books = _import(export, "camt053", "xlsx", tmp_path / "books")
-    close_id = await _start(conn, runtime, books)
+    close_id = await start_default_close(conn, runtime, books)
     feed = _corrected_feed(export, "camt053", tmp_path / "feed")
 
     status = await _close_to_the_end(conn, runtime, engine_ctx, api, close_id, feed, through_worker=True)
@@ -208,7 +194,7 @@ async def test_every_bank_format_and_ledger_style_closes_the_period(
 ) -> None:
     export = exported[ledger]
     books = _import(export, bank, ledger, tmp_path / "books")
-    close_id = await _start(conn, runtime, books)
+    close_id = await start_default_close(conn, runtime, books)
     feed = _corrected_feed(export, bank, tmp_path / "feed")
 
     status = await _close_to_the_end(conn, runtime, engine_ctx, api, close_id, feed, through_worker=False)
