@@ -555,7 +555,11 @@ STATEMENTS_FILE = "bank_statements.csv"
 
 async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: Path, loaded_by: str) -> int:
     """A bank feed: `path` (bank_lines.csv) and, when `bank_statements.csv` lies beside it, the statements its lines
-    belong to, each checked (account, currency, period, balances, a statement loaded for another period)."""
+    belong to, each checked (account, currency, period, balances, a statement loaded for another period).
+
+    A line naming a statement is checked against it as it is read (the statement exists, is of the line's account
+    and currency, and has room for it), so a bad line is refused by its line number before the database's own
+    statement trigger would refuse the whole file."""
     digest = _feed_digest(path)
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
@@ -575,28 +579,111 @@ async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: 
             (book_set_id, version, path.name, digest, loaded_by),
         )
     fixed = (("book_set_id", book_set_id), ("feed_version", version))
-    statements = path.parent / STATEMENTS_FILE
-    if statements.is_file():
-        await _copy(
-            conn, "book_bank_statement", fixed, BANK_STATEMENTS_COLUMNS, read_rows(statements, BANK_STATEMENTS_COLUMNS)
-        )
+    statements_path = path.parent / STATEMENTS_FILE
+    statements = _read_statements(statements_path) if statements_path.is_file() else None
+    if statements is not None:
+        await _copy(conn, "book_bank_statement", fixed, BANK_STATEMENTS_COLUMNS, iter(statements.rows))
     await _copy(
         conn,
         "book_bank_line",
         fixed,
         BANK_LINES_COLUMNS,
-        read_rows(path, BANK_LINES_COLUMNS, BANK_LINES_OPTIONAL),
+        _checked_bank_lines(path, statements),
         BANK_LINES_OPTIONAL,
     )
-    if statements.is_file():
+    if statements is not None:
         await check_statements(conn, book_set_id, version)
     return version
+
+
+@dataclass(frozen=True)
+class _Statement:
+    currency: str
+    entries: int
+    line: int
+
+
+@dataclass(frozen=True)
+class _Statements:
+    rows: list[tuple[object, ...]]
+    by_key: dict[tuple[str, str], _Statement]  # (GL account, statement id): banks number statements per account
+
+    def accounts_of(self, statement_id: str) -> list[str]:
+        return sorted(account for account, named in self.by_key if named == statement_id)
+
+
+def _read_statements(path: Path) -> _Statements:
+    """A feed's statements (a few per account and period, so held in memory), each account's statement id once."""
+    rows: list[tuple[object, ...]] = []
+    by_key: dict[tuple[str, str], _Statement] = {}
+    for line_no, row in enumerate(read_rows(path, BANK_STATEMENTS_COLUMNS), start=2):
+        statement_id, account, _bank_account, currency, *_dates_and_balances, entries = row[:10]
+        assert isinstance(statement_id, str) and isinstance(account, str) and isinstance(currency, str)
+        assert isinstance(entries, int)
+        first = by_key.get((account, statement_id))
+        if first is not None:
+            raise BooksError(
+                f"{path.name} line {line_no}",
+                "statement_id",
+                f"statement {statement_id} of account {account} is listed twice (first on line {first.line});"
+                " expected each statement once",
+            )
+        by_key[account, statement_id] = _Statement(currency, entries, line_no)
+        rows.append(row)
+    return _Statements(rows, by_key)
+
+
+def _checked_bank_lines(path: Path, statements: _Statements | None) -> Iterator[tuple[object, ...]]:
+    """Bank lines, each naming (if any) a statement of the feed that is of its account and currency and that states
+    at least as many entries as name it."""
+    held: dict[tuple[str, str], int] = {}
+    for line_no, row in enumerate(read_rows(path, BANK_LINES_COLUMNS, BANK_LINES_OPTIONAL), start=2):
+        line_id, account, currency, named = row[0], str(row[1]), row[6], row[9]
+        if named is None:
+            yield row
+            continue
+        statement_id = str(named)
+        where = f"{path.name} line {line_no}"
+        if statements is None:
+            raise BooksError(
+                where,
+                "statement_id",
+                f"bank line {line_id} names statement {statement_id}, but there is no {STATEMENTS_FILE} beside"
+                f" {path.name}",
+            )
+        statement = statements.by_key.get((account, statement_id))
+        if statement is None:
+            others = statements.accounts_of(statement_id)
+            held_for = f"holds only for account {', '.join(others)}" if others else "does not hold"
+            raise BooksError(
+                where,
+                "statement_id",
+                f"bank line {line_id} of account {account} names statement {statement_id}, which {STATEMENTS_FILE}"
+                f" {held_for}",
+            )
+        if currency is not None and currency != statement.currency:
+            raise BooksError(
+                where,
+                "currency",
+                f"bank line {line_id} is in {currency} but its statement {statement_id} is in {statement.currency}",
+            )
+        key = (account, statement_id)
+        held[key] = held.get(key, 0) + 1
+        if held[key] > statement.entries:
+            raise BooksError(
+                where,
+                "statement_id",
+                f"bank line {line_id} is entry {held[key]} of statement {statement_id}, which states"
+                f" {statement.entries} entries ({STATEMENTS_FILE} line {statement.line})",
+            )
+        yield row
 
 
 @dataclass(frozen=True)
 class _StatementFinding:
     statement_id: str
     bank_account: str
+    field: str
     problem: str
 
 
@@ -609,10 +696,10 @@ WITH s AS (
       LEFT JOIN book_account a ON a.book_set_id = st.book_set_id AND a.account = st.account
      WHERE st.book_set_id = %(book_set_id)s AND st.feed_version = %(feed)s
 ), moved AS (
-    SELECT l.statement_id, count(*) AS entries, sum(l.amount) AS total
+    SELECT l.account, l.statement_id, count(*) AS entries, sum(l.amount) AS total
       FROM book_bank_line l
      WHERE l.book_set_id = %(book_set_id)s AND l.feed_version = %(feed)s AND l.statement_id IS NOT NULL
-     GROUP BY l.statement_id
+     GROUP BY l.account, l.statement_id
 ), earlier AS (
     SELECT DISTINCT ON (o.bank_account) o.bank_account, o.closing_balance, o.statement_id, b.period
       FROM book_bank_statement o JOIN book_set b ON b.book_set_id = o.book_set_id
@@ -623,34 +710,37 @@ WITH s AS (
     SELECT DISTINCT ON (bank_account) bank_account, statement_id, opening_balance, currency
       FROM s ORDER BY bank_account, from_date, statement_id
 )
-SELECT statement_id, bank_account, problem FROM (
-    SELECT s.statement_id, s.bank_account, 1 AS rank,
+SELECT statement_id, bank_account, field, problem FROM (
+    SELECT s.statement_id, s.bank_account, 1 AS rank, 'account' AS field,
            format('is booked to account %%s, which is not a cash account of the chart', s.account) AS problem
       FROM s WHERE NOT s.known OR s.subtype <> 'cash'
     UNION ALL
-    SELECT s.statement_id, s.bank_account, 2,
+    SELECT s.statement_id, s.bank_account, 2, 'currency',
            format('is in %%s but account %%s is kept in %%s', s.currency, s.account,
                   coalesce(s.account_currency, s.functional))
       FROM s WHERE s.known AND s.currency <> coalesce(s.account_currency, s.functional)
     UNION ALL
-    SELECT s.statement_id, s.bank_account, 3,
-           format('covers %%s to %%s, outside the period %%s', s.from_date, s.to_date, s.period)
-      FROM s WHERE to_char(s.from_date, 'YYYY-MM') <> s.period OR to_char(s.to_date, 'YYYY-MM') <> s.period
-    UNION ALL
-    SELECT s.statement_id, s.bank_account, 4,
-           format('states %%s entries and opening %%s + movements %%s = closing %%s, but the feed holds %%s '
-                  'entries moving %%s', s.entries, s.opening_balance, s.closing_balance - s.opening_balance,
-                  s.closing_balance, coalesce(m.entries, 0), coalesce(m.total, 0))
-      FROM s LEFT JOIN moved m ON m.statement_id = s.statement_id
-     WHERE coalesce(m.entries, 0) <> s.entries OR s.opening_balance + coalesce(m.total, 0) <> s.closing_balance
-    UNION ALL
-    SELECT s.statement_id, s.bank_account, 5,
+    -- before the period: a statement loaded again lies in the period it was first loaded for
+    SELECT s.statement_id, s.bank_account, 3, 'source_sha256',
            format('was loaded before for %%s %%s (a duplicate statement)', b.entity, b.period)
       FROM s JOIN book_bank_statement o ON o.bank_account = s.bank_account AND o.statement_id = s.statement_id
              AND o.source_sha256 = s.source_sha256 AND o.book_set_id <> s.book_set_id
       JOIN book_set b ON b.book_set_id = o.book_set_id AND b.entity = s.entity AND b.period <> s.period
     UNION ALL
-    SELECT f.statement_id, f.bank_account, 6,
+    SELECT s.statement_id, s.bank_account, 4,
+           CASE WHEN to_char(s.from_date, 'YYYY-MM') <> s.period THEN 'from_date' ELSE 'to_date' END,
+           format('covers %%s to %%s, outside the period %%s', s.from_date, s.to_date, s.period)
+      FROM s WHERE to_char(s.from_date, 'YYYY-MM') <> s.period OR to_char(s.to_date, 'YYYY-MM') <> s.period
+    UNION ALL
+    SELECT s.statement_id, s.bank_account, 5,
+           CASE WHEN coalesce(m.entries, 0) <> s.entries THEN 'entries' ELSE 'closing_balance' END,
+           format('states %%s entries and opening %%s + movements %%s = closing %%s, but the feed holds %%s '
+                  'entries moving %%s', s.entries, s.opening_balance, s.closing_balance - s.opening_balance,
+                  s.closing_balance, coalesce(m.entries, 0), coalesce(m.total, 0))
+      FROM s LEFT JOIN moved m ON m.account = s.account AND m.statement_id = s.statement_id
+     WHERE coalesce(m.entries, 0) <> s.entries OR s.opening_balance + coalesce(m.total, 0) <> s.closing_balance
+    UNION ALL
+    SELECT f.statement_id, f.bank_account, 6, 'opening_balance',
            format('opens at %%s but statement %%s closed %%s at %%s', f.opening_balance, e.statement_id, e.period,
                   e.closing_balance)
       FROM first_in_feed f JOIN earlier e ON e.bank_account = f.bank_account
@@ -660,15 +750,15 @@ SELECT statement_id, bank_account, problem FROM (
 
 
 async def check_statements(conn: AsyncConnection[Any], book_set_id: int, feed_version: int) -> None:
-    """Refuse a feed whose statements are of an account that is not cash, in another currency, of another period,
-    out of balance with their lines, loaded before for another period, or not opening where the last one closed."""
+    """Refuse a feed whose statements are of an account that is not cash, in another currency, loaded before for
+    another period, of another period, out of balance with their lines, or not opening where the last one closed."""
     async with conn.cursor(row_factory=class_row(_StatementFinding)) as cur:
         await cur.execute(STATEMENT_CHECKS, {"book_set_id": book_set_id, "feed": feed_version})
         finding = await cur.fetchone()
     if finding is not None:
         raise BooksError(
             f"{STATEMENTS_FILE} statement {finding.statement_id}",
-            "bank_account",
+            finding.field,
             f"{finding.bank_account} {finding.problem}",
         )
 
