@@ -179,6 +179,43 @@ def test_no_line_joins_a_statement_after_it_committed(
     assert rows_in(owner, "book_bank_line") == 2
 
 
+def test_checking_a_statement_early_does_not_open_it_to_more_lines(
+    engine: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """The balance check fired early with SET CONSTRAINTS, a line added after it is still refused."""
+    books = book_set(engine)
+    statement(engine, books, opening="1000.00", closing="1300.00", entries=2)
+    lines(engine, books, ["100.00", "200.00"])
+    engine.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the deferred check runs now, and passes
+    with pytest.raises(psycopg.errors.CheckViolation, match="states 2 entries and cannot hold 3"):
+        lines(engine, books, ["0.00"])
+    engine.rollback()
+    nothing_stays(owner)
+
+
+def test_a_line_of_a_later_feed_cannot_join_an_earlier_feeds_statement(
+    engine: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    books = book_set(engine)
+    statement(engine, books, opening="1000.00", closing="1300.00", entries=2)
+    lines(engine, books, ["100.00", "200.00"])
+    engine.commit()
+    engine.execute(
+        "INSERT INTO public.bank_feed (book_set_id, feed_version, source, digest, loaded_by)"
+        " VALUES (%s, 2, 'bank_lines.csv', 'feed-2', 'attacker')",
+        (books,),
+    )
+    with pytest.raises(psycopg.errors.CheckViolation, match="names statement S-2026-10, which feed 2 does not hold"):
+        engine.execute(
+            "INSERT INTO public.book_bank_line (book_set_id, feed_version, bank_line_id, account, line_date, amount,"
+            " reference, description, statement_id) VALUES (%s, 2, 'L-2', '1000', '2026-10-15', 1, 'r', 'd',"
+            " 'S-2026-10')",
+            (books,),
+        )
+    engine.rollback()
+    assert rows_in(owner, "book_bank_line") == 2
+
+
 @pytest.mark.parametrize(
     ("line", "match"),
     [
