@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from tests.cli.test_cli import cli
+from tests.shared_schemas import CAMT053_XSD
 from tests.support import count
 
-CAMT_XSD = Path(__file__).resolve().parents[3] / "shared" / "schemas" / "camt.053.001.08.xsd"
+CAMT_XSD = CAMT053_XSD
 CORRECTED = {"camt053": "bank.camt053.xml", "mt940": "bank.mt940", "ofx": "bank.ofx", "csv": "bank-1000.csv"}
 
 

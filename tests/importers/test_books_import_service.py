@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 from cli.main import app
 from importers.errors import ImportFileError
 from services.books_import import BooksImport, import_books
+from tests.shared_schemas import CAMT053_XSD
 
-CAMT_XSD = Path(__file__).resolve().parents[3] / "shared" / "schemas" / "camt.053.001.08.xsd"
+CAMT_XSD = CAMT053_XSD
 
 
 @pytest.fixture(scope="module")

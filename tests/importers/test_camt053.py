@@ -17,10 +17,11 @@ from importers import camt053
 from importers.camt053 import read_camt053
 from importers.errors import ImportFileError
 from importers.statement import BankStatement, StatementFormat
+from tests.shared_schemas import CAMT053_XSD, SCHEMAS_DIR
 
 DATA = Path(__file__).resolve().parent / "data" / "camt053"
-SCHEMAS = Path(__file__).resolve().parents[2] / ".." / "shared" / "schemas"
-XSD = SCHEMAS / "camt.053.001.08.xsd"
+SCHEMAS = SCHEMAS_DIR
+XSD = CAMT053_XSD
 V08 = "urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"
 
 

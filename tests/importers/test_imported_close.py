@@ -32,9 +32,10 @@ from importers.mapping import load_mapping
 from services.books_import import BooksImport, import_books, read_statements, write_bank_feed
 from services.exports import export_bundle
 from tests.engine.workflow_support import approve_open_gates
+from tests.shared_schemas import CAMT053_XSD
 from tests.support import count, start_default_close
 
-CAMT_XSD = Path(__file__).resolve().parents[3] / "shared" / "schemas" / "camt.053.001.08.xsd"
+CAMT_XSD = CAMT053_XSD
 ENTITY, PERIOD = "ACME-UK", "2026-10"  # the default profile's
 
 

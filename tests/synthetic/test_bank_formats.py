@@ -38,9 +38,10 @@ from synthetic.bank_formats import (
     read_statements,
     write_bank_exports,
 )
+from tests.shared_schemas import CAMT053_XSD
 from tests.synthetic.books_fixture import DEFAULT_PROFILE, read_rows
 
-XSD = Path(__file__).resolve().parents[2] / ".." / "shared" / "schemas" / "camt.053.001.08.xsd"
+XSD = CAMT053_XSD
 ALL_FORMATS = ("camt053", "mt940", "ofx", "csv")
 CORRECTED = "corrected/bank_lines.csv"
 NS = {"c": CAMT053_NAMESPACE}
