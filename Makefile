@@ -9,14 +9,17 @@ STAMP := $(VENV)/.installed
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --quiet \
 	--custom-compile-command "make lock"
 
-.PHONY: demo test lint bench clean install lock chromium
+.PHONY: demo test lint bench clean install lock chromium promtool
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
+# The first run installs every pinned package (a few minutes): pip prints each one as it goes, so the wait is visible.
 $(STAMP): pyproject.toml requirements-dev.lock | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	@echo "Installing the pinned dependencies into $(VENV) (first run, or after the locks change; pip lists each package as it goes)"
+	$(BIN)/python -m pip install --progress-bar on --require-hashes -r requirements-dev.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	@echo "Installed: $$($(BIN)/python -m pip list --format=freeze | wc -l) packages"
 	touch $(STAMP)
 
 # After changing dependencies in pyproject.toml: re-pin (existing pins are kept unless they no longer fit).
@@ -41,7 +44,18 @@ chromium:
 	    || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }; \
 	}
 
-test: $(STAMP) chromium
+# The alert rules in deploy/prometheus are checked and unit-tested by promtool (Debian's prometheus package brings it).
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" -ne 0 ]; then \
+	    echo "promtool is missing and make is not root: run 'sudo apt-get install -y prometheus', then make test again" >&2; \
+	    exit 1; \
+	  fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus \
+	    || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }; \
+	}
+
+test: $(STAMP) chromium promtool
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
