@@ -42,6 +42,9 @@ def default_state_dir() -> Path:
     return PROJECT_ROOT / ".countersign" if running_from_checkout() else Path.home() / ".countersign"
 
 
+# A duration or budget: above zero and finite ("inf" and "nan" parse as floats but are no budget).
+PositiveFiniteFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
 ModelProviderName = Literal["replay", "openai", "record"]
 DEFAULT_MODEL_ID = "countersign-narrator-v1"
 
@@ -127,6 +130,11 @@ class Settings(BaseSettings):
     )
     locale: str = env("COUNTERSIGN_LOCALE", "en_GB", doc="how amounts and dates are written (CLDR, e.g. de_CH)")
     log_format: Literal["text", "json"] = env("COUNTERSIGN_LOG_FORMAT", "text", doc="json: one JSON object a line")
+    outbox_budget_hours: PositiveFiniteFloat = env(
+        "COUNTERSIGN_OUTBOX_BUDGET_HOURS",
+        24.0,
+        doc="how long the outbox retries a chat message (jittered backoff) before it is dead-lettered",
+    )
     # Read by the OpenTelemetry SDK itself (countersign/telemetry.py); declared here to be checked and shown.
     otel_exporter_otlp_endpoint: str | None = env("OTEL_EXPORTER_OTLP_ENDPOINT", doc="traces on when set")
     otel_exporter_otlp_traces_endpoint: str | None = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -335,6 +343,13 @@ def _error_line(error: Mapping[str, Any]) -> str:
         return f"{name}: not a number ({shown})"
     if kind in ("bool_parsing", "bool_type"):
         return f"{name}: not a boolean: use 1/0, true/false, yes/no ({shown})"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        bound = next(iter((error.get("ctx") or {}).values()), "")
+        words = {"greater_than": "above", "greater_than_equal": "at least", "less_than": "below"}.get(kind, "at most")
+        number = f"{bound:g}" if isinstance(bound, int | float) else str(bound)
+        return f"{name}: must be {words} {number} ({shown})"
+    if kind == "finite_number":
+        return f"{name}: must be a finite number ({shown})"
     if kind == "literal_error":
         expected = (error.get("ctx") or {}).get("expected", "")
         return f"{name}: must be {expected} ({shown})"

@@ -18,6 +18,13 @@ TEAMS = {"TEAMS_APP_ID": "app-1", "TEAMS_APP_PASSWORD": "pw"}
         ({"COUNTERSIGN_ENGINE_DATABASE_URL": "localhost"}, "COUNTERSIGN_ENGINE_DATABASE_URL: not a postgresql:// URL"),
         ({"COUNTERSIGN_SPECIALISTS_URL": "ftp://x"}, "COUNTERSIGN_SPECIALISTS_URL: not an http(s):// URL"),
         ({"TEAMS_OPENID_METADATA_URL": "example.com"}, "TEAMS_OPENID_METADATA_URL: not an http(s):// URL (no scheme)"),
+        ({"COUNTERSIGN_OUTBOX_BUDGET_HOURS": "0"}, "COUNTERSIGN_OUTBOX_BUDGET_HOURS: must be above 0 ('0')"),
+        ({"COUNTERSIGN_OUTBOX_BUDGET_HOURS": "-2"}, "COUNTERSIGN_OUTBOX_BUDGET_HOURS: must be above 0 ('-2')"),
+        (
+            {"COUNTERSIGN_OUTBOX_BUDGET_HOURS": "inf"},
+            "COUNTERSIGN_OUTBOX_BUDGET_HOURS: must be a finite number ('inf')",
+        ),
+        ({"COUNTERSIGN_OUTBOX_BUDGET_HOURS": "a day"}, "COUNTERSIGN_OUTBOX_BUDGET_HOURS: not a number ('a day')"),
         ({"COUNTERSIGN_LOG_FORMAT": "xml"}, "COUNTERSIGN_LOG_FORMAT: must be 'text' or 'json' ('xml')"),
         ({"TEAMS_APP_TYPE": "multitenant", **TEAMS}, "TEAMS_APP_TYPE: must be 'MultiTenant', 'SingleTenant' or"),
         ({"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET: missing (SLACK_BOT_TOKEN is set"),
@@ -67,6 +74,8 @@ def test_valid_settings_are_typed() -> None:
     assert settings.slack_team_ids == ("T1", "T2") and settings.openapi is True
     assert str(settings.state_dir) == "/srv/state" and settings.teams_app_type == "SingleTenant"
     assert settings.slack_enabled and settings.teams_enabled and settings.slack_channel is None
+    assert load_settings({}).outbox_budget_hours == 24.0
+    assert load_settings({"COUNTERSIGN_OUTBOX_BUDGET_HOURS": "0.5"}).outbox_budget_hours == 0.5
 
 
 def test_constructing_settings_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
