@@ -1,7 +1,9 @@
 """Delivering the outbox: post each gate card once per channel, update it in place as decisions arrive.
 
-Rate limits (429) wait for Retry-After; server errors, network failures and timeouts back off exponentially; anything
-else is a permanent failure that `close status` shows.
+Rate limits (429), and a 503 that says when to come back, wait for Retry-After; server errors, network failures and
+timeouts back off exponentially with jitter (`engine/outbox.py`), for a time budget in hours
+(COUNTERSIGN_OUTBOX_BUDGET_HOURS) before the message is dead-lettered; anything else (a 4xx) is dead-lettered at once.
+`close status` shows dead letters and `countersign outbox redrive` puts them back.
 
 No connection is held while Slack or Teams answers. Each message is claimed in one short statement (a lease row,
 `engine/outbox.py`), the connection goes back, what the message shows is read from the tables in a second short step
@@ -18,6 +20,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 import httpx
@@ -34,6 +38,7 @@ from drill_hooks.kill_points import kill_point
 from engine.leases import Connect, connect_to, holder_id, renewing
 from engine.outbox import (
     CLAIM_S,
+    DEFAULT_BUDGET_HOURS,
     OutboxMessage,
     claim_due,
     mark_failed,
@@ -79,11 +84,21 @@ class Sender(Protocol):
 
 
 def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After") or headers.get("retry-after") if headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
+    """Retry-After in seconds, given as seconds or as an HTTP date (RFC 9110); None when absent or unreadable."""
+    value = (headers.get("Retry-After") or headers.get("retry-after")) if headers else None
+    if value is None:
         return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
 
 
 class SlackSender:
@@ -117,9 +132,9 @@ class SlackSender:
             status = exc.response.status_code
             error = exc.response.get("error") if hasattr(exc.response, "get") else None
             reason = f"slack {status}: {error or exc}"
-            if status == 429:
+            if status == 429 or status >= 500:
                 raise DeliveryError(reason, permanent=False, retry_after_s=_retry_after(exc.response.headers)) from exc
-            raise DeliveryError(reason, permanent=status < 500) from exc
+            raise DeliveryError(reason, permanent=True) from exc
         except (OSError, TimeoutError) as exc:
             raise DeliveryError(f"slack unreachable: {exc}", permanent=False) from exc
 
@@ -179,10 +194,14 @@ class TeamsSender:
             raise DeliveryError(f"teams unreachable: {exc}", permanent=False) from exc
         if response.status_code == 429:
             raise DeliveryError("teams 429", permanent=False, retry_after_s=_retry_after(response.headers))
-        if response.status_code >= 400:
+        if response.status_code >= 500:
             raise DeliveryError(
-                f"teams {response.status_code}: {response.text[:200]}", permanent=response.status_code < 500
+                f"teams {response.status_code}: {response.text[:200]}",
+                permanent=False,
+                retry_after_s=_retry_after(response.headers),
             )
+        if response.status_code >= 400:
+            raise DeliveryError(f"teams {response.status_code}: {response.text[:200]}", permanent=True)
         return response
 
     def _activity(self, card: Any) -> dict[str, Any]:
@@ -227,11 +246,13 @@ async def deliver_due(
     limit: int = 50,
     message_ids: list[int] | None = None,
     deadline_s: float = MESSAGE_DEADLINE_S,
+    budget_hours: float = DEFAULT_BUDGET_HOURS,
 ) -> DeliveryReport:
     """Send what is due (or the due ones among `message_ids`).
 
     `db` is a way to connect (a pool's `connection`; each step borrows a connection for one statement or two) or an
-    autocommit connection the caller keeps (then channels go one after another on it).
+    autocommit connection the caller keeps (then channels go one after another on it). A message that fails is
+    retried until `budget_hours` (COUNTERSIGN_OUTBOX_BUDGET_HOURS) after its budget started, then dead-lettered.
     """
     connect = connect_to(db)
     holder = holder_id()
@@ -248,7 +269,7 @@ async def deliver_due(
             for message in queue:
                 attributes = {"countersign.platform": message.platform, "countersign.outbox_kind": message.kind}
                 with tracer.start_as_current_span("outbox.deliver", attributes=attributes):
-                    await _deliver_one(connect, senders, message, holder, report, deadline_s)
+                    await _deliver_one(connect, senders, message, holder, report, deadline_s, budget_hours)
 
     await asyncio.gather(*(channel(queue) for queue in by_channel.values()))
     return report
@@ -269,9 +290,11 @@ class InlineDelivery:
         *,
         wait_s: float = INLINE_WAIT_S,
         max_in_flight: int = INLINE_MAX_IN_FLIGHT,
+        budget_hours: float = DEFAULT_BUDGET_HOURS,
     ) -> None:
         self.connect = connect
         self.senders = senders
+        self.budget_hours = budget_hours
         self.wait_s = wait_s
         self.max_in_flight = max_in_flight
         self.in_flight: set[asyncio.Task[DeliveryReport]] = set()
@@ -279,7 +302,9 @@ class InlineDelivery:
     async def __call__(self, message_ids: list[int]) -> None:
         if not message_ids or len(self.in_flight) >= self.max_in_flight:
             return  # nothing to send, or too much already: the worker's next pass sends it
-        task = asyncio.create_task(deliver_due(self.connect, self.senders, message_ids=message_ids))
+        task = asyncio.create_task(
+            deliver_due(self.connect, self.senders, message_ids=message_ids, budget_hours=self.budget_hours)
+        )
         self.in_flight.add(task)
         task.add_done_callback(self._finished)
         await asyncio.wait({task}, timeout=self.wait_s)
@@ -401,6 +426,7 @@ async def _deliver_one(
     holder: str,
     report: DeliveryReport,
     deadline_s: float,
+    budget_hours: float,
 ) -> None:
     sender = senders.get(message.platform)
     if sender is None:
@@ -429,7 +455,12 @@ async def _deliver_one(
                 report.failed += 1
             else:
                 status = await mark_retry(
-                    conn, message, error=exc.reason, retry_after_s=exc.retry_after_s, holder=holder
+                    conn,
+                    message,
+                    error=exc.reason,
+                    retry_after_s=exc.retry_after_s,
+                    holder=holder,
+                    budget_hours=budget_hours,
                 )
                 report.failed += status is OutboxStatus.FAILED
                 report.retried += status is OutboxStatus.PENDING

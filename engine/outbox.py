@@ -12,6 +12,13 @@ Delivery (in `bot/`) claims due rows with a lease (`claimed_by`, `claimed_until`
 connection back, calls the platform, renews the claim while the call runs, and records the outcome in a new short
 transaction. Any number of workers can deliver without sending twice, and none holds a connection or a row lock
 while Slack or Teams answers.
+
+A message that fails is retried for a time budget (COUNTERSIGN_OUTBOX_BUDGET_HOURS, from `budget_from`: its creation
+or its last redrive), never for a number of attempts (ADR 0035). The waits are tenacity's exponential backoff with
+equal jitter and a cap; a platform's Retry-After is honoured. The next attempt's time is in the row
+(`next_attempt_at`), so a restart loses no schedule. Only an attempt that fails once the budget is spent dead-letters
+the message (`failed`, `dead_lettered_at`); `redrive_dead_letters` puts dead letters back with a fresh budget, and
+the database lets a row move only pending → sent | failed and failed → pending by a redrive (migration 0021).
 """
 
 from __future__ import annotations
@@ -23,12 +30,20 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
+from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from records.gates import card_state
 from records.states import OutboxKind, OutboxStatus
 
-MAX_ATTEMPTS = 8
-MAX_BACKOFF_S = 300.0
+DEFAULT_BUDGET_HOURS = 24.0  # COUNTERSIGN_OUTBOX_BUDGET_HOURS: how long a message is retried before it is dead-lettered
+BACKOFF_BASE_S = 1.0  # the first wait's ceiling; each failure doubles it
+BACKOFF_CAP_S = 300.0  # no wait is longer (five minutes), however long the outage
+RETRY_AFTER_MAX_S = 3600.0  # a platform's Retry-After is honoured up to an hour
+# Equal jitter: half the exponential wait fixed, the other half drawn at random, so workers that failed together do not
+# come back together, and no wait is shorter than half its step.
+BACKOFF = wait_exponential(multiplier=BACKOFF_BASE_S / 2, max=BACKOFF_CAP_S / 2) + wait_random_exponential(
+    multiplier=BACKOFF_BASE_S / 2, max=BACKOFF_CAP_S / 2
+)
 CLAIM_S = 5.0  # a delivery's claim, renewed every CLAIM_S / 3 during the call; a dead deliverer's lapses within it
 
 # Notice templates and the arguments each takes. The migrations' CHECK (`outbox_row_is_facts`) holds the same list.
@@ -274,11 +289,18 @@ async def mark_sent(
     )
 
 
-def backoff_s(attempts: int, retry_after_s: float | None) -> float:
-    """Exponential backoff (1, 2, 4 … s, capped), or the platform's Retry-After when it gave one."""
-    if retry_after_s is not None:
-        return min(max(retry_after_s, 0.0), MAX_BACKOFF_S)
-    return min(2.0**attempts, MAX_BACKOFF_S)
+def backoff_s(failures: int) -> float:
+    """The wait after the `failures`-th failed attempt of a budget: tenacity's exponential backoff (0.5–1 s, 1–2 s,
+    2–4 s … up to 150–300 s) with equal jitter."""
+    state = RetryCallState(Retrying(), None, (), {})
+    state.attempt_number = max(failures, 1)
+    return float(BACKOFF(state))
+
+
+def budget_seconds(budget_hours: float) -> float:
+    if not budget_hours > 0:
+        raise ValueError(f"an outbox budget is a positive number of hours, not {budget_hours!r}")
+    return budget_hours * 3600.0
 
 
 async def mark_retry(
@@ -288,25 +310,50 @@ async def mark_retry(
     error: str,
     retry_after_s: float | None = None,
     holder: str | None = None,
+    budget_hours: float = DEFAULT_BUDGET_HOURS,
 ) -> OutboxStatus:
-    """Schedule another attempt, or give up after MAX_ATTEMPTS. Returns the new status."""
+    """Schedule the next attempt (at a platform's Retry-After, else after `backoff_s`), or dead-letter the message
+    when this failure came once its budget was spent. Returns the new status.
+
+    The next attempt is never later than the budget's end (the last one falls on it), unless a Retry-After asks for
+    later: that is honoured, and the attempt after it is the last.
+    """
     attempts = message.attempts + 1
-    if attempts >= MAX_ATTEMPTS:
-        await mark_failed(conn, message.message_id, error=f"gave up after {attempts} attempts: {error}", holder=holder)
-        return OutboxStatus.FAILED
-    await conn.execute(
-        "UPDATE outbox_message SET attempts = %s, last_error = %s, claimed_by = NULL, claimed_until = NULL,"
-        " next_attempt_at = now() + make_interval(secs => %s)"
-        " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
-        (attempts, error[:1000], backoff_s(attempts - 1, retry_after_s), message.message_id, holder, holder),
-    )
-    return OutboxStatus.PENDING
+    honour_s = 0.0 if retry_after_s is None else min(max(retry_after_s, 0.0), RETRY_AFTER_MAX_S)
+    wait_s = backoff_s(attempts) if retry_after_s is None else honour_s
+    budget_s = budget_seconds(budget_hours)
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "UPDATE public.outbox_message SET attempts = attempts + 1, claimed_by = NULL, claimed_until = NULL,"
+            " status = CASE WHEN now() >= budget_from + make_interval(secs => %(budget)s) THEN 'failed'"
+            "   ELSE 'pending' END,"
+            " dead_lettered_at = CASE WHEN now() >= budget_from + make_interval(secs => %(budget)s) THEN now() END,"
+            " last_error = CASE WHEN now() >= budget_from + make_interval(secs => %(budget)s) THEN %(gave_up)s"
+            "   ELSE %(error)s END,"
+            " next_attempt_at = least(now() + make_interval(secs => %(wait)s),"
+            "   greatest(budget_from + make_interval(secs => %(budget)s), now() + make_interval(secs => %(honour)s)))"
+            " WHERE message_id = %(id)s AND status = 'pending'"
+            "   AND (%(holder)s::text IS NULL OR claimed_by = %(holder)s)"
+            " RETURNING status",
+            {
+                "id": message.message_id,
+                "budget": budget_s,
+                "wait": wait_s,
+                "honour": honour_s,
+                "holder": holder,
+                "error": error[:1000],
+                "gave_up": f"retry budget of {budget_hours:g} h spent after {attempts} attempts: {error}"[:1000],
+            },
+        )
+        status: str | None = await cur.fetchone()
+    return OutboxStatus(status) if status is not None else OutboxStatus.PENDING
 
 
 async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str, holder: str | None = None) -> None:
+    """Dead-letter a message at once (a permanent failure: a 4xx, no sender for its platform)."""
     await conn.execute(
-        "UPDATE outbox_message SET status = 'failed', attempts = attempts + 1, last_error = %s,"
-        " claimed_by = NULL, claimed_until = NULL"
+        "UPDATE public.outbox_message SET status = 'failed', dead_lettered_at = now(), attempts = attempts + 1,"
+        " last_error = %s, claimed_by = NULL, claimed_until = NULL"
         " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
         (error[:1000], message_id, holder, holder),
     )
@@ -356,3 +403,62 @@ async def release_outbox_claims(conn: AsyncConnection[Any], holder_prefix: str) 
             {"p": holder_prefix},
         )
         return max(cur.rowcount, 0)
+
+
+async def redrive_dead_letters(
+    conn: AsyncConnection[Any],
+    *,
+    gate_id: str | None = None,
+    platform: str | None = None,
+    since: datetime | None = None,
+) -> list[int]:
+    """Put dead-lettered messages (optionally of one gate, one platform, dead-lettered at or after `since`) back to
+    pending with a fresh budget, due now; returns their ids. A second call finds nothing more to redrive.
+
+    The deliverer renders a redriven message from the tables as they are when it posts, so a card for a gate decided
+    meanwhile shows its decision; a sent message is never redriven (the database refuses it, migration 0021).
+    """
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "UPDATE public.outbox_message SET status = 'pending', dead_lettered_at = NULL, redrives = redrives + 1,"
+            " attempts = 0, budget_from = greatest(now(), budget_from + interval '1 microsecond'),"
+            " next_attempt_at = now(), claimed_by = NULL, claimed_until = NULL"
+            " WHERE status = 'failed' AND (%(gate)s::uuid IS NULL OR gate_id = %(gate)s::uuid)"
+            "   AND (%(platform)s::text IS NULL OR platform = %(platform)s)"
+            "   AND (%(since)s::timestamptz IS NULL OR dead_lettered_at >= %(since)s)"
+            " RETURNING message_id",
+            {"gate": gate_id, "platform": platform, "since": since},
+        )
+        redriven: list[int] = await cur.fetchall()
+    return sorted(redriven)
+
+
+@dataclass(frozen=True)
+class OutboxSummary:
+    """The outbox at a glance: messages by status and platform, how old the oldest pending one is (from its budget's
+    start), and how many pending ones are past their budget (none while a deliverer runs)."""
+
+    counts: dict[str, dict[str, int]]  # status -> platform -> messages
+    oldest_pending_age_s: float | None
+    past_budget: int
+    budget_hours: float
+
+
+async def outbox_summary(conn: AsyncConnection[Any], *, budget_hours: float = DEFAULT_BUDGET_HOURS) -> OutboxSummary:
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT status, platform, count(*)::int FROM public.outbox_message GROUP BY status, platform"
+            " ORDER BY status, platform"
+        )
+        counts: dict[str, dict[str, int]] = {status.value: {} for status in OutboxStatus}
+        for status, platform, n in await cur.fetchall():
+            counts.setdefault(status, {})[platform] = n
+        await cur.execute(
+            "SELECT extract(epoch FROM now() - min(budget_from))::float8,"
+            " count(*) FILTER (WHERE now() >= budget_from + make_interval(secs => %s))::int"
+            " FROM public.outbox_message WHERE status = 'pending'",
+            (budget_seconds(budget_hours),),
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return OutboxSummary(counts, row[0], row[1], budget_hours)
