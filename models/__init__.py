@@ -7,7 +7,7 @@ from models.cassettes import RecordingProvider, ReplayProvider, cassette_set_has
 from models.loop import Limits, LoopResult, LoopStopped, Sink, Tool, run_loop
 from models.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from models.openai_compatible import OpenAICompatibleProvider
-from models.provider import AnswerTooLarge, NoRecordedResponse, Provider, ProviderError
+from models.provider import AnswerTooLarge, NoRecordedResponse, Provider, ProviderError, ProviderUnavailable
 
 __all__ = [
     "AnswerTooLarge",
@@ -21,6 +21,7 @@ __all__ = [
     "OpenAICompatibleProvider",
     "Provider",
     "ProviderError",
+    "ProviderUnavailable",
     "RecordingProvider",
     "ReplayProvider",
     "Sink",

@@ -28,6 +28,7 @@ class Reply:
     raw: bytes | None = None  # sent as-is instead of `json`
     stream_bytes: int | None = None  # stream this many bytes (a JSON answer whose text never ends), chunked
     declare_length: bool = False  # with `stream_bytes`: send a Content-Length saying so
+    headers: dict[str, str] | None = None  # e.g. {"Retry-After": "3"}
 
 
 @dataclass
@@ -52,8 +53,10 @@ class FakeOpenAI:
                     self._endless(reply.stream_bytes), media_type="application/json", headers=headers
                 )
             if reply.raw is not None:
-                return Response(reply.raw, status_code=reply.status, media_type="application/json")
-            return JSONResponse(reply.json, status_code=reply.status)
+                return Response(
+                    reply.raw, status_code=reply.status, media_type="application/json", headers=reply.headers
+                )
+            return JSONResponse(reply.json, status_code=reply.status, headers=reply.headers)
 
         return app
 

@@ -114,6 +114,7 @@ async def test_every_step_and_tool_call_is_an_event_sent_to_the_sink_and_returne
         "tokens_in": 10,
         "tokens_out": 5,
         "latency_ms": first["latency_ms"],
+        "attempts": 1,
         "tool_calls": ["gl_lines"],
         "finish_reason": "tool_calls",
     }
@@ -213,12 +214,12 @@ async def test_a_provider_error_stops_with_provider_error() -> None:
         name = "fails"
 
         async def complete(self, request: ModelRequest) -> ModelResponse:
-            raise ProviderError("HTTP 500 from the fake")
+            raise ProviderError("HTTP 400 from the fake")
 
     with pytest.raises(LoopStopped) as stopped:
         await run_loop(Fails(), REQUEST)
     assert (stopped.value.reason, stopped.value.bound, stopped.value.step) == ("provider_error", None, 1)
-    assert "HTTP 500" in stopped.value.detail
+    assert "HTTP 400" in stopped.value.detail
 
 
 async def test_an_answer_with_neither_text_nor_tool_calls_is_a_provider_error() -> None:
@@ -228,7 +229,18 @@ async def test_an_answer_with_neither_text_nor_tool_calls_is_a_provider_error() 
     assert (stopped.value.reason, stopped.value.step) == ("provider_error", 1)
 
 
-@pytest.mark.parametrize("limits", [dict(max_steps=0), dict(deadline_s=0.0), dict(max_tokens=0)])
+@pytest.mark.parametrize(
+    "limits",
+    [
+        dict(max_steps=0),
+        dict(deadline_s=0.0),
+        dict(max_tokens=0),
+        dict(max_attempts_per_step=0),
+        dict(retry_backoff_s=0.0),
+        dict(max_retry_wait_s=-1.0),
+        dict(min_attempt_s=0.0),
+    ],
+)
 def test_limits_must_be_positive(limits: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="positive"):
         Limits(**limits)
