@@ -1,4 +1,7 @@
-"""`countersign db` and `config`: the schema, and the configuration read from the environment."""
+"""`countersign db` and `config`: the schema, and the configuration read from the environment.
+
+Imports here stay light (typer, rich, settings): the migrations and the runtime are imported by the command using them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.common import console, err, runtime
-from countersign import migrate
 from countersign.settings import SettingsError, describe, load_settings
 
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
@@ -20,6 +22,8 @@ config_app = typer.Typer(help="The configuration read from the environment.", no
 def db_upgrade() -> None:
     """Apply every pending migration as the owner (DATABASE_URL), then set the service roles' passwords given by
     COUNTERSIGN_ENGINE_DB_PASSWORD / COUNTERSIGN_CALLBACKS_DB_PASSWORD (or their _FILE variants)."""
+    from countersign import migrate
+
     rt = runtime(upgrade=True)
     changed = migrate.set_role_passwords(rt.database, rt.database.role_passwords)
     console.print(f"schema at revision {migrate.current_revision(rt.database.owner_url)}")

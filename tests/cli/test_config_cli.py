@@ -141,3 +141,71 @@ def test_the_board_url_must_be_a_secure_origin_and_the_locale_a_real_one() -> No
     done = _invoke("config", "check", env={"COUNTERSIGN_LOCALE": "xx_YY"})
     assert done.exit_code == 2 and "error: COUNTERSIGN_LOCALE: unknown locale 'xx_YY'" in done.output
     assert _invoke("config", "check", env={"COUNTERSIGN_LOCALE": "de_CH"}).exit_code == 0
+
+
+def _unusable_inputs(tmp_path: Path) -> dict[str, tuple[dict[str, str], str]]:
+    """The two inputs that gave tracebacks (issue 24), and the one line each must give instead."""
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    return {
+        "non-numeric port": (
+            {"DATABASE_URL": "postgresql://owner:hunter2@localhost:abc/close"},
+            "error: DATABASE_URL: the port after the host must be a number from 1 to 65535",
+        ),
+        "state dir under a file": (
+            {"COUNTERSIGN_STATE_DIR": str(afile / "state")},
+            f"error: COUNTERSIGN_STATE_DIR: {afile / 'state'} cannot be created: {afile} is a file, not a directory",
+        ),
+    }
+
+
+def test_a_non_numeric_port_or_an_unusable_state_dir_is_one_line_from_every_command(tmp_path: Path) -> None:
+    for case, (bad, line) in _unusable_inputs(tmp_path).items():
+        for command in (["config", "check"], ["close", "status"], ["synth", "--out", str(tmp_path / "books")]):
+            done = _invoke(*command, env={"COUNTERSIGN_STATE_DIR": str(tmp_path / "state"), **bad})
+            where = f"{case}: countersign {' '.join(command)}"
+            errors = [text for text in done.output.splitlines() if text.startswith("error:")]
+            assert done.exit_code == 2 and isinstance(done.exception, SystemExit), f"{where}: {done.output}"
+            assert len(errors) == 1 and errors[0].startswith(line), f"{where}: {errors}"
+            assert "configuration valid" not in done.output and "hunter2" not in done.output, where
+    assert not (tmp_path / "state").exists() and not (tmp_path / "books").exists(), "a refused command wrote"
+
+
+def test_a_non_numeric_port_is_one_line_from_a_real_process(tmp_path: Path) -> None:
+    """As an operator meets it (this was a 108-line traceback from inside the unreachable-database message)."""
+    (bad, line) = _unusable_inputs(tmp_path)["non-numeric port"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("COUNTERSIGN_", "DATABASE_URL"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "close", "status"],
+        env={**base, "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"), **bad, "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == "", done.stdout[-2000:] + done.stderr[-2000:]
+    (only,) = done.stderr.splitlines()
+    assert only == line and "hunter2" not in only
+
+
+def test_config_check_reports_bad_urls_and_paths_one_line_each(tmp_path: Path) -> None:
+    refused = {
+        "COUNTERSIGN_ENGINE_DATABASE_URL": (
+            "postgresql://e:hunter2@db:99999/c",
+            "port after the host must be a number",
+        ),
+        "COUNTERSIGN_CALLBACKS_DATABASE_URL": ("postgresql://c:hunter2@/c", "no host (want postgresql://"),
+        "DATABASE_URL": ("http://owner:hunter2@db/c", "not a postgresql:// URL (scheme 'http')"),
+        "COUNTERSIGN_SPECIALISTS_URL": ("http://specialists:eighty", "not a valid http(s) URL: invalid port number"),
+        "COUNTERSIGN_CONFIG_DIR": (str(tmp_path), "has no risk.yaml"),
+        "COUNTERSIGN_OUTBOX_BUDGET_HOURS": ("-1", "must be above 0 ('-1')"),
+    }
+    for name, (value, words) in refused.items():
+        done = _invoke("config", "check", env={name: value})
+        errors = [line for line in done.output.splitlines() if line.startswith("error:")]
+        assert done.exit_code == 2 and len(errors) == 1, (name, done.output)
+        assert errors[0].startswith(f"error: {name}: ") and words in errors[0], errors
+        assert "hunter2" not in done.output and isinstance(done.exception, SystemExit), name
+    done = _invoke("config", "check", env={"COUNTERSIGN_OUTBOX_BUDGET_HOURS": "2.5"})
+    assert done.exit_code == 0 and "configuration valid" in done.output
+    row = next(line for line in done.output.splitlines() if "COUNTERSIGN_OUTBOX_BUDGET_HOURS" in line)
+    assert "2.5" in row and "env" in row

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from countersign.settings import Settings, SettingsError, describe, dsn_without_password, load_settings, redact
@@ -115,3 +118,122 @@ def test_describe_redacts_secrets_and_names_the_source() -> None:
 def test_redaction_never_shows_more_than_four_characters() -> None:
     assert redact("0123456789abcdef") == "***cdef" and redact("0123456789abcde") == "***"
     assert dsn_without_password("postgresql://u@h/d") == "postgresql://u@h/d"
+
+
+@pytest.mark.parametrize(
+    ("url", "line"),
+    [
+        ("postgresql://u:hunter2@localhost:abc/db", "DATABASE_URL: the port after the host must be a number from 1 to"),
+        ("postgresql://u:hunter2@localhost:65536/db", "DATABASE_URL: the port after the host must be a number from 1"),
+        ("postgresql://u:hunter2@localhost:0/db", "DATABASE_URL: the port after the host must be a number from 1 to"),
+        ("postgresql://u:hunter2@h1:5432,h2:x/db", "DATABASE_URL: the port after the host must be a number from 1 to"),
+        ("postgresql://u:hunter2@/db", "DATABASE_URL: no host (want postgresql://user:password@host:port/database"),
+        ("postgresql://u:hunter2@:5432/db", "DATABASE_URL: no host (want postgresql://user:password@host:port/"),
+        ("postgresql://u:hunter2@[::1/db", "DATABASE_URL: not a valid URL (want postgresql://user:password@host"),
+        ("postgresql://u:hunter2@bad host/db", "DATABASE_URL: not a valid PostgreSQL URL: invalid domain character"),
+        ("postgresql://u:hunter2/db", "DATABASE_URL: the port after the host must be a number"),  # `@host` forgotten
+        ("mysql://u:hunter2@h/db", "DATABASE_URL: not a postgresql:// URL (scheme 'mysql')"),
+        ("postgresql+psycopg://u:hunter2@h/db", "DATABASE_URL: not a postgresql:// URL (scheme 'postgresql+psycopg')"),
+    ],
+)
+def test_a_database_url_that_cannot_connect_is_one_line_without_its_password(url: str, line: str) -> None:
+    for name in ("DATABASE_URL", "COUNTERSIGN_ENGINE_DATABASE_URL", "COUNTERSIGN_CALLBACKS_DATABASE_URL"):
+        with pytest.raises(SettingsError) as raised:
+            load_settings({name: url})
+        (only,) = raised.value.lines
+        assert only.startswith(line.replace("DATABASE_URL", name, 1)) and "\n" not in only, only
+        assert "hunter2" not in only
+        (shown,) = [value for variable_name, value, _ in describe({name: url}) if variable_name == name]
+        assert "hunter2" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://owner:pw@db.internal:6543/close?sslmode=require",
+        "postgres://owner@db/close",
+        "postgresql://postgres:@/postgres?host=/run/pg",  # the embedded server's Unix-socket form
+        "postgresql://owner@db1:5432,db2:5433/close",  # libpq's multi-host form
+        "postgresql://owner:p%40ss@[::1]:5432/close",
+    ],
+)
+def test_database_urls_libpq_accepts_are_valid(url: str) -> None:
+    assert load_settings({"DATABASE_URL": url}).database_url == url  # kept as given, not normalised
+
+
+@pytest.mark.parametrize(
+    ("environment", "line"),
+    [
+        (
+            {"COUNTERSIGN_SPECIALISTS_URL": "http://h:abc"},
+            "COUNTERSIGN_SPECIALISTS_URL: not a valid http(s) URL: inval",
+        ),
+        (
+            {"COUNTERSIGN_MODEL_BASE_URL": "http://:80/v1"},
+            "COUNTERSIGN_MODEL_BASE_URL: not a valid http(s) URL: empty h",
+        ),
+        ({"SLACK_API_URL": "http://h:0/api/"}, "SLACK_API_URL: not a valid http(s) URL: port 0"),
+        (
+            {"COUNTERSIGN_BOARD_URL": "http://localhost:99999"},
+            "COUNTERSIGN_BOARD_URL: not a valid http(s) URL: invalid",
+        ),
+    ],
+)
+def test_an_http_url_with_a_bad_port_or_no_host_is_one_line(environment: dict[str, str], line: str) -> None:
+    with pytest.raises(SettingsError) as raised:
+        load_settings(environment)
+    (only,) = raised.value.lines
+    assert only.startswith(line), only
+
+
+def test_a_state_dir_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    refused = {
+        afile / "state": f"COUNTERSIGN_STATE_DIR: {afile / 'state'} cannot be created: {afile} is a file, not a dir",
+        afile: f"COUNTERSIGN_STATE_DIR: {afile} is not a directory (want a writable directory, or one that can be",
+    }
+    for path, line in refused.items():
+        with pytest.raises(SettingsError) as raised:
+            load_settings({"COUNTERSIGN_STATE_DIR": str(path)})
+        (only,) = raised.value.lines
+        assert only.startswith(line), only
+    fresh = tmp_path / "new" / "state"
+    assert load_settings({"COUNTERSIGN_STATE_DIR": str(fresh)}).state_dir == fresh
+    assert not (tmp_path / "new").exists(), "checking a state dir must not create it"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_a_read_only_state_dir_is_one_line(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        for path in (locked, locked / "state"):
+            with pytest.raises(SettingsError) as raised:
+                load_settings({"COUNTERSIGN_STATE_DIR": str(path)})
+            (only,) = raised.value.lines
+            assert only.startswith(f"COUNTERSIGN_STATE_DIR: {path} ") and "not writable by this user" in only, only
+    finally:
+        locked.chmod(0o700)
+
+
+def test_config_cassette_and_xsd_paths_must_be_there(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    refused = {
+        "COUNTERSIGN_CONFIG_DIR": f"COUNTERSIGN_CONFIG_DIR: {missing} is not a directory (want the folder holding risk",
+        "COUNTERSIGN_CASSETTE_DIR": f"COUNTERSIGN_CASSETTE_DIR: {missing} is not a directory of recorded responses",
+        "COUNTERSIGN_CAMT053_XSD": f"COUNTERSIGN_CAMT053_XSD: {missing} does not exist (want the camt.053 XSD file",
+    }
+    for name, line in refused.items():
+        with pytest.raises(SettingsError) as raised:
+            load_settings({name: str(missing)})
+        (only,) = raised.value.lines
+        assert only.startswith(line), only
+    with pytest.raises(SettingsError) as raised:
+        load_settings({"COUNTERSIGN_CONFIG_DIR": str(tmp_path)})
+    assert raised.value.lines == [
+        f"COUNTERSIGN_CONFIG_DIR: {tmp_path} has no risk.yaml (want the folder holding risk.yaml)"
+    ]
+    # Recording creates its cassette folder: a creatable one is fine then.
+    recording = {"COUNTERSIGN_MODEL_PROVIDER": "record", "COUNTERSIGN_MODEL_BASE_URL": "http://localhost:1/v1"}
+    assert load_settings({**recording, "COUNTERSIGN_CASSETTE_DIR": str(missing)}).cassette_dir == missing
