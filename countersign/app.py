@@ -119,7 +119,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     settings = runtime.settings
     _check_settings(settings)
     pools = _Pools.for_runtime(runtime)
-    metrics = ServeMetrics()
+    metrics = ServeMetrics(outbox_budget_s=settings.outbox_budget_hours * 3600)
     docs: dict[str, Any] = {} if settings.openapi else {"docs_url": None, "redoc_url": None, "openapi_url": None}
     app = FastAPI(title="Countersign", version=app_version(), lifespan=pools.lifespan, **docs)
     app.add_middleware(BodyLimitMiddleware, limits=DOOR_BODY_LIMITS, default_max_bytes=DEFAULT_MAX_BODY_BYTES)

@@ -1,22 +1,36 @@
 """Prometheus metrics: what `serve` exposes at `GET /metrics`, and what `worker --metrics-port` exposes.
 
 Counters and histograms live in the process (decision latency in `serve`; pass duration and deliveries in the worker).
-Gauges about the close (gates by state, outbox backlog, dispatch retries, trace head) are read from the tables at
-scrape time, so every `serve` reports the same numbers however many run. Only counts, durations and fixed label
-values leave through here: never a name, a reason, an amount or an id (tests/countersign/test_observability.py).
+Gauges about the close (gates by state, overdue gates, outbox backlog and age, dispatch retries, trace head) are read
+from the tables at scrape time, so every `serve` reports the same numbers however many run. Both registries also carry
+the build (`countersign_build_info`), the process (`process_*`: CPU, memory, file descriptors) and the platform
+(`python_info`). Only counts, durations and fixed label values leave through here: never a name, a reason, an amount
+or an id (tests/countersign/test_observability.py). The alert rules and the dashboard over these names live in
+deploy/prometheus and deploy/grafana; tests/deploy/test_monitoring.py keeps them in step with this module.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from importlib import metadata
 from typing import Any
 from urllib.parse import unquote_plus
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+    start_http_server,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from psycopg import AsyncConnection
 
@@ -31,14 +45,44 @@ GATE_STATES = ("open", "approved", "rejected", "expired", "cancelled")
 DOORS = ("signed_callback", "slack", "teams")
 DECISION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PASS_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+DEFAULT_OUTBOX_BUDGET_S = 24 * 3600.0
+REVISION_VARIABLE = "COUNTERSIGN_REVISION"  # set when the image is built (a git commit); read once, never git itself
+REVISION = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def build_labels(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`version` from the installed package's metadata, `revision` from COUNTERSIGN_REVISION when it is a git commit
+    id ("unknown" otherwise): fixed for the life of a process, so fixed label values."""
+    env = os.environ if env is None else env
+    try:
+        version = metadata.version("countersign")
+    except metadata.PackageNotFoundError:
+        version = "0+unknown"
+    revision = (env.get(REVISION_VARIABLE) or "").strip().lower()
+    return {"version": version, "revision": revision if REVISION.match(revision) else "unknown"}
+
+
+def _process_collectors(registry: CollectorRegistry) -> None:
+    """The build, the process and the platform, in a registry of our own (the default registry is not served)."""
+    info = Gauge(
+        "countersign_build_info",
+        "The running build: always 1, its version and revision as labels",
+        ["version", "revision"],
+        registry=registry,
+    )
+    info.labels(**build_labels()).set(1)
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+    PlatformCollector(registry=registry)  # python_info{implementation, version, ...}
 
 
 class ServeMetrics:
     """The metrics of one `serve` app, in a registry of its own (many apps may live in one test process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, outbox_budget_s: float = DEFAULT_OUTBOX_BUDGET_S) -> None:
         self.registry = CollectorRegistry()
+        self.outbox_budget_s = outbox_budget_s
         r = self.registry
+        _process_collectors(r)
         self.decision_seconds = Histogram(
             "countersign_decision_seconds",
             "Time to answer a decision request, by door and outcome (HTTP-level; see README, Observability)",
@@ -51,6 +95,23 @@ class ServeMetrics:
         self.decisions = Gauge("countersign_decisions_recorded", "Decisions recorded, by door", ["door"], registry=r)
         self.outbox_backlog = Gauge("countersign_outbox_backlog", "Outbox messages waiting to be delivered", registry=r)
         self.outbox_failed = Gauge("countersign_outbox_failed", "Outbox messages that failed for good", registry=r)
+        self.outbox_oldest_age = Gauge(
+            "countersign_outbox_oldest_pending_age_seconds",
+            "Seconds since the oldest pending outbox message was enqueued (0 when none is pending)",
+            registry=r,
+        )
+        self.outbox_over_budget = Gauge(
+            "countersign_outbox_over_budget",
+            "Pending outbox messages older than the retry budget (COUNTERSIGN_OUTBOX_BUDGET_HOURS)",
+            registry=r,
+        )
+        self.outbox_budget = Gauge(
+            "countersign_outbox_budget_seconds", "How long the outbox retries a message before giving up", registry=r
+        )
+        self.outbox_budget.set(outbox_budget_s)
+        self.gates_overdue = Gauge(
+            "countersign_gates_overdue", "Open gates past their due time, waiting on a person", registry=r
+        )
         self.dispatch_retrying = Gauge(
             "countersign_dispatch_retrying", "Specialist dispatches failed and waiting for a retry", registry=r
         )
@@ -77,13 +138,16 @@ class ServeMetrics:
         async with conn.transaction():
             await conn.execute(f"SET LOCAL statement_timeout = {SCRAPE_STATEMENT_TIMEOUT_MS}")
             await conn.execute("SET LOCAL transaction_read_only = on")
-            counts = await engine_counts(conn)
+            counts = await engine_counts(conn, outbox_budget_s=self.outbox_budget_s)
             progress = await log_progress(conn)
             gates = await gates_by_status(conn)
             decisions = await decisions_by_channel(conn)
         with self._refresh_lock:
             self.outbox_backlog.set(counts.outbox_backlog)
             self.outbox_failed.set(counts.outbox_failed)
+            self.outbox_oldest_age.set(counts.outbox_oldest_pending_age_s)
+            self.outbox_over_budget.set(counts.outbox_over_budget)
+            self.gates_overdue.set(counts.gates_overdue)
             self.dispatch_retrying.set(counts.dispatch_retrying)
             self.dispatch_failures.set(counts.dispatch_failures)
             self.dispatch_dead.set(counts.dispatch_dead)
@@ -202,15 +266,35 @@ class DecisionTimer:
 # --- the worker ---------------------------------------------------------------------------------------------------
 
 
-class WorkerMetrics:
-    """What one worker process knows: how long its passes take and what its deliveries did."""
+class PassClock:
+    """The pass duration histogram, and the time the last pass ended beside it: observing one sets the other, so the
+    "no worker pass" alert needs nothing more from the code that times passes."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: CollectorRegistry, clock: Callable[[], float] = time.time) -> None:
+        self.histogram = Histogram(
+            "countersign_worker_pass_seconds", "Duration of one worker pass", buckets=PASS_BUCKETS_S, registry=registry
+        )
+        self.last_pass = Gauge(
+            "countersign_worker_last_pass_timestamp_seconds",
+            "Unix time the last worker pass ended (the time the process started, until its first pass ends)",
+            registry=registry,
+        )
+        self.clock = clock
+        self.last_pass.set(clock())
+
+    def observe(self, seconds: float) -> None:
+        self.histogram.observe(seconds)
+        self.last_pass.set(self.clock())
+
+
+class WorkerMetrics:
+    """What one worker process knows: how long its passes take, when the last one ended, what its deliveries did."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.pass_seconds = Histogram(
-            "countersign_worker_pass_seconds", "Duration of one worker pass", buckets=PASS_BUCKETS_S, registry=r
-        )
+        _process_collectors(r)
+        self.pass_seconds = PassClock(r, clock)
         self.passes = Counter("countersign_worker_passes", "Worker passes, by outcome", ["outcome"], registry=r)
         self.closes_advanced = Counter(
             "countersign_worker_closes_advanced", "Closes advanced by this worker", registry=r

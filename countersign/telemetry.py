@@ -3,8 +3,18 @@
 Tracing is on only when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set; every other
 setting is the standard `OTEL_*` variable the SDK reads itself (headers, timeout, sampler, `OTEL_SERVICE_NAME` over our
 default name). Unset, nothing is installed: the `opentelemetry.trace` calls in `engine/` and `bot/` go to the API's
-no-op tracer. Set, spans cover HTTP requests (FastAPI), database statements (psycopg), specialist calls (httpx, the A2A
-client) and chat API calls (httpx for Teams, aiohttp for slack_sdk), batched and exported over OTLP/HTTP.
+no-op tracer. Set, spans cover HTTP requests (FastAPI), database statements (psycopg, not in the worker), specialist
+calls (httpx, the A2A client) and chat API calls (httpx for Teams, aiohttp for slack_sdk), batched and exported over
+OTLP/HTTP.
+
+Attribute names follow the stable OpenTelemetry semantic conventions (`http.request.method`,
+`http.response.status_code`, `url.full`, `db.query.text`, `db.system.name`, `server.address`): the instrumentations
+read `OTEL_SEMCONV_STABILITY_OPT_IN`, which this module sets to `http,database` unless the environment already does.
+
+A worker pass is one trace of a few meaningful spans (`worker.pass`, one `close.advance` per close, specialist calls,
+deliveries and their HTTP calls), not a span per SQL statement: the worker does not trace statements (an idle close
+ran 27 a pass), and the A2A SDK's internal spans (event queues, task managers: about 250 in a pass that starts a close)
+are recorded in no process; what they would have wrapped hangs under the nearest span that is kept.
 
 Spans carry SQL text with placeholders, never parameter values, and URLs, never bodies.
 """
@@ -18,9 +28,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 SERVE = "countersign-serve"
 WORKER = "countersign-worker"
@@ -29,6 +43,11 @@ SPECIALISTS = "countersign-specialists"
 # Probes and scrapes are not traced: they would drown the requests people care about.
 EXCLUDED_URLS = "/healthz,/readyz,/metrics"
 LOG_FORMATS = ("text", "json")
+
+SEMCONV_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
+STABLE_SEMCONV = "http,database"  # the stable HTTP and database attribute names, without the old ones beside them
+# Instrumentation scopes whose spans are not recorded: a library's internals, not steps of ours.
+QUIET_SCOPES = frozenset({"a2a-python-sdk"})
 
 
 def tracing_requested(env: Mapping[str, str] | None = None) -> bool:
@@ -73,32 +92,74 @@ class Tracing:
 _active: Tracing | None = None
 
 
-def setup_tracing(service_name: str, *, set_global: bool = True) -> Tracing | None:
+def use_stable_semantic_conventions() -> None:
+    """Have the instrumentations write the stable HTTP and database attribute names, unless
+    OTEL_SEMCONV_STABILITY_OPT_IN says otherwise. They read the variable once per process, at their first
+    `instrument()`; reading it again here makes the choice hold even when something instrumented earlier."""
+    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability as Stability
+
+    os.environ.setdefault(SEMCONV_OPT_IN, STABLE_SEMCONV)
+    with Stability._lock:
+        Stability._initialized = False
+    Stability._initialize()  # type: ignore[no-untyped-call]
+
+
+def _provider(resource: Any) -> TracerProvider:
+    """A tracer provider whose tracers for QUIET_SCOPES record nothing and leave the current span as it is."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    class QuietScopesProvider(TracerProvider):
+        def get_tracer(self, instrumenting_module_name: str, *args: Any, **kwargs: Any) -> trace.Tracer:
+            if instrumenting_module_name in QUIET_SCOPES:
+                return trace.NoOpTracer()
+            return super().get_tracer(instrumenting_module_name, *args, **kwargs)
+
+    return QuietScopesProvider(resource=resource)
+
+
+def setup_tracing(
+    service_name: str,
+    *,
+    set_global: bool = True,
+    exporter: SpanExporter | None = None,
+    statement_spans: bool | None = None,
+) -> Tracing | None:
     """Install tracing for this process when an OTLP endpoint is configured; None (and nothing installed) otherwise.
 
     `set_global=False` keeps the provider out of `opentelemetry.trace`'s global (tests: it can be set once per process);
-    the instrumentations still report to it.
+    the instrumentations still report to it. `exporter` replaces OTLP and installs tracing whatever the environment
+    says (tests: an in-memory exporter, each span handed over as it ends). `statement_spans` (a span per SQL statement)
+    defaults to on everywhere but the worker.
     """
     global _active
-    if not tracing_requested():
+    if exporter is None and not tracing_requested():
         return None
     if _active is not None:
         return _active
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+    use_stable_semantic_conventions()
     attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: service_name}
-    provider = TracerProvider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider = _provider(Resource.create(attributes))
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    else:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
     if set_global:
         trace.set_tracer_provider(provider)
     tracing = Tracing(provider)
-    for instrumentor in (PsycopgInstrumentor(), HTTPXClientInstrumentor(), AioHttpClientInstrumentor()):
+    if statement_spans is None:
+        statement_spans = service_name != WORKER
+    instrumentors: list[Any] = [HTTPXClientInstrumentor(), AioHttpClientInstrumentor()]
+    if statement_spans:
+        instrumentors.append(PsycopgInstrumentor())
+    for instrumentor in instrumentors:
         instrumentor.instrument(tracer_provider=provider)
         tracing.instrumentors.append(instrumentor)
     _active = tracing

@@ -13,9 +13,12 @@ from psycopg.rows import class_row
 class EngineCounts:
     outbox_backlog: int
     outbox_failed: int
+    outbox_oldest_pending_age_s: float  # 0 when nothing is pending
+    outbox_over_budget: int  # pending messages whose retry budget (from `budget_from`) has run out
     dispatch_retrying: int
     dispatch_failures: int
     dispatch_dead: int
+    gates_overdue: int  # open gates past their due time
 
 
 @dataclass(frozen=True)
@@ -24,16 +27,25 @@ class GateCount:
     gates: int
 
 
-async def engine_counts(conn: AsyncConnection[Any]) -> EngineCounts:
+async def engine_counts(conn: AsyncConnection[Any], *, outbox_budget_s: float) -> EngineCounts:
+    """The engine's gauges in one statement. A message's age runs from `created_at`, when it was enqueued; its retry
+    budget from `budget_from` (its creation, or the last redrive: migration 0021). A pending message past its budget
+    is one the deliverer should have dead-lettered at its last attempt: no worker is delivering."""
     async with conn.cursor(row_factory=class_row(EngineCounts)) as cur:
         await cur.execute(
             "SELECT (SELECT count(*) FROM outbox_message WHERE status = 'pending') AS outbox_backlog,"
             "       (SELECT count(*) FROM outbox_message WHERE status = 'failed') AS outbox_failed,"
+            "       (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8"
+            "          FROM outbox_message WHERE status = 'pending') AS outbox_oldest_pending_age_s,"
+            "       (SELECT count(*) FROM outbox_message WHERE status = 'pending'"
+            "           AND budget_from < now() - make_interval(secs => %(budget_s)s)) AS outbox_over_budget,"
             "       (SELECT count(*) FROM dispatch WHERE status = 'failed') AS dispatch_retrying,"
             "       (SELECT coalesce(sum(failures), 0)::bigint FROM dispatch) AS dispatch_failures,"
             "       (SELECT count(*) FROM dispatch d JOIN close_task t"
             "          ON t.close_id = d.close_id AND t.task = d.task AND t.attempt = d.attempt"
-            "         WHERE d.status = 'dead') AS dispatch_dead"
+            "         WHERE d.status = 'dead') AS dispatch_dead,"
+            "       (SELECT count(*) FROM gate_state WHERE status = 'open' AND overdue) AS gates_overdue",
+            {"budget_s": outbox_budget_s},
         )
         row = await cur.fetchone()
     assert row is not None

@@ -8,6 +8,10 @@ in as `deliver`. No connection is held across a specialist, Slack or Teams call:
 A stop signal (SIGTERM, Ctrl-C) starts no new close or delivery; the pass in flight gets `grace_s` seconds to finish,
 then is cancelled; every outbox claim and dispatch lease this process still holds is released. What the process
 prints or counts comes in as a `WorkerWatch`.
+
+Traced (when the process installed a tracer provider, countersign/telemetry.py), a pass is one `worker.pass` span with
+one `close.advance` span per close under it (the close's id, the state it reached, how many steps it took); specialist
+calls and deliveries hang under those. SQL statements are not traced here (tests/countersign/test_worker_spans.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from engine.runs import runnable_close_ids
 from engine.shutdown import Released, StopSignal, finish_or_cancel, release_claims
 
 WORKER_ACTOR = "countersign-worker"
+tracer = trace.get_tracer("countersign.worker")  # a no-op unless the process installed a tracer provider
 CHECKPOINT_MIN_NEW_EVENTS = 2  # signing appends its own event: never sign a checkpoint of only the last one
 
 
@@ -76,7 +81,15 @@ async def run_worker_pass(
         if should_stop():
             report.stopped = True
             return report
-        advanced = await advance(connect, close_id, ctx)
+        with tracer.start_as_current_span("close.advance", attributes={"countersign.close.id": close_id}) as span:
+            advanced = await advance(connect, close_id, ctx)
+            span.set_attributes(
+                {
+                    "countersign.close.status": str(advanced.status),
+                    "countersign.close.steps": len(advanced.steps),
+                    "countersign.close.busy": advanced.busy,
+                }
+            )
         report.advanced.append(advanced)
         if on_advanced is not None:
             on_advanced(advanced)
@@ -122,16 +135,18 @@ async def run_worker(
     connect: Connect, open_engine: OpenEngine, deliver: Deliver, plan: WorkerPlan, watch: WorkerWatch
 ) -> int:
     """Run passes until a stop signal, `plan.once` or `plan.max_passes`; returns the number of passes run."""
-    tracer = trace.get_tracer("countersign.worker")
     stop = StopSignal()
     stop.install()
     passes = 0
     try:
         while not stop.is_set:
             started = time.perf_counter()
-            with tracer.start_as_current_span("worker.pass"):
+            with tracer.start_as_current_span("worker.pass") as span:
                 done = await finish_or_cancel(
                     _one_pass(connect, open_engine, deliver, plan, watch, stop), stop, grace_s=plan.grace_s
+                )
+                span.set_attributes(
+                    {"countersign.worker.completed": done is not None, "countersign.worker.closes": done or 0}
                 )
             watch.passed(time.perf_counter() - started, completed=done is not None)
             passes += 1

@@ -1,10 +1,12 @@
-"""Observability: /metrics after a close, OTLP spans for one decision, /readyz against the schema head, JSON logs."""
+"""Observability: /metrics after a close, overdue gates and the outbox's age, the build and the process, OTLP spans for
+one decision under the stable semantic conventions, /readyz against the schema head, JSON logs."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+import platform
 import re
 import threading
 import uuid
@@ -21,16 +23,24 @@ from prometheus_client.parser import text_string_to_metric_families
 from countersign import migrate, telemetry
 from countersign.app import create_app
 from countersign.database import Database, with_database_name, with_user
-from countersign.runtime import Runtime
+from countersign.metrics import ServeMetrics, build_labels
+from countersign.runtime import Runtime, engine_context
 from engine.orchestrator import advance
 from engine.runs import close_status
-from tests.support import APPROVERS, count, post_decision, start_default_close
+from tests.support import APPROVERS, count, post_decision, rewrite_gate_as_owner, start_default_close
 
-# Every label value /metrics may carry: fixed vocabularies, never data from a close.
+# Every label value /metrics may carry: fixed vocabularies, never data from a close. The build's and the platform's
+# labels are fixed for the life of the process.
 ALLOWED_LABEL_VALUES = {
     "door": {"signed_callback", "slack", "teams"},
     "outcome": {"recorded", "unauthenticated", "refused", "not_found", "conflict", "invalid", "error", "answered"},
     "state": {"open", "approved", "rejected", "expired", "cancelled"},
+    "version": {build_labels()["version"], platform.python_version()},
+    "revision": {build_labels()["revision"]},
+    "implementation": {platform.python_implementation()},
+    "major": {platform.python_version_tuple()[0]},
+    "minor": {platform.python_version_tuple()[1]},
+    "patchlevel": {platform.python_version_tuple()[2]},
 }
 
 
@@ -97,6 +107,14 @@ async def test_metrics_after_a_close_count_decisions_and_gates_and_reveal_no_dat
     assert samples[("countersign_outbox_backlog", ())] == 0
     assert samples[("countersign_dispatch_dead_letters", ())] == 0
     assert samples[("countersign_database_up", ())] == 1
+    assert samples[("countersign_gates_overdue", ())] == 0
+    assert samples[("countersign_outbox_oldest_pending_age_seconds", ())] == 0
+    assert samples[("countersign_outbox_over_budget", ())] == 0
+    build = tuple(sorted(build_labels().items()))
+    assert samples[("countersign_build_info", build)] == 1
+    assert samples[("process_cpu_seconds_total", ())] > 0  # the process collector (Linux /proc)
+    assert samples[("process_resident_memory_bytes", ())] > 0
+    assert any(name == "python_info" for name, _ in samples)
 
     # Only counts and durations: every label value comes from a fixed vocabulary, and nothing from the close shows.
     for (_, labels), _value in samples.items():
@@ -116,6 +134,67 @@ async def test_metrics_after_a_close_count_decisions_and_gates_and_reveal_no_dat
     words = "\n".join(line if line.startswith("#") else line.rsplit(" ", 1)[0] for line in text.splitlines())
     leaked = sorted(s for s in secrets if s in words)
     assert not leaked, leaked
+
+
+async def test_metrics_count_overdue_gates_and_how_old_the_outbox_is_against_its_budget(
+    conn: Any, runtime: Runtime, default_books: Any
+) -> None:
+    """Cards wait in the outbox (nothing delivers here); the database clock is moved by rewriting timestamps."""
+    chat = runtime.settings.model_copy(
+        update={"slack_bot_token": "xoxb-test", "slack_signing_secret": "s3cret", "slack_channel": "C0CLOSE"}
+    )
+    chat_runtime = Runtime(chat, runtime.database, runtime.policy, runtime.workflows)
+    close_id = await start_default_close(conn, chat_runtime, default_books)
+    async with engine_context(chat_runtime) as ctx:
+        await advance(conn, close_id, ctx)
+    gates = [g for g in (await close_status(conn, close_id))["gates"] if g["status"] == "open"]
+    pending = await count(conn, "SELECT count(*) FROM outbox_message WHERE status = 'pending'")
+    assert len(gates) >= 2 and pending >= 2
+
+    metrics = ServeMetrics(outbox_budget_s=3600.0)
+    await metrics.refresh_from_tables(conn)
+    fresh = _samples(metrics.exposition().decode())
+    assert fresh[("countersign_gates_overdue", ())] == 0  # every gate is within its due time
+    assert 0 <= fresh[("countersign_outbox_oldest_pending_age_seconds", ())] < 60
+    assert fresh[("countersign_outbox_over_budget", ())] == 0
+    assert fresh[("countersign_outbox_budget_seconds", ())] == 3600
+
+    # One gate past its due time. One message enqueued two hours ago; one three hours ago but redriven ten minutes
+    # ago, so its budget starts again (migration 0021's budget_from).
+    await rewrite_gate_as_owner(conn, gates[0]["gate_id"], "due_at = now() - interval '1 minute', expires_at = NULL")
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT message_id FROM outbox_message WHERE status = 'pending' ORDER BY message_id LIMIT 2")
+        first, second = (row[0] for row in await cur.fetchall())
+    await conn.execute(
+        "UPDATE outbox_message SET created_at = now() - interval '2 hours', budget_from = now() - interval '2 hours'"
+        " WHERE message_id = %s",
+        (first,),
+    )
+    await conn.execute(
+        "UPDATE outbox_message SET created_at = now() - interval '3 hours', budget_from = now() - interval '10 minutes'"
+        " WHERE message_id = %s",
+        (second,),
+    )
+    await metrics.refresh_from_tables(conn)
+    aged = _samples(metrics.exposition().decode())
+    assert aged[("countersign_gates_overdue", ())] == 1
+    assert 10800 <= aged[("countersign_outbox_oldest_pending_age_seconds", ())] < 10860
+    assert aged[("countersign_outbox_over_budget", ())] == 1  # two hours is over the hour; ten minutes is not
+    assert aged[("countersign_outbox_backlog", ())] == pending
+
+    # A sent message is not pending, however old.
+    await conn.execute("UPDATE outbox_message SET status = 'sent', sent_at = now() WHERE message_id = %s", (first,))
+    await metrics.refresh_from_tables(conn)
+    sent = _samples(metrics.exposition().decode())
+    assert sent[("countersign_outbox_over_budget", ())] == 0
+    assert sent[("countersign_outbox_backlog", ())] == pending - 1
+
+
+def test_build_info_takes_the_revision_only_when_it_is_a_commit_id() -> None:
+    assert build_labels({"COUNTERSIGN_REVISION": "5873C8A"})["revision"] == "5873c8a"
+    assert build_labels({"COUNTERSIGN_REVISION": "main; rm -rf /"})["revision"] == "unknown"
+    assert build_labels({})["revision"] == "unknown"
+    assert build_labels({})["version"] == build_labels()["version"] != ""
 
 
 # --- OTLP -----------------------------------------------------------------------------------------------------
@@ -194,6 +273,7 @@ async def test_otlp_exporter_sends_a_server_span_and_database_spans_for_one_deci
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
     monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv(telemetry.SEMCONV_OPT_IN, raising=False)  # telemetry sets it: the stable names by default
     tracing = telemetry.setup_tracing(telemetry.SERVE, set_global=False)
     assert tracing is not None
     try:
@@ -210,17 +290,19 @@ async def test_otlp_exporter_sends_a_server_span_and_database_spans_for_one_deci
     assert {resource.get("service.name") for resource, _ in spans} == {"countersign-serve"}
     server = [s for _, s in spans if s.kind == s.SPAN_KIND_SERVER and "/callbacks/gates/{gate_id}/decisions" in s.name]
     assert len(server) == 1, [s.name for _, s in spans]
+    request = _attributes(server[0])
+    assert request["http.request.method"] == "POST" and request["http.response.status_code"] == 200
+    assert request["http.route"] == "/callbacks/gates/{gate_id}/decisions"
     database = [
-        s
-        for _, s in spans
-        if s.trace_id == server[0].trace_id
-        and (_attributes(s).get("db.system") == "postgresql" or _attributes(s).get("db.system.name") == "postgresql")
+        s for _, s in spans if s.trace_id == server[0].trace_id and _attributes(s).get("db.system.name") == "postgresql"
     ]
     assert database, "no psycopg span under the decision's trace"
-    statements = " ".join(
-        str(_attributes(s).get("db.statement") or _attributes(s).get("db.query.text")) for s in database
-    )
+    statements = " ".join(str(_attributes(s)["db.query.text"]) for s in database)
     assert "alice.chen" not in statements  # parameters are not captured, only SQL text with placeholders
+    # The stable semantic conventions only: none of the names they replace.
+    old = {"http.method", "http.status_code", "http.url", "http.target", "db.statement", "db.system", "net.peer.name"}
+    leftover = sorted({key for _, s in spans for key in _attributes(s)} & old)
+    assert not leftover, leftover
 
 
 def test_tracing_stays_off_without_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -330,16 +412,24 @@ def test_text_logs_stay_the_default() -> None:
     assert root.handlers == before
 
 
-def test_worker_metrics_are_served_on_their_own_port() -> None:
+def test_worker_metrics_are_served_on_their_own_port_with_the_time_of_the_last_pass() -> None:
     from countersign.metrics import WorkerMetrics
 
-    metrics = WorkerMetrics()
+    now = [1_700_000_000.0]
+    metrics = WorkerMetrics(clock=lambda: now[0])
     port = metrics.serve("127.0.0.1", 0)
     try:
+        started = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
+        now[0] += 42.0
         metrics.pass_seconds.observe(0.3)
         metrics.passes.labels("completed").inc()
         samples = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
     finally:
         metrics.close()
+    # Until the first pass ends, the last pass reads as the start: "no pass for N minutes" counts from there.
+    assert started[("countersign_worker_last_pass_timestamp_seconds", ())] == 1_700_000_000.0
+    assert samples[("countersign_worker_last_pass_timestamp_seconds", ())] == 1_700_000_042.0
     assert samples[("countersign_worker_pass_seconds_count", ())] == 1
     assert samples[("countersign_worker_passes_total", (("outcome", "completed"),))] == 1
+    assert samples[("countersign_build_info", tuple(sorted(build_labels().items())))] == 1
+    assert samples[("process_cpu_seconds_total", ())] > 0
