@@ -183,17 +183,25 @@ def _variance(summary: Mapping[str, Any], money: Money) -> Evidence:
 
 
 NARRATIVE_FALLBACK_NOTE = "Deterministic narrative, flagged for review: the model's was not used"
+MODEL_NOT_ASKED_NOTE = (
+    "Deterministic narrative, flagged for review: not written by the model, which this attempt did not ask "
+    "after a person approved its escalation"
+)
+# Flags a specialist sets when the engine told it not to ask the model (specialists.narration.MODEL_OFF_REASONS).
+MODEL_NOT_ASKED_FLAGS = frozenset({"no_recorded_response_fallback", "budget_exhausted_fallback"})
 _GUARD_FLAG = re.compile(r"[a-z][a-z_]{0,62}_(?:fallback|escalation)")
 
 
 def narrative_note(summary: Mapping[str, Any]) -> str | None:
     """When the narrative is the deterministic fallback: that, and the guard flags that refused the model's
-    (only flags of our own shape, `<failure>_fallback`; a flag carrying anything else is not shown)."""
+    (only flags of our own shape, `<failure>_fallback`; a flag carrying anything else is not shown). When the model
+    was not asked at all (an approved escalation, docs/adr/0036), the note says so."""
     if summary.get("narrative_source") != "fallback":
         return None
     flags = summary.get("narrative_flags")
     named = [f for f in flags if isinstance(f, str) and _GUARD_FLAG.fullmatch(f)] if isinstance(flags, list) else []
-    return f"{NARRATIVE_FALLBACK_NOTE} ({', '.join(named)})" if named else f"{NARRATIVE_FALLBACK_NOTE}."
+    note = MODEL_NOT_ASKED_NOTE if MODEL_NOT_ASKED_FLAGS & set(named) else NARRATIVE_FALLBACK_NOTE
+    return f"{note} ({', '.join(named)})" if named else f"{note}."
 
 
 def _accruals(summary: Mapping[str, Any], money: Money) -> Evidence:

@@ -29,6 +29,7 @@ from engine.workflows import TaskContext
 from policy import ESCALATION, EscalationReason, Workflow
 from records.gates import GateRecord, read_gates_of_close
 from records.states import DECIDED, GateStatus
+from specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
 
 _WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
 
@@ -194,6 +195,9 @@ async def _apply_one(
             report.steps += await ctx.handler(definition).rejected(conn, tc, task.result or {})
         return
     if gate.kind == ESCALATION:
+        # Approving a reason that asking the model again would meet again accepts the deterministic text: the next
+        # attempt does not ask the model (engine/task_runner.py `model_off_reason`), and its result is gated again.
+        off = task.escalation if task.escalation in MODEL_OFF_REASONS and workflow.task(gate.task).specialist else None
         await move_task(
             conn,
             close.close_id,
@@ -208,9 +212,10 @@ async def _apply_one(
             actor=ctx.actor,
             close_id=close.close_id,
             kind="task_requeued",
-            payload={**event, "next_attempt": task.attempt + 1},
+            payload={**event, "next_attempt": task.attempt + 1, **({} if off is None else {MODEL_OFF_FIELD: off})},
         )
-        report.steps.append(f"{gate.task}: escalation approved, re-running as attempt {task.attempt + 1}")
+        without = "" if off is None else f" without the model ({off}: the deterministic text, flagged)"
+        report.steps.append(f"{gate.task}: escalation approved, re-running as attempt {task.attempt + 1}{without}")
         return
     definition = workflow.task(gate.task)
     escalation = EscalationReason(task.escalation) if task.escalation else None

@@ -3,6 +3,10 @@
 A result either completes the task (policy asks no gate), opens a gate, or escalates: a halted specialist, a
 check the handler refuses, a dead-lettered specialist. An escalation halts the task behind a gate whose
 approver is the reason's owner in policy; work that was ever escalated needs a human gate before it completes.
+
+The attempt after a person approved an escalation that asking the model again would only repeat (no recorded
+response, a bound: `specialists.narration.MODEL_OFF_REASONS`) tells its specialist `model_off`: the deterministic
+text ships, flagged, and the result goes to its gate like any other (docs/adr/0036).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from policy import (
     derive_escalation_gate,
     derive_gate,
 )
+from specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
 
 
 async def run_ready_tasks(
@@ -71,6 +76,10 @@ async def run_ready_tasks(
             skipped.add(task_id)
             report.steps.append(f"{task_id}: another worker is calling the specialist")
             continue
+        tc = TaskContext(
+            close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation), ctx.locale, ctx.channels
+        )
+        off = model_off_reason(tc)
         async with conn.transaction():
             if not await move_task(conn, close.close_id, task_id, TaskState.RUNNING, expect=(row.status,)):
                 continue
@@ -79,11 +88,13 @@ async def run_ready_tasks(
                 actor=ctx.actor,
                 close_id=close.close_id,
                 kind="task_started",
-                payload={"task": task_id, "attempt": row.attempt, "resumed": row.status != TaskState.PENDING},
+                payload={
+                    "task": task_id,
+                    "attempt": row.attempt,
+                    "resumed": row.status != TaskState.PENDING,
+                    **({} if off is None else {MODEL_OFF_FIELD: off}),
+                },
             )
-        tc = TaskContext(
-            close, task, row.attempt, ctx.policy, ctx.actor, _escalation(row.escalation), ctx.locale, ctx.channels
-        )
         handler = ctx.handler(task)
         try:
             result = await _perform(session, ctx, tc, handler)
@@ -130,6 +141,9 @@ async def _perform(session: CloseSession, ctx: EngineContext, tc: TaskContext, h
     if tc.task.specialist is None:
         return await handler.compute(session.conn, tc)
     payload = await handler.specialist_input(session.conn, tc)
+    off = model_off_reason(tc)
+    if off is not None:  # derived from the stored escalation, so a retried call sends the same payload (same key)
+        payload = {**payload, MODEL_OFF_FIELD: off}
     async with session.let_go():  # no connection and no lock while the specialist works
         outcome = await dispatch_once(
             session.connect,
@@ -144,6 +158,18 @@ async def _perform(session: CloseSession, ctx: EngineContext, tc: TaskContext, h
         )
     handler.check_result(tc, payload, outcome.result)
     return outcome.result
+
+
+def model_off_reason(tc: TaskContext) -> str | None:
+    """The reason this attempt's specialist must not ask the model, or None.
+
+    A task's `escalation` names its latest escalation and is never cleared; an attempt runs with it set only after a
+    person approved that escalation (or its gate expired, which records `gate_expired` instead). When the reason is
+    one asking the model again would meet again, approving it accepted the deterministic text the card showed.
+    """
+    if tc.task.specialist is None or tc.escalation is None or tc.escalation.value not in MODEL_OFF_REASONS:
+        return None
+    return tc.escalation.value
 
 
 async def _back_to_pending(conn: AsyncConnection[Any], tc: TaskContext, reason: str) -> None:

@@ -33,6 +33,7 @@ from scenarios.passkey_people import PasskeyPeople
 from scenarios.scripted_people import ScriptedPeople
 from services.loading import load_book_set
 from services.starting import start_close_on_book_set
+from specialists.narration import MODEL_OFF_REASONS
 from synthetic import generate_books, load_profile
 
 MAX_ROUNDS = 20
@@ -230,8 +231,8 @@ async def _drive(
                         f"   {investigator.display_name} investigates the halt and loads the corrected bank feed"
                         f" (version {version})"
                     )
+                reason = _decision_reason(gate, tasks)
                 for person in _approvers(people, gate, gate["quorum"] - gate["approvals"]):
-                    reason = "re-run with corrected bank feed" if gate["kind"] == "escalation" else "reviewed"
                     response = await client.decide(gate, person.principal_id, "approve", reason)
                     if response.status_code != 200:
                         console.print(f"[red]decision refused: {response.status_code} {escape(response.text)}[/]")
@@ -242,6 +243,18 @@ async def _drive(
                         f" → {body['status']} {body['approvals']}/{body['quorum']}"
                     )
     return False
+
+
+def _decision_reason(gate: dict[str, Any], tasks: dict[str, TaskRow]) -> str:
+    """What the scripted approver writes: an escalation's reason says what approving it does."""
+    if gate["kind"] != "escalation":
+        return "reviewed"
+    if gate["task"] == "bank_reconciliation":
+        return "re-run with corrected bank feed"
+    row = tasks.get(gate["task"])
+    if row is not None and row.escalation in MODEL_OFF_REASONS:
+        return f"{row.escalation}: accept the deterministic text, flagged, and review it at the next gate"
+    return "re-run approved"
 
 
 async def _book_set(conn: Any, close_id: str) -> int:

@@ -18,6 +18,10 @@ The model only explains: figures, verdicts and gates come from deterministic cod
 Book text (account names, bank references and memos) reaches the model only as quoted data: one user message whose
 content is `{"data": [...]}`, which the system prompt introduces as untrusted data that never carries
 instructions. A bound, a missing recorded response or a provider failure raises `NarrationEscalation`.
+
+After a person approved an escalation the model cannot get past by being asked again (no recorded response, a
+bound), the engine sends the next attempt's payload with `model_off` naming that reason: `narrate` then does not ask
+the model and ships the deterministic text, flagged `<reason>_fallback` (docs/adr/0036).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from models import Limits, LoopResult, LoopStopped, Message, ModelRequest, Provider, run_loop
+from specialists.errors import SpecialistInputError
 from specialists.grounding import UngroundedFigureError, ground_figures
 from specialists.injection import LINK_PATTERN
 
@@ -80,6 +85,29 @@ _ESCALATION_FOR_STOP = {
 
 NARRATIVE_KEY = "narrative"
 DEFAULT_LIMITS = Limits()
+
+MODEL_OFF_FIELD = "model_off"
+"""The payload key the engine sets on the attempt after a person approved a `MODEL_OFF_REASONS` escalation; its
+value is the reason."""
+MODEL_OFF_REASONS = ("no_recorded_response", "budget_exhausted")
+"""Escalation reasons (policy.EscalationReason values) that asking the model again would meet again: replay finds no
+recording for the same request, and the same request under the same bounds runs out of them again. Approving one
+accepts the deterministic text the escalation card showed; the attempt it re-runs does not ask the model."""
+
+
+def model_off(payload: Mapping[str, Any]) -> str | None:
+    """The reason the engine asks this attempt not to call the model (`MODEL_OFF_FIELD`), or None to ask it."""
+    reason = payload.get(MODEL_OFF_FIELD)
+    if reason is None:
+        return None
+    if reason not in MODEL_OFF_REASONS:
+        raise SpecialistInputError(MODEL_OFF_FIELD, f"expected one of {', '.join(MODEL_OFF_REASONS)}, got {reason!r}")
+    return str(reason)
+
+
+def model_off_flag(reason: str) -> str:
+    """The flag on deterministic text shipped without asking the model, after an approved `reason` escalation."""
+    return f"{reason}_fallback"
 
 
 @dataclass(frozen=True)
@@ -177,11 +205,17 @@ async def narrate(
     limits: Limits = DEFAULT_LIMITS,
     guards: bool = True,
     max_tokens: int = 512,
+    off: str | None = None,
 ) -> Narration:
-    """Ask the model for the narrative; ship it only if the guards pass (one corrective retry), else `fallback`."""
-    request = build_request(template, model, facts, quoted, max_tokens)
+    """Ask the model for the narrative; ship it only if the guards pass (one corrective retry), else `fallback`.
+
+    With `off` (the reason from `model_off`), the model is not asked: `fallback` ships, flagged `<off>_fallback`.
+    """
     steps: list[Mapping[str, Any]] = []
     flags: list[str] = []
+    if off is not None:
+        return _narration(fallback, SOURCE_FALLBACK, [model_off_flag(off)], model, template, steps, {})
+    request = build_request(template, model, facts, quoted, max_tokens)
     if not guards:
         first = await ask_model(provider, request, limits, steps, template.name)
         text, extra = _unguarded(first.text)

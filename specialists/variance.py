@@ -15,7 +15,7 @@ from typing import Any
 
 from specialists.errors import SpecialistInputError
 from specialists.grounding import extract_figures, ground_figures
-from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, narrate
+from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, model_off, narrate
 
 NARRATIVE_TEMPLATE = "variance_narrative"
 OPENING_TEXT = "The following accounts exceeded the variance thresholds this period."
@@ -85,8 +85,11 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict[str, Any]:
     """The model path: the same flags and figures; the narrative from the model behind the narration guards.
 
-    A narration escalation (a bound, no recorded response, a provider failure) halts the task with that reason.
+    A narration escalation (a bound, no recorded response, a provider failure) halts the task with that reason. On
+    the attempt after a person approved such an escalation (`model_off` in the payload), the model is not asked:
+    the template narrative ships, flagged `<reason>_fallback`.
     """
+    off = model_off(payload)
     analysis = analyse(payload)
     fallback = draft_narrative(analysis.flagged_lines)
     names = sorted({line.name for line in analysis.flagged_lines})
@@ -102,6 +105,7 @@ async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict
             fallback=fallback,
             limits=narrator.limits,
             guards=narrator.guards,
+            off=off,
         )
     except NarrationEscalation as escalation:
         return {
