@@ -131,6 +131,11 @@ class ServeMetrics:
             "Seconds since the last signed trace checkpoint (NaN before the first)",
             registry=r,
         )
+        self.trace_unsigned = Gauge(
+            "countersign_trace_unsigned_events",
+            "Sealed trace events after the last signed checkpoint (1 right after a signing: its own event)",
+            registry=r,
+        )
         self._refresh_lock = threading.Lock()
 
     async def refresh_from_tables(self, conn: AsyncConnection[Any]) -> None:
@@ -148,6 +153,7 @@ class ServeMetrics:
             self.outbox_oldest_age.set(counts.outbox_oldest_pending_age_s)
             self.outbox_over_budget.set(counts.outbox_over_budget)
             self.gates_overdue.set(counts.gates_overdue)
+            self.trace_unsigned.set(counts.trace_unsigned_events)
             self.dispatch_retrying.set(counts.dispatch_retrying)
             self.dispatch_failures.set(counts.dispatch_failures)
             self.dispatch_dead.set(counts.dispatch_dead)

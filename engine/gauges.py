@@ -19,6 +19,7 @@ class EngineCounts:
     dispatch_failures: int
     dispatch_dead: int
     gates_overdue: int  # open gates past their due time
+    trace_unsigned_events: int  # sealed trace events after the last signed checkpoint (1 right after a signing)
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class GateCount:
 async def engine_counts(conn: AsyncConnection[Any], *, outbox_budget_s: float) -> EngineCounts:
     """The engine's gauges in one statement. A message's age runs from `created_at`, when it was enqueued; its retry
     budget from `budget_from` (its creation, or the last redrive: migration 0021). A pending message past its budget
-    is one the deliverer should have dead-lettered at its last attempt: no worker is delivering."""
+    is one the deliverer should have dead-lettered at its last attempt: no worker is delivering. Signing a checkpoint
+    appends its own event, so the log has one unsigned event right after a signing (trace_head.seq counts from 1)."""
     async with conn.cursor(row_factory=class_row(EngineCounts)) as cur:
         await cur.execute(
             "SELECT (SELECT count(*) FROM outbox_message WHERE status = 'pending') AS outbox_backlog,"
@@ -44,7 +46,9 @@ async def engine_counts(conn: AsyncConnection[Any], *, outbox_budget_s: float) -
             "       (SELECT count(*) FROM dispatch d JOIN close_task t"
             "          ON t.close_id = d.close_id AND t.task = d.task AND t.attempt = d.attempt"
             "         WHERE d.status = 'dead') AS dispatch_dead,"
-            "       (SELECT count(*) FROM gate_state WHERE status = 'open' AND overdue) AS gates_overdue",
+            "       (SELECT count(*) FROM gate_state WHERE status = 'open' AND overdue) AS gates_overdue,"
+            "       (SELECT seq FROM trace_head)"
+            "         - (SELECT coalesce(max(tree_size), 0) FROM trace_checkpoint) AS trace_unsigned_events",
             {"budget_s": outbox_budget_s},
         )
         row = await cur.fetchone()

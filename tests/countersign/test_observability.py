@@ -104,6 +104,10 @@ async def test_metrics_after_a_close_count_decisions_and_gates_and_reveal_no_dat
     assert gates["approved"] == len(status["gates"]) >= 5
     assert gates["open"] == gates["rejected"] == 0
     assert samples[("countersign_trace_head_seq", ())] == await count(conn, "SELECT max(seq) FROM trace_event")
+    signed = await count(conn, "SELECT max(tree_size) FROM trace_checkpoint")  # the close ends with a checkpoint
+    assert (
+        samples[("countersign_trace_unsigned_events", ())] == samples[("countersign_trace_head_seq", ())] - signed >= 1
+    )
     assert samples[("countersign_outbox_backlog", ())] == 0
     assert samples[("countersign_dispatch_dead_letters", ())] == 0
     assert samples[("countersign_database_up", ())] == 1
