@@ -18,6 +18,7 @@ import orjson
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
+from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from audit.trace import append_event
 from drill_hooks.kill_points import kill_point
@@ -78,12 +79,22 @@ class DispatchDeadLettered(Exception):
         self.reason = reason
 
 
-MAX_DISPATCH_FAILURES = 3
-RETRY_BACKOFF_S = (1.0, 4.0)  # before the 2nd and 3rd attempts
+MAX_DISPATCH_FAILURES = 3  # then the dispatch is dead-lettered and its task escalates to a person (ADR 0035)
+RETRY_BASE_S = 2.0  # the first wait's ceiling; each failure multiplies it by RETRY_GROWTH
+RETRY_GROWTH = 4.0
+RETRY_CAP_S = 60.0
+# tenacity's exponential backoff with equal jitter: before the 2nd attempt 1–2 s, before the 3rd 4–8 s (the old fixed
+# 1 s / 4 s are the floors), never above RETRY_CAP_S; workers whose calls failed together come back apart.
+RETRY_BACKOFF = wait_exponential(
+    multiplier=RETRY_BASE_S / 2, exp_base=RETRY_GROWTH, max=RETRY_CAP_S / 2
+) + wait_random_exponential(multiplier=RETRY_BASE_S / 2, exp_base=RETRY_GROWTH, max=RETRY_CAP_S / 2)
 
 
 def retry_backoff_s(failures: int) -> float:
-    return RETRY_BACKOFF_S[min(failures, len(RETRY_BACKOFF_S)) - 1]
+    """The wait after a dispatch's `failures`-th failure before it may be called again."""
+    state = RetryCallState(Retrying(), None, (), {})
+    state.attempt_number = max(failures, 1)
+    return float(RETRY_BACKOFF(state))
 
 
 @dataclass(frozen=True)
@@ -315,6 +326,7 @@ async def _record_failure(
     """Count the failure (only while the lease is still ours); returns the DispatchFailed or DispatchDeadLettered to
     raise."""
     reason = f"{type(exc).__name__}: {exc}"[:2000]
+    waits = [retry_backoff_s(failures) for failures in range(1, MAX_DISPATCH_FAILURES)]  # drawn now, one per count
     async with connect() as conn, conn.transaction(), conn.cursor(row_factory=class_row(CountedFailure)) as cur:
         await cur.execute(
             "UPDATE dispatch SET failures = failures + 1,"
@@ -328,8 +340,8 @@ async def _record_failure(
                 MAX_DISPATCH_FAILURES,
                 reason,
                 MAX_DISPATCH_FAILURES,
-                list(RETRY_BACKOFF_S),
-                len(RETRY_BACKOFF_S),
+                waits,
+                len(waits),
                 MAX_DISPATCH_FAILURES,
                 key,
                 holder,
