@@ -1,6 +1,8 @@
-"""The wheel stands on its own: built from the tree, installed (not editable) into a fresh venv, it runs a close.
+"""The wheel stands on its own: the one the image builds (from exactly what the Dockerfile copies, conftest.py),
+installed (not editable) into a fresh venv, runs a close.
 
-Slow by nature (a build, a venv, an install, an embedded PostgreSQL): one build and one install serve every test here.
+Slow by nature (a build, a venv, an install, an embedded PostgreSQL): one build (shared with test_image_context.py)
+and one install serve every test here.
 The venv is made and filled by uv, resolving the wheel's own requirements (with the embedded extra) from the registry
 under the dev lock's pins, so a dependency missing from pyproject fails here instead of hiding behind the dev venv.
 """
@@ -8,7 +10,6 @@ under the dev lock's pins, so a dependency missing from pyproject fails here ins
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -20,6 +21,7 @@ import pytest
 from uv import find_uv_bin
 
 from countersign.settings import PROJECT_ROOT
+from tests.packaging.docker_context import Built
 
 # Every top-level package the wheel lists, read from pyproject.toml: a room added to the house is built and checked
 # without this list being edited.
@@ -30,32 +32,8 @@ PACKAGE_ROOTS = tuple(
         if not name.startswith("countersign._")
     )
 )
-# What a build needs; everything else (tests, docs, caches, .venv, earlier build/ output) stays out of the copy.
-SOURCES = (*PACKAGE_ROOTS, "config", "pyproject.toml", "README.md")
-BUILD_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 600
 DEMO_TIMEOUT_S = 300
-
-
-def build_wheel(source: Path, out: Path) -> Path:
-    """`python -m build --wheel` on a clean copy of the sources (a stale build/ in the tree cannot leak in)."""
-    tree = out / "src"
-    tree.mkdir(parents=True)
-    for name in SOURCES:
-        path = source / name
-        if path.is_dir():
-            shutil.copytree(path, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(path, tree / name)
-    dist = out / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(tree)],
-        check=True,
-        capture_output=True,
-        timeout=BUILD_TIMEOUT_S,
-    )
-    (wheel,) = dist.glob("countersign-*.whl")
-    return wheel
 
 
 def missing_from_wheel(wheel_names: set[str], source: Path) -> list[str]:
@@ -79,8 +57,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_wheel(PROJECT_ROOT, tmp_path_factory.mktemp("wheel"))
+def wheel(image_build: Built) -> Path:
+    assert image_build.wheel is not None, image_build.log[-3000:]
+    return image_build.wheel
 
 
 @pytest.fixture(scope="module")
