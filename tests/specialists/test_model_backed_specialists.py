@@ -230,7 +230,7 @@ def test_the_default_seat_replays_the_shipped_cassettes_with_no_network() -> Non
     }
 
 
-def test_a_live_provider_without_a_base_url_is_refused_at_start() -> None:
+def test_a_live_provider_without_a_base_url_is_refused_at_start(tmp_path: Path) -> None:
     import pytest
 
     from countersign.settings import SettingsError, load_settings
@@ -240,4 +240,6 @@ def test_a_live_provider_without_a_base_url_is_refused_at_start() -> None:
     assert refused.value.lines == [
         "COUNTERSIGN_MODEL_BASE_URL: missing (COUNTERSIGN_MODEL_PROVIDER=record calls a model API)"
     ]
-    assert load_settings({"COUNTERSIGN_CASSETTE_DIR": "elsewhere"}).cassettes_dir == Path("elsewhere")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert load_settings({"COUNTERSIGN_CASSETTE_DIR": str(elsewhere)}).cassettes_dir == elsewhere
