@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from cli.common import console, err, fail, run, runtime, settings_or_exit
+from cli.common import console, fail, run, runtime, settings_or_exit
+from cli.progress import spinner
 
 books_app = typer.Typer(
     help="Books: import a ledger and bank statements (camt.053, MT940, OFX, CSV) into the books format.",
@@ -94,9 +95,18 @@ def books_import(
         mt940_encoding=mt940_encoding,
         replace=replace,
     )
-    quiet = as_json or not err.is_terminal
     try:
-        imported = import_books(request, progress=None if quiet else lambda line: err.print(escape(line)))
+        with spinner(f"importing the books of {entity} {period}") as say:
+            stage = [""]
+
+            def show(line: str) -> None:  # a stage ("streaming the general ledger gl.csv"), or its count so far
+                if line.startswith(" "):
+                    say(f"{stage[0]}: {line.strip()}")
+                else:
+                    stage[0] = line
+                    say(line)
+
+            imported = import_books(request, progress=show)
     except (ImportFileError, ValueError) as exc:
         fail(str(exc))
         return
@@ -111,7 +121,8 @@ def books_import(
             async with connection(rt) as conn:
                 return (await load_book_set(conn, imported.folder, loaded_by="countersign-cli")).book_set_id
 
-        book_set_id = run(go)
+        with spinner(f"loading the books of {entity} {period} into the database"):
+            book_set_id = run(go)
     if as_json:
         print(
             json.dumps(

@@ -11,16 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from audit.trace import seal_pending
 from cli.common import console, fail, resolve_close_id, run, runtime
-from countersign.runtime import connection, engine_context, start_rules
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import load_close
-from policy.wording import in_words
-from records.states import GateStatus
-from services.reading import LOCAL_OPERATOR, read_close_status
-from services.starting import start_close_on_books
+from cli.progress import spinner
 
 close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
 
@@ -38,6 +30,9 @@ def close_start(
     ] = False,
 ) -> None:
     """Start a close on the given books or the ones loaded before; refuses an entity with none unless --synthetic."""
+    from countersign.runtime import connection, start_rules
+    from services.starting import start_close_on_books
+
     rt = runtime()
 
     async def go() -> str:
@@ -52,7 +47,8 @@ def close_start(
                 synthetic=synthetic,
             )
 
-    close_id = run(go)
+    with spinner(f"starting the close of {entity} {period}: loading the books"):
+        close_id = run(go)
     console.print(f"started close [bold]{close_id}[/] for {entity} {period}")
 
 
@@ -61,6 +57,9 @@ def close_advance(
     close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
 ) -> None:
     """Run every step that is ready; stop at gates and halts."""
+    from countersign.runtime import connection, engine_context
+    from engine.orchestrator import advance
+
     rt = runtime()
 
     async def go() -> Any:
@@ -68,7 +67,8 @@ def close_advance(
         async with engine_context(rt) as ctx:  # a connection per step: none is held while a specialist works
             return await advance(lambda: connection(rt), close_id, ctx)
 
-    report = run(go)
+    with spinner(f"advancing close {close or '(latest)'}: every step that is ready"):
+        report = run(go)
     for step in report.steps:
         console.print(f"  {escape(step)}", highlight=False)
     console.print(f"close {report.close_id}: [bold]{report.status}[/]")
@@ -80,6 +80,9 @@ def close_status_command(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Tasks, gates and who they wait on."""
+    from countersign.runtime import connection
+    from services.reading import LOCAL_OPERATOR, read_close_status
+
     rt = runtime()
 
     async def go() -> dict[str, Any]:
@@ -96,6 +99,9 @@ def close_status_command(
 
 def print_status(status: dict[str, Any]) -> None:
     """The status as a person reads it: statuses and kinds in words (the JSON keeps the codes)."""
+    from policy.wording import in_words
+    from records.states import GateStatus
+
     console.print(
         f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "
         f"[bold]{in_words(status['status'])}[/]"
@@ -137,6 +143,10 @@ def close_load_bank_feed(
     ] = None,
 ) -> None:
     """Load a corrected bank feed for a close's books; the next bank reconciliation reads it."""
+    from countersign.runtime import connection
+    from engine.books import load_bank_feed
+    from engine.runs import load_close
+
     rt = runtime()
     feed = _feed_in_books_format(file, mapping, camt_xsd or rt.settings.camt053_xsd, rt.settings.state_dir)
 
@@ -146,7 +156,8 @@ def close_load_bank_feed(
             record = await load_close(conn, close_id)
             return await load_bank_feed(conn, record.book_set_id, feed, loaded_by=by, close_id=close_id)
 
-    version = run(go)
+    with spinner(f"loading the bank feed {file.name}"):
+        version = run(go)
     console.print(f"bank feed version {version} loaded")
 
 
@@ -183,6 +194,8 @@ def dispatch_replay(
     dispatch_id: Annotated[int, typer.Argument(help="A dead-lettered dispatch id (close status).")],
 ) -> None:
     """Give a dead-lettered dispatch fresh attempts; the next advance retries its task."""
+    from audit.trace import seal_pending
+    from countersign.runtime import connection
     from engine.dispatch import NotDeadLettered, NotReplayable, replay_dead_letter
 
     rt = runtime()

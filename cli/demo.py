@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.common import console, fail, run, runtime
+from cli.common import console, err, fail, run, runtime
 
 
 def demo(
@@ -29,5 +29,5 @@ def demo(
         raise typer.Exit(0 if ok else 1)
     from scenarios.demo import run_demo
 
-    ok = run(lambda: run_demo(rt, seed=seed, console=console))
+    ok = run(lambda: run_demo(rt, seed=seed, console=console, progress_console=err))
     raise typer.Exit(0 if ok else 1)

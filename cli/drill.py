@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.common import console, err, fail, runtime
+from cli.progress import counter, spinner
 
 drill_app = typer.Typer(help="Adversarial drills against the configured database.", no_args_is_help=True)
 
@@ -24,7 +25,8 @@ def drill_idempotency(
 
     rt = runtime()
     try:
-        report = run_idempotency_drill(rt, retries=retries, processes=processes, changed_storm=changed_storm)
+        with spinner(f"retry storm: {retries} retries over {processes} processes"):
+            report = run_idempotency_drill(rt, retries=retries, processes=processes, changed_storm=changed_storm)
     except NotPostgres as exc:
         fail(str(exc))
         return
@@ -84,7 +86,8 @@ def drill_restart(
         fail(f"--point: unknown kill point(s) {unknown}; known: {', '.join(POINTS)}")
     rt = runtime()
     try:
-        results = run_restart_drill(rt, chosen)
+        with counter("kill points", len(chosen)) as tick:
+            results = run_restart_drill(rt, chosen, progress=lambda phrase, done, total: tick(done, total, phrase))
     except NotPostgres as exc:
         fail(str(exc))
         return
@@ -113,7 +116,10 @@ def drill_workers(
 
     rt = runtime()
     try:
-        report = run_workers_drill(rt, closes=closes, workers=workers)
+        with counter("preparing closes", closes) as tick:
+            report = run_workers_drill(
+                rt, closes=closes, workers=workers, progress=lambda phrase, done, total: tick(done, total, phrase)
+            )
     except NotPostgres as exc:
         fail(str(exc))
         return

@@ -14,30 +14,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from certificates import INVARIANTS, CertificateDataError, sweep
-from certificates.pipeline import run_pipeline
-from countersign.settings import load_settings
-from evals.certificate_files import read_certificates, read_contracts, read_ground_truth
-from evals.certificates import (
-    TARGET_PRECISION,
-    TARGET_RECALL,
-    TARGET_TRICKY_FALSE_POSITIVES,
-    CertificateEvalReport,
-    GroundTruthError,
-    evaluate,
-    negative_control_invariant,
-)
-from evals.scoring import score_text
-from synthetic import ProfileError
-from synthetic.construction import generate_construction
-from synthetic.construction_profile import load_construction_profile
-from synthetic.construction_second_style import generate_second_style
+from cli.progress import counter
+
+if TYPE_CHECKING:
+    from evals.certificates import CertificateEvalReport
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -91,19 +77,27 @@ def certificates_command(
     ] = False,
 ) -> None:
     """Per-class, per-invariant, per-duplicate-kind and tricky-case scores; exit 1 when a target is missed."""
+    from certificates import INVARIANTS, CertificateDataError
+    from evals.certificates import GroundTruthError
+    from synthetic import ProfileError
+
     if disable is not None and disable not in INVARIANTS:
         err.print(f"[bold red]error:[/] unknown invariant {escape(disable)!r}; known: {', '.join(INVARIANTS)}")
         raise typer.Exit(2)
     try:
         if data is not None:
-            runs = [_run(data, str(data), disable, show_sweep)]
+            with counter(f"certificate eval: checking {data.name}", 1):
+                runs = [_run(data, str(data), disable, show_sweep)]
         else:
             styles = (Style.FIRST, Style.SECOND) if style is Style.BOTH else (style,)
             runs = []
-            for chosen in styles:
-                with tempfile.TemporaryDirectory(prefix="countersign-certificates-") as scratch:
-                    used = _generate(Path(scratch), chosen, seed, contracts, months)
-                    runs.append(_run(Path(scratch), f"{chosen.value} style, seed {used}", disable, show_sweep))
+            with counter("certificate eval: styles", len(styles)) as tick:
+                for chosen in styles:
+                    with tempfile.TemporaryDirectory(prefix="countersign-certificates-") as scratch:
+                        tick(len(runs), phrase=f"certificate eval: generating the {chosen.value} style")
+                        used = _generate(Path(scratch), chosen, seed, contracts, months)
+                        tick(len(runs), phrase=f"certificate eval: checking the {chosen.value} style, seed {used}")
+                        runs.append(_run(Path(scratch), f"{chosen.value} style, seed {used}", disable, show_sweep))
     except (ProfileError, CertificateDataError, GroundTruthError, OSError, ValueError, KeyError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
@@ -161,6 +155,11 @@ def _verdict(run: StyleRun, disable: str | None) -> bool:
 
 
 def _generate(out: Path, style: Style, seed: int | None, contracts: int | None, months: int | None) -> int:
+    from countersign.settings import load_settings
+    from synthetic.construction import generate_construction
+    from synthetic.construction_profile import load_construction_profile
+    from synthetic.construction_second_style import generate_second_style
+
     settings = load_settings()
     corpus_path = settings.config_dir / "clauses" / "corpus.json"
     corpus: dict[str, Any] | None = None
@@ -178,6 +177,11 @@ def _generate(out: Path, style: Style, seed: int | None, contracts: int | None, 
 
 
 def _run(data: Path, source: str, disable: str | None, show_sweep: bool) -> StyleRun:
+    from certificates import sweep
+    from certificates.pipeline import run_pipeline
+    from evals.certificate_files import read_certificates, read_contracts, read_ground_truth
+    from evals.certificates import evaluate, negative_control_invariant
+
     contracts = read_contracts(data)
     certificates = read_certificates(data)
     truth = read_ground_truth(data)
@@ -195,10 +199,15 @@ def _run(data: Path, source: str, disable: str | None, show_sweep: bool) -> Styl
 
 
 def _fmt(value: Decimal | None) -> str:
+    from evals.scoring import score_text
+
     return f"{score_text(value):>7}"
 
 
 def print_report(report: CertificateEvalReport, source: str) -> None:
+    from evals.certificates import TARGET_PRECISION, TARGET_RECALL, TARGET_TRICKY_FALSE_POSITIVES
+    from evals.scoring import score_text
+
     console.print(
         f"certificate eval ({escape(source)}: {report.certificates} certificates, {report.assessed} reached "
         f"reconstruction): {NOT_MEASURED}."

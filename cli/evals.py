@@ -5,36 +5,60 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from cli.common import LazyNames
 from cli.eval_certificates import certificates_command
-from countersign.runtime import load_rules
-from countersign.settings import load_settings
-from evals.gates import EvalReport, load_cases, negative_control, run_gate_eval
-from evals.narratives import NarrativeEvalReport, load_scenarios, run_narrative_eval, write_hand_cassettes
-from evals.narratives import negative_control as narrative_negative_control
-from evals.retrieval import (
-    FUSED_RECALL_AT_5_TARGET,
-    KINDS,
-    PARAPHRASE_RECALL_AT_5_TARGET,
-    QueryFileError,
-    RandomRetriever,
-    RetrievalReport,
-    SweepRow,
-    check,
-    evaluate,
-    load_queries,
-    shuffled_labels,
-    sweep,
-    sweep_grid,
+from cli.progress import spinner
+
+if TYPE_CHECKING:
+    from evals.gates import EvalReport
+    from evals.narratives import NarrativeEvalReport
+    from evals.retrieval import (
+        FUSED_RECALL_AT_5_TARGET,
+        KINDS,
+        PARAPHRASE_RECALL_AT_5_TARGET,
+        QueryFileError,
+        RandomRetriever,
+        RetrievalReport,
+        SweepRow,
+        check,
+        evaluate,
+        load_queries,
+        shuffled_labels,
+        sweep,
+        sweep_grid,
+    )
+    from retrieval import DEFAULT_TUNING, CorpusError, Retriever, load_corpus
+
+# The retrieval eval's names, imported when it runs (the retriever and its models are heavy) and still answering as
+# this module's attributes, where a test stands a control in for the real one.
+_retrieval = LazyNames(
+    globals(),
+    {
+        "evals.retrieval": (
+            "FUSED_RECALL_AT_5_TARGET",
+            "KINDS",
+            "PARAPHRASE_RECALL_AT_5_TARGET",
+            "QueryFileError",
+            "RandomRetriever",
+            "RetrievalReport",
+            "SweepRow",
+            "check",
+            "evaluate",
+            "load_queries",
+            "shuffled_labels",
+            "sweep",
+            "sweep_grid",
+        ),
+        "retrieval": ("DEFAULT_TUNING", "CorpusError", "Retriever", "load_corpus"),
+    },
 )
-from policy import PolicyError, UnknownTierError
-from policy.errors import GateInputError
-from retrieval import DEFAULT_TUNING, CorpusError, Retriever, load_corpus
+__getattr__ = _retrieval.attribute
 
 EVAL_HELP = "Evals that grade the close's rules against hand-written expectations."
 eval_app = typer.Typer(help=EVAL_HELP, no_args_is_help=True)
@@ -60,13 +84,22 @@ def gates(
     ] = "medium",
 ) -> None:
     """Check derived gates against the case table; a policy with one tier's gate deleted must fail it."""
+    from countersign.runtime import load_rules
+    from countersign.settings import load_settings
+    from evals.gates import load_cases, negative_control, run_gate_eval
+    from policy import PolicyError, UnknownTierError
+    from policy.errors import GateInputError
+
     settings = load_settings()
     cases_path = cases or settings.config_dir / "evals" / "gate_cases.yaml"
     try:
-        policy, checklist = load_rules(settings)
-        table = load_cases(cases_path)
-        report = run_gate_eval(policy, checklist, table)
-        control = negative_control(policy, checklist, table, tier=control_tier)
+        with spinner("gate eval: loading the rules and the cases") as say:
+            policy, checklist = load_rules(settings)
+            table = load_cases(cases_path)
+            say(f"gate eval: deriving the gates of {len(table)} cases")
+            report = run_gate_eval(policy, checklist, table)
+            say(f"gate eval: the negative control, tier {control_tier}'s gate deleted")
+            control = negative_control(policy, checklist, table, tier=control_tier)
     except (PolicyError, GateInputError, UnknownTierError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
@@ -125,19 +158,28 @@ def narratives(
     ] = False,
 ) -> None:
     """Replay misbehaving model answers against the guards; the same run with the guards off must fail."""
+    from countersign.settings import load_settings
+    from evals.narratives import load_scenarios, run_narrative_eval, write_hand_cassettes
+    from evals.narratives import negative_control as narrative_negative_control
+    from policy import PolicyError
+
     settings = load_settings()
     table_path = scenarios or settings.config_dir / "evals" / "narratives" / "scenarios.yaml"
     prompts_dir = settings.config_dir / "prompts"
     try:
-        table = load_scenarios(table_path)
-        if write_cassettes:
-            written = asyncio.run(write_hand_cassettes(table, prompts_dir))
-            console.print(
-                f"wrote {sum(written.values())} hand-written cassettes for {len(written)} scenarios "
-                f"under {escape(str(table.cassettes_root))}"
-            )
-        report = asyncio.run(run_narrative_eval(table, prompts_dir))
-        control = asyncio.run(narrative_negative_control(table, prompts_dir))
+        with spinner("narrative eval: loading the scenarios") as say:
+            table = load_scenarios(table_path)
+            if write_cassettes:
+                say("narrative eval: writing the hand-written cassettes")
+                written = asyncio.run(write_hand_cassettes(table, prompts_dir))
+                console.print(
+                    f"wrote {sum(written.values())} hand-written cassettes for {len(written)} scenarios "
+                    f"under {escape(str(table.cassettes_root))}"
+                )
+            say("narrative eval: replaying every scenario with the guards on")
+            report = asyncio.run(run_narrative_eval(table, prompts_dir))
+            say("narrative eval: the negative control, guards off")
+            control = asyncio.run(narrative_negative_control(table, prompts_dir))
     except (PolicyError, OSError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
@@ -217,6 +259,9 @@ def retrieval_eval(
 ) -> None:
     """Recall@5 and MRR@10 of BM25, dense and fused clause retrieval on the tuning and the held-out queries; the
     same runs with shuffled labels, and with a retriever answering at random, must fail."""
+    from countersign.settings import load_settings
+
+    _retrieval.bind()
     settings = load_settings()
     corpus_path = corpus or settings.clauses_dir / "corpus.json"
     query_sets = {
@@ -224,19 +269,23 @@ def retrieval_eval(
         "held-out": heldout or settings.config_dir / "evals" / "retrieval_queries_heldout.yaml",
     }
     try:
-        clause_corpus = load_corpus(corpus_path)
-        tables = {name: load_queries(path, clause_corpus) for name, path in query_sets.items()}
-        retriever = Retriever.build(clause_corpus)
+        with spinner("retrieval eval: loading the corpus and building the retriever"):
+            clause_corpus = load_corpus(corpus_path)
+            tables = {name: load_queries(path, clause_corpus) for name, path in query_sets.items()}
+            retriever = Retriever.build(clause_corpus)
     except (CorpusError, QueryFileError, OSError) as exc:
         err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
     if run_sweep:
-        print_sweep(sweep(retriever, tables["tuning"], sweep_grid()), query_sets["tuning"])
+        with spinner("retrieval eval: sweeping the tunings"):
+            rows = sweep(retriever, tables["tuning"], sweep_grid())
+        print_sweep(rows, query_sets["tuning"])
         return
 
     wrong: list[str] = []
     for name, table in tables.items():
-        report = evaluate(retriever, table)
+        with spinner(f"retrieval eval: {len(table)} {name} queries"):
+            report = evaluate(retriever, table)
         failures = check(report)
         verdict = "[bold red]FAIL[/]" if failures else "[bold green]PASS[/]"
         console.print(
@@ -248,14 +297,15 @@ def retrieval_eval(
             console.print(f"  {escape(failure)}")
         if failures:
             wrong.append(f"the {name} queries miss the targets")
-        controls = {
-            f"labels shuffled within each form, seed {control_seed}": evaluate(
-                retriever, shuffled_labels(table, control_seed)
-            ),
-            f"random clauses of the form, seed {control_seed}": evaluate(
-                RandomRetriever(clause_corpus, control_seed), table
-            ),
-        }
+        with spinner(f"retrieval eval: the negative controls on the {name} queries"):
+            controls = {
+                f"labels shuffled within each form, seed {control_seed}": evaluate(
+                    retriever, shuffled_labels(table, control_seed)
+                ),
+                f"random clauses of the form, seed {control_seed}": evaluate(
+                    RandomRetriever(clause_corpus, control_seed), table
+                ),
+            }
         for label, control in controls.items():
             control_failures = check(control)
             if control_failures:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -23,19 +23,11 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cli.common import console, err, fail, run, runtime
-from countersign.runtime import connection, start_rules
-from money.formatting import format_amount, format_money
-from policy.wording import in_words
-from services.checking import CheckReport, CheckVerdict, check_certificates
-from services.construction_input import (
-    INPUT_ERRORS,
-    ConstructionInput,
-    ParsedConstruction,
-    parse_construction_input,
-    read_construction_input,
-)
-from services.loading import load_construction_input
-from services.starting import StartedPaymentRuns, start_payment_runs_for_month
+
+if TYPE_CHECKING:
+    from services.checking import CheckReport
+    from services.construction_input import ConstructionInput, ParsedConstruction
+    from services.starting import StartedPaymentRuns
 
 payments_app = typer.Typer(
     help="Payment runs: load pay applications, check them, start a month's runs (one per certificate), status.",
@@ -74,6 +66,8 @@ def _progress() -> Iterator[Progress]:
 
 def _read_input(path: Path, contracts: Path | None) -> tuple[ConstructionInput, ParsedConstruction]:
     """PATH read and parsed, with progress per file; a bad input fails with its one line and exit 2."""
+    from services.construction_input import INPUT_ERRORS, parse_construction_input, read_construction_input
+
     with _progress() as progress:
         task = progress.add_task(f"reading {escape(path.name)}", total=None)
 
@@ -103,6 +97,10 @@ def payments_load(
     by: Annotated[str, typer.Option(help="Who loads it (recorded in the trace).")] = "countersign-cli",
 ) -> None:
     """Load pay applications as a construction set: everything is read and checked before anything is written."""
+    from countersign.runtime import connection
+    from services.construction_input import INPUT_ERRORS
+    from services.loading import load_construction_input
+
     construction, parsed = _read_input(path, contracts)
     rt = runtime()
 
@@ -148,6 +146,8 @@ def payments_check(
 ) -> None:
     """The checks alone, with no database and nothing started: exit 0 when nothing is held, 1 when something is,
     2 on bad input."""
+    from services.checking import check_certificates
+
     _construction, parsed = _read_input(path, contracts)
     report = check_certificates(parsed.contracts, parsed.certificates)
     if as_json:
@@ -159,6 +159,9 @@ def payments_check(
 
 
 def _print_check(report: CheckReport) -> None:
+    from policy.wording import in_words
+    from services.checking import CheckVerdict
+
     table = Table("certificate", "contract", "no.", "date", "amount due", "verdict", "why", title="in submission order")
     for c in report.certificates:
         if c.duplicate is not None:
@@ -207,7 +210,9 @@ def payments_start(
     by: Annotated[str, typer.Option(help="Who starts them (recorded in the trace).")] = "countersign-cli",
 ) -> None:
     """Start one payment run per certificate submitted in the month; refuses a month already started."""
+    from countersign.runtime import connection, start_rules
     from engine.workflows.certificates.runs import UnknownConstructionSet
+    from services.starting import start_payment_runs_for_month
 
     if not _MONTH.fullmatch(period):
         fail(f"--period must be a month YYYY-MM, got {period!r}")
@@ -243,7 +248,9 @@ def payments_status_command(
     """One line per certificate: amount to certify, stage, gate tier and status, escalation, certified."""
     from cards.model import CardDataError
     from cards.payments import payments_card
+    from countersign.runtime import connection
     from engine.workflows.certificates.runs import payment_run_status
+    from policy.wording import in_words
 
     if period is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
         fail(f"--period must be a month YYYY-MM, got {period!r}")
@@ -286,4 +293,6 @@ def payments_status_command(
 def _amount(amount: Decimal, currency: str | None, locale: str) -> str:
     """The amount with its currency in the locale, as the payment card shows it; a run without a currency shows the
     figure alone."""
+    from money.formatting import format_amount, format_money
+
     return format_amount(amount) if currency is None else format_money(amount, currency, locale=locale)

@@ -11,10 +11,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from callbacks.callers import issue_token, revoke_tokens
-from callbacks.principals import parse_principals, upsert_principals
 from cli.common import console, fail, run, runtime
-from countersign.runtime import connection
 
 principals_app = typer.Typer(help="People and machines that act on closes.", no_args_is_help=True)
 
@@ -24,6 +21,9 @@ def principals_import(
     file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list, or a CSV file.")],
 ) -> None:
     """Load or refresh principals (humans and machines), their roles and public keys (`public_key`, base64)."""
+    from callbacks.principals import parse_principals, upsert_principals
+    from countersign.runtime import connection
+
     rt = runtime()
 
     async def go() -> int:
@@ -83,6 +83,7 @@ def principals_enroll(
     from audit.trace import seal_pending
     from callbacks.passkeys import PasskeyRefused, issue_enrolment
     from callbacks.principals import normalise_identity
+    from countersign.runtime import connection
 
     rt = runtime()
     principal = normalise_identity(name)
@@ -114,6 +115,9 @@ def principals_token(
     revoke: Annotated[bool, typer.Option("--revoke", help="Revoke every live token of NAME instead.")] = False,
 ) -> None:
     """Print a new API token for `GET /closes/{id}` (shown once; only its SHA-256 is stored), or revoke them."""
+    from callbacks.callers import issue_token, revoke_tokens
+    from countersign.runtime import connection
+
     rt = runtime()
 
     async def go() -> str | int:

@@ -5,24 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cli.common import console, err, fail, settings_or_exit
-from synthetic import (
-    ProfileError,
-    generate_books,
-    generate_construction,
-    load_clause_profile,
-    load_construction_profile,
-    load_profile,
-    profile_kind,
-    write_clause_corpus,
-)
-from synthetic.bank_formats import BANK_FORMATS, Export, write_bank_exports, write_mapping
-from synthetic.ledger_formats import LEDGER_FORMATS, write_ledger_exports
+from cli.common import console, fail, settings_or_exit
+from cli.progress import counter, spinner
+
+if TYPE_CHECKING:
+    from synthetic.bank_formats import Export
 
 BOOKS = "books"
 EXPORT_DIR = "export"
@@ -55,6 +46,18 @@ def synth(
 
     With --bank-format or --ledger-format the books are also written as banks and ERPs export them, under
     <out>/export/ with a mapping.yaml that reads them back; the books themselves are unchanged."""
+    from synthetic import (
+        ProfileError,
+        generate_books,
+        generate_construction,
+        load_clause_profile,
+        load_construction_profile,
+        load_profile,
+        profile_kind,
+        write_clause_corpus,
+    )
+    from synthetic.ledger_formats import LEDGER_FORMATS
+
     settings = settings_or_exit()
     path = settings.profile_path(profile)
     bank_formats = _bank_formats(bank_format or [])
@@ -68,12 +71,14 @@ def synth(
             fail(f"--bank-format and --ledger-format apply to books profiles; {profile!r} is a {kind} profile")
             return
         if kind == "clauses":
-            written = write_clause_corpus(load_clause_profile(path), seed, out)
+            with spinner(f"writing the clause corpus ({profile}, seed {seed})"):
+                written = write_clause_corpus(load_clause_profile(path), seed, out)
             console.print(f"wrote the clause corpus ({profile}, seed {seed}) to {written}")
             return
         if kind == "construction":
             corpus = json.loads((settings.clauses_dir / "corpus.json").read_bytes())
-            made = generate_construction(load_construction_profile(path), seed, out, clause_corpus=corpus)
+            with spinner(f"writing construction contracts and certificates ({profile}, seed {seed})"):
+                made = generate_construction(load_construction_profile(path), seed, out, clause_corpus=corpus)
             console.print(
                 f"wrote {made.contracts} contracts, {made.certificates:,} certificates ({made.faults} seeded faults, "
                 f"{made.duplicates} duplicate re-submissions) to {out}"
@@ -83,19 +88,7 @@ def synth(
     except ProfileError as exc:
         fail(str(exc))
         return
-    with Progress(
-        TextColumn("synthesizing GL lines"),
-        BarColumn(),
-        TextColumn("{task.completed:,}/{task.total:,}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as progress:
-        bar = progress.add_task("gl", total=scale or loaded.gl_lines)
-
-        def tick(done: int, total: int) -> None:
-            progress.update(bar, completed=done, total=total)
-
+    with counter("synthesizing GL lines", scale or loaded.gl_lines) as tick:
         try:
             manifest = generate_books(loaded, seed, out, entity=entity, period=period, gl_lines=scale, progress=tick)
         except ProfileError as exc:
@@ -106,7 +99,8 @@ def synth(
     )
     if exporting:
         try:
-            exported = write_exports(out, bank_formats, ledger_format)
+            with spinner(f"writing the exports under {out / EXPORT_DIR}"):
+                exported = write_exports(out, bank_formats, ledger_format)
         except ValueError as exc:
             fail(str(exc))
             return
@@ -117,6 +111,8 @@ def synth(
 
 def _bank_formats(values: list[str]) -> tuple[str, ...]:
     """The formats asked for, in order, once each; `books` (always written) adds nothing."""
+    from synthetic.bank_formats import BANK_FORMATS
+
     asked = [name.strip().lower() for value in values for name in value.split(",") if name.strip()]
     unknown = [name for name in asked if name not in (BOOKS, *BANK_FORMATS)]
     if unknown:
@@ -127,6 +123,9 @@ def _bank_formats(values: list[str]) -> tuple[str, ...]:
 def write_exports(books_dir: Path, bank_formats: tuple[str, ...], ledger_format: str) -> list[str]:
     """Write <books_dir>/export/ afresh: the asked formats, the corrected bank feed under corrected/, and a
     mapping.yaml in each folder covering its files. Returns the paths written, relative to export/."""
+    from synthetic.bank_formats import write_bank_exports, write_mapping
+    from synthetic.ledger_formats import write_ledger_exports
+
     export = books_dir / EXPORT_DIR
     if export.exists():
         shutil.rmtree(export)

@@ -10,25 +10,11 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from audit.bundle import BundleInvalid, verify_bundle
-from audit.export import FORMATS
-from audit.merkle import MerkleTree
-from audit.trace import iter_events, seal_pending, verify_chain
-from audit.transparency_log import (
-    LogInconsistent,
-    check_extends,
-    consistency_json,
-    inclusion_json,
-    latest_checkpoint,
-    load_tree,
-    tree_root,
-)
-from cli.common import ProofRequestError, console, err, fail, run, runtime
-from countersign.keys import load_trace_signer
-from countersign.runtime import connection
-from engine.runs import load_close
-from services.exports import BUNDLE, export_bundle, export_trace
-from services.reading import LOCAL_OPERATOR, close_to_export
+from cli.common import LazyNames, ProofRequestError, console, err, fail, run, runtime
+from cli.progress import spinner
+
+# The export every door shares, imported when a command runs; `cli.trace.export_trace` still answers (the doors' test).
+__getattr__ = LazyNames(globals(), {"services.exports": ("export_trace",)}).attribute
 
 trace_app = typer.Typer(help="The close trace.", no_args_is_help=True)
 
@@ -40,6 +26,12 @@ def trace_verify(
     key: Annotated[str | None, typer.Option(help="With --bundle: the verifier key you trust (pins it).")] = None,
 ) -> None:
     """Recompute the hash chain and check it against the last signed checkpoint; exit 1 naming what broke."""
+    from audit.merkle import MerkleTree
+    from audit.trace import iter_events, seal_pending, verify_chain
+    from audit.transparency_log import LogInconsistent, check_extends, latest_checkpoint, tree_root
+    from countersign.runtime import connection
+    from engine.runs import load_close
+
     if bundle is not None:
         _verify_bundle_offline(bundle, key)
         return
@@ -63,7 +55,8 @@ def trace_verify(
                 count = len([e async for e in iter_events(conn, close_id=close)])
         return result, tree, checkpoint_error or latest, count
 
-    result, tree, checkpoint, close_events = run(go)
+    with spinner("verifying the trace: recomputing the hash chain"):
+        result, tree, checkpoint, close_events = run(go)
     if not result.ok:
         err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {escape(result.problem or '')}")
         raise typer.Exit(1)
@@ -80,8 +73,11 @@ def trace_verify(
 
 
 def _verify_bundle_offline(path: Path, key: str | None) -> None:
+    from audit.bundle import BundleInvalid, verify_bundle
+
     try:
-        report = verify_bundle(path.read_bytes(), pinned_key=key)
+        with spinner(f"verifying the bundle {path.name}"):
+            report = verify_bundle(path.read_bytes(), pinned_key=key)
     except OSError as exc:
         fail(f"{path.name}: {exc.strerror}")
         return
@@ -110,6 +106,13 @@ def trace_export(
     out: Annotated[Path | None, typer.Option(help="Output file (default: stdout; required for bundle).")] = None,
 ) -> None:
     """Export one close's trace events, or an evidence bundle an auditor verifies offline."""
+    from audit.export import FORMATS
+    from audit.trace import seal_pending
+    from countersign.keys import load_trace_signer
+    from countersign.runtime import connection
+    from services.exports import BUNDLE, export_bundle, export_trace
+    from services.reading import LOCAL_OPERATOR, close_to_export
+
     if fmt not in (*FORMATS, BUNDLE):
         fail(f"--format: must be one of {', '.join((*FORMATS, BUNDLE))}, not {fmt!r}")
     if fmt == BUNDLE and out is None:
@@ -134,7 +137,8 @@ def trace_export(
             exported = await export_trace(conn, close_id=close, fmt=fmt, requested_by="countersign-cli", platform="cli")
         return exported.events, exported.data
 
-    count, data = run(go)
+    with spinner(f"exporting the trace of close {close} ({fmt})"):
+        count, data = run(go)
     if out is None:
         sys.stdout.buffer.write(data)
     else:
@@ -145,7 +149,10 @@ def trace_export(
 @trace_app.command("show")
 def trace_show(close: Annotated[str, typer.Option("--close", help="Close id.")]) -> None:
     """The close as a readable timeline of who handed what to whom."""
+    from audit.trace import iter_events, seal_pending
+    from countersign.runtime import connection
     from countersign.timeline import print_timeline
+    from engine.runs import load_close
 
     rt = runtime()
 
@@ -164,6 +171,10 @@ def trace_prove(
     size: Annotated[int | None, typer.Option(help="Tree size (default: the whole log).")] = None,
 ) -> None:
     """An RFC 9162 inclusion proof for one event, as JSON (hashes in hex)."""
+    from audit.trace import seal_pending
+    from audit.transparency_log import inclusion_json, load_tree
+    from countersign.runtime import connection
+
     rt = runtime()
 
     async def go() -> dict[str, Any]:
@@ -186,6 +197,10 @@ def trace_consistency(
     to_size: Annotated[int, typer.Option("--to", help="The newer tree size.")],
 ) -> None:
     """An RFC 9162 consistency proof between two tree sizes, as JSON (hashes in hex)."""
+    from audit.trace import seal_pending
+    from audit.transparency_log import consistency_json, load_tree
+    from countersign.runtime import connection
+
     rt = runtime()
 
     async def go() -> dict[str, Any]:

@@ -102,7 +102,9 @@ class SignedClient:
         await self.board.aclose()
 
 
-async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
+async def run_demo(rt: Runtime, *, seed: int, console: Console, progress_console: Console | None = None) -> bool:
+    """The demo close end to end, told on `console`; the spinner over synthesis and loading goes to
+    `progress_console` (the CLI passes stderr, so stdout keeps only the story), or `console` when none is given."""
     secret = rt.settings.callback_secret or secrets.token_hex(32)
     rt = replace(rt, settings=rt.settings.model_copy(update=dict(callback_secret=secret)))
     entity = await _demo_entity(rt, seed)
@@ -114,8 +116,10 @@ async def run_demo(rt: Runtime, *, seed: int, console: Console) -> bool:
         SpinnerColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=console,
+        console=progress_console or console,
         transient=True,
+        disable=not (progress_console or console).is_terminal,
+        redirect_stdout=False,
     ) as progress:
         step = progress.add_task(f"synthesizing books for {entity} (seed {seed})")
         generate_books(profile, seed, books_dir, entity=entity, period=period)

@@ -11,6 +11,7 @@ import contextlib
 import multiprocessing
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -371,8 +372,15 @@ async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
     return close_id, books
 
 
-def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int = 30) -> list[RestartResult]:
-    """For each kill point: run the close in worker processes, SIGKILL one at the point, let fresh ones finish."""
+Progress = Callable[[str, int, int], None]
+"""A drill's progress, for a person watching: what it is doing, how many done, of how many."""
+
+
+def run_restart_drill(
+    rt: Runtime, points: tuple[str, ...], *, max_rounds: int = 30, progress: Progress | None = None
+) -> list[RestartResult]:
+    """For each kill point: run the close in worker processes, SIGKILL one at the point, let fresh ones finish.
+    `progress(phrase, points done, points)` before each point and at the end."""
     import os
     import subprocess
     import sys
@@ -383,8 +391,10 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
     from engine.runs import close_status
 
     database_identity(rt)
-    results = []
+    say = progress or (lambda _phrase, _done, _total: None)
+    results: list[RestartResult] = []
     for point in points:
+        say(f"kill point {point}", len(results), len(points))
         if point == "card.before_post" and not channel_targets(rt.settings):
             results.append(
                 RestartResult(point, "", False, 0, False, [], skipped="no Slack or Teams channel configured")
@@ -421,6 +431,7 @@ def run_restart_drill(rt: Runtime, points: tuple[str, ...], *, max_rounds: int =
         if not killed:
             problems.append(f"kill point {point} was never reached")
         results.append(RestartResult(point, close_id, killed, processes, closed, problems))
+    say("kill points drilled", len(results), len(points))
     return results
 
 
@@ -440,8 +451,11 @@ class WorkersReport:
         return self.closed == self.closes and not self.problems
 
 
-def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: float = 600.0) -> WorkersReport:
-    """`workers` worker processes advance `closes` closes at once while scripted people decide every gate."""
+def run_workers_drill(
+    rt: Runtime, *, closes: int, workers: int, timeout_s: float = 600.0, progress: Progress | None = None
+) -> WorkersReport:
+    """`workers` worker processes advance `closes` closes at once while scripted people decide every gate.
+    `progress(phrase, done, total)`: closes prepared, then closes closed."""
     import os
     import subprocess
     import sys
@@ -449,7 +463,11 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
     from audit.trace import seal_pending
 
     database_identity(rt)
-    prepared = [asyncio.run(_prepare_close(rt, f"W{i:03d}")) for i in range(closes)]
+    say = progress or (lambda _phrase, _done, _total: None)
+    prepared = []
+    for i in range(closes):
+        say("preparing closes", i, closes)
+        prepared.append(asyncio.run(_prepare_close(rt, f"W{i:03d}")))
     ids = [close_id for close_id, _ in prepared]
     books = dict(prepared)
     procs = [
@@ -469,7 +487,9 @@ def run_workers_drill(rt: Runtime, *, closes: int, workers: int, timeout_s: floa
 
     try:
         while time.perf_counter() - started < timeout_s:
-            if asyncio.run(closed()) == closes:
+            done = asyncio.run(closed())
+            say(f"closes closed by {workers} workers", done, closes)
+            if done == closes:
                 break
             for close_id in ids:
                 asyncio.run(_decide_open_gates(rt, close_id, books[close_id]))
