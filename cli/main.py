@@ -1,13 +1,15 @@
 """`countersign` command line. Parses, calls one service, prints; errors become one clear line and exit 2.
 
-The root command and its groups; each group lives in its own module of this folder.
+The root command and its groups; each group lives in its own module of this folder. Those modules import typer, rich
+and cli.common at the top and everything else inside the command that uses it, so `countersign --help` and every
+command's start stay cheap (tests/cli/test_cli_start.py names any heavy module imported at start).
 """
 
 from __future__ import annotations
 
 import typer
 
-from cli import books, close, database, drill, payments, principals, serving, trace
+from cli import books, close, database, drill, outbox, payments, principals, serving, trace
 from cli.common import settings_or_exit
 from cli.demo import demo
 from cli.evals import eval_app
@@ -25,6 +27,7 @@ app.add_typer(close.dispatch_app, name="dispatch")
 app.add_typer(drill.drill_app, name="drill")
 app.add_typer(database.config_app, name="config")
 app.add_typer(payments.payments_app, name="payments")
+app.add_typer(outbox.outbox_app, name="outbox")
 app.command()(synth)
 app.command()(serving.serve)
 app.command()(serving.worker)
