@@ -35,11 +35,16 @@ RUN pip install --no-cache-dir --disable-pip-version-check "build>=1.2" \
     && python -m build --wheel --outdir /dist .
 
 FROM python:3.11-slim AS runtime
+# The commit the image is built from, shown as countersign_build_info{revision} on /metrics:
+# docker build (or docker compose build) --build-arg COUNTERSIGN_REVISION=$(git rev-parse HEAD); anything but 7-40 hex
+# digits reads "unknown"
+ARG COUNTERSIGN_REVISION=unknown
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/countersign/bin:$PATH \
-    COUNTERSIGN_STATE_DIR=/var/lib/countersign
+    COUNTERSIGN_STATE_DIR=/var/lib/countersign \
+    COUNTERSIGN_REVISION=${COUNTERSIGN_REVISION}
 COPY requirements.lock /tmp/install/requirements.lock
 COPY --from=build /dist/ /tmp/install/
 RUN python -m venv /opt/countersign \

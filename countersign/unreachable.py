@@ -21,7 +21,10 @@ class DatabaseUnreachable(RuntimeError):
         self.variable = variable or ROLE_VARIABLES.get(role, "DATABASE_URL")
         parts = urlsplit(url)
         self.host = parts.hostname or "localhost (socket)"
-        self.port = parts.port or 5432
+        try:
+            self.port = parts.port or 5432
+        except ValueError:  # settings refuse such a URL; this message must still never become a traceback
+            self.port = 5432
         self.user = parts.username or "(default user)"
         self.database = parts.path.lstrip("/") or "(default database)"
         super().__init__(
