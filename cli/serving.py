@@ -9,17 +9,6 @@ import typer
 from rich.markup import escape
 
 from cli.common import console, err, fail, run, runtime, settings_or_exit
-from countersign.chat import ChatConfigError, build_senders, check_chat_settings
-from countersign.limits import (
-    BODY_READ_TIMEOUT_S,
-    HEADER_READ_TIMEOUT_S,
-    KEEP_ALIVE_TIMEOUT_S,
-    MAX_HEADER_BYTES,
-    MAX_HEADER_COUNT,
-    SERVE_MAX_CONCURRENCY,
-    SPECIALISTS_MAX_CONCURRENCY,
-)
-from countersign.runtime import connection, engine_context
 
 if TYPE_CHECKING:
     from countersign.metrics import WorkerMetrics
@@ -28,6 +17,10 @@ if TYPE_CHECKING:
     from engine.worker import DeliveryOutcome
 
 specialists_app = typer.Typer(help="The A2A specialist agents.", no_args_is_help=True)
+
+HEADER_READ_TIMEOUT_S = 10.0
+"""countersign/limits.py's HEADER_READ_TIMEOUT_S (a test checks they agree), here so that `countersign --help` need
+not import countersign.limits, which imports the web app."""
 
 
 def serve(
@@ -46,7 +39,7 @@ def serve(
     """
     import uvicorn
 
-    from countersign import telemetry
+    from countersign import limits, telemetry
     from countersign.app import MissingSecret, create_app
 
     rt = runtime(roles=("engine", "callbacks"))
@@ -65,7 +58,7 @@ def serve(
             host=host,
             port=port,
             log_level="info",
-            **_bounded_http(SERVE_MAX_CONCURRENCY, header_read_timeout_s),
+            **_bounded_http(limits.SERVE_MAX_CONCURRENCY, header_read_timeout_s),
             timeout_graceful_shutdown=graceful_timeout_s,  # uvicorn waits this long for in-flight requests
             log_config=None if json_logs else uvicorn.config.LOGGING_CONFIG,
         )
@@ -75,6 +68,7 @@ def serve(
 
 def _bounded_http(max_requests_in_flight: int, header_read_timeout_s: float) -> dict[str, Any]:
     """uvicorn's arguments for a door: our bounded protocol (ADR 0023) in place of its unbounded ones."""
+    from countersign.limits import BODY_READ_TIMEOUT_S, KEEP_ALIVE_TIMEOUT_S, MAX_HEADER_BYTES, MAX_HEADER_COUNT
     from http_edge.protocol import ConnectionBounds, bounded_protocol
 
     if header_read_timeout_s <= 0:
@@ -109,13 +103,28 @@ def specialists_serve(
     header_read_timeout_s: Annotated[
         float, typer.Option(help="Close a connection whose request head is not complete within this many seconds.")
     ] = HEADER_READ_TIMEOUT_S,
+    root_agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Also serve this specialist at the origin root (card at /.well-known/agent-card.json, JSON-RPC"
+            " at /), for tools that look only there."
+        ),
+    ] = None,
 ) -> None:
-    """Serve the specialists as A2A HTTP services (every call needs COUNTERSIGN_SPECIALIST_TOKEN)."""
+    """Serve the specialists as A2A HTTP services (every call needs COUNTERSIGN_SPECIALIST_TOKEN).
+
+    Each specialist is at /NAME with its card at /NAME/.well-known/agent-card.json; --root-agent NAME serves one of
+    them at the origin root as well (docs/a2a-conformance.md).
+    """
     import uvicorn
 
     from countersign import telemetry
-    from specialists.server import build_specialists_app
+    from countersign.limits import SPECIALISTS_MAX_CONCURRENCY
+    from specialists.server import SPECIALIST_NAMES, build_specialists_app
 
+    if root_agent is not None and root_agent not in SPECIALIST_NAMES:
+        fail(f"--root-agent must be one of {', '.join(SPECIALIST_NAMES)}, not {root_agent!r}")
+        return
     settings = settings_or_exit()
     token = settings.specialist_token
     if not token:
@@ -128,7 +137,9 @@ def specialists_serve(
 
     # The model API's client lives as long as the process; replay needs none.
     narrator = build_narrator(settings, None if settings.model_provider == "replay" else httpx.AsyncClient())
-    specialists = build_specialists_app(public_url or f"http://{host}:{port}", token=token, narrator=narrator)
+    specialists = build_specialists_app(
+        public_url or f"http://{host}:{port}", token=token, narrator=narrator, root_agent=root_agent
+    )
     application = telemetry.instrument_asgi(specialists)
     try:
         uvicorn.run(
@@ -161,7 +172,9 @@ def worker(
     """
     from bot.delivery import DeliveryReport, deliver_due
     from countersign import telemetry
+    from countersign.chat import ChatConfigError, build_senders, check_chat_settings
     from countersign.metrics import WorkerMetrics
+    from countersign.runtime import connection, engine_context
     from engine.leases import Connect
     from engine.worker import WorkerPlan, run_worker
 

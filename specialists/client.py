@@ -118,8 +118,16 @@ class SpecialistClient:
         return ClientCallContext(timeout=timeout_s, service_parameters=dict(self._auth_headers))
 
 
+class SpecialistContractError(SpecialistError):
+    """The specialist answered input-required: our own request broke the contract (a bug here, not an outage), so
+    repeating it cannot help."""
+
+
 def _task_result(specialist: str, task: Task, idempotency_key: str) -> dict[str, Any]:
     state = task.status.state
+    if state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        detail = get_message_text(task.status.message) if task.status.HasField("message") else ""
+        raise SpecialistContractError(specialist, f"request refused as incomplete, a bug in the caller: {detail}")
     if state != TaskState.TASK_STATE_COMPLETED:
         detail = get_message_text(task.status.message) if task.status.HasField("message") else ""
         reason = detail or f"task {task.id} did not complete: {TaskState.Name(state)}"

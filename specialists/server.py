@@ -2,20 +2,22 @@
 
 Every JSON-RPC call needs `Authorization: Bearer <token>` (declared in each agent card's security schemes); the
 agent cards and `/healthz` stay readable without it. Request bodies are bounded (`SPECIALIST_MAX_BODY_BYTES`) while
-they are read. A message without the data part a specialist needs is refused with JSON-RPC invalid params (-32602)
-before any task exists.
+they are read. A message without our contract (`metadata.idempotency_key` and exactly one data part holding the
+specialist's request object) becomes a task in state input-required whose agent message says exactly what is
+needed; the handler never runs for it (ADR 0037). With `root_agent`, one specialist is also served at the origin
+root: its card at `/.well-known/agent-card.json`, its JSON-RPC at `/`.
 """
 
 import contextvars
 import hmac
 import inspect
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -27,14 +29,13 @@ from a2a.types import (
     AgentSkill,
     HTTPAuthSecurityScheme,
     Message,
+    Part,
+    Role,
     SecurityRequirement,
     SecurityScheme,
-    SendMessageRequest,
     StringList,
-    Task,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT, TransportProtocol
-from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -66,6 +67,11 @@ its provider's HTTP client lives, and moves its own heavy deterministic work off
 
 RESULT_ARTIFACT_NAME = "result"
 
+PARKED_TASK_RELEASE_S = 0.01
+"""The SDK keeps a task waiting for input "parked" in memory, with its request, until a follow-up comes, forever by
+default. Ours release it once its caller has the answer; the task stays in the (bounded) task store, and a follow-up
+message on it is served from there."""
+
 _SKILL_DESCRIPTIONS = {
     "reconciliation": (
         "Reconciles bank lines to GL lines one-to-one (amount, reference, date window), and AP/AR subledgers "
@@ -93,6 +99,34 @@ _SKILL_DESCRIPTIONS = {
 }
 
 _SKILL_WORKFLOW_TAGS = {"extraction": "payment-certificates", "adjudication": "payment-certificates"}
+
+REQUEST_SCHEMAS = {
+    "reconciliation": (
+        "countersign.reconciliation.request.v1",
+        'an object with "kind" one of "bank", "subledger", "intercompany" and that kind\'s lines and tolerances',
+    ),
+    "accruals": (
+        "countersign.accruals.request.v1",
+        'an object with "period_end", "accrual_account", "materiality_amount" and "grni" (the receipts)',
+    ),
+    "variance": (
+        "countersign.variance.request.v1",
+        'an object with "period" (YYYY-MM), "threshold_amount", "threshold_pct", "grounding_tolerance" and "lines"',
+    ),
+    "extraction": (
+        "countersign.extraction.request.v1",
+        'an object with "kind": "extraction", "certificate_id", "contract_id" and "texts" ({field, text} objects)',
+    ),
+    "adjudication": (
+        "countersign.adjudication.request.v1",
+        'an object with "kind": "adjudication", "certificate_id", "corpus_version" and "facts"',
+    ),
+}
+"""Each specialist's request: the schema name an input-required answer names, and its shape in one line (each
+specialist's own parser checks the fields and names the offending one when it refuses a request)."""
+
+NEEDS_FIELD = "countersign_request_needs"
+"""The key of the data part in an input-required answer that says, machine-readably, what the message lacked."""
 
 _current_idempotency_key: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "current_idempotency_key", default=None
@@ -205,44 +239,61 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _read_payload(message: Message) -> dict[str, Any]:
+def _payload_problem(message: Message) -> str | None:
     data_parts = get_data_parts(message.parts)
-    if len(data_parts) != 1 or not isinstance(data_parts[0], dict):
-        raise SpecialistRequestError("payload", "the message must carry exactly one data part holding an object")
-    payload: dict[str, Any] = restore_integers(data_parts[0])
-    return payload
+    if len(data_parts) != 1:
+        return f"exactly one data part holding an object, found {len(data_parts)} data parts"
+    if not isinstance(data_parts[0], dict):
+        return f"exactly one data part holding an object, found one holding {type(data_parts[0]).__name__}"
+    return None
 
 
-def _read_idempotency_key(message: Message) -> str:
+def _key_problem(message: Message) -> str | None:
     key = MessageToDict(message.metadata).get(IDEMPOTENCY_KEY_FIELD)
     if not isinstance(key, str) or not key:
-        raise SpecialistRequestError(IDEMPOTENCY_KEY_FIELD, "message metadata must carry a non-empty string")
-    return key
+        return "a non-empty string"
+    return None
 
 
 def read_request(message: Message) -> tuple[str, dict[str, Any]]:
-    """The idempotency key and the payload a specialist needs; SpecialistRequestError names what is missing."""
-    return _read_idempotency_key(message), _read_payload(message)
+    """The idempotency key and the payload a specialist needs; SpecialistRequestError names everything missing."""
+    problems = {f"metadata.{IDEMPOTENCY_KEY_FIELD}": _key_problem(message), "parts": _payload_problem(message)}
+    missing = {field: reason for field, reason in problems.items() if reason is not None}
+    if missing:
+        raise SpecialistRequestError(", ".join(missing), "; ".join(f"{f}: {r}" for f, r in missing.items()))
+    key: str = MessageToDict(message.metadata)[IDEMPOTENCY_KEY_FIELD]
+    payload: dict[str, Any] = restore_integers(get_data_parts(message.parts)[0])
+    return key, payload
 
 
-def _invalid_params(name: str, exc: SpecialistRequestError) -> InvalidParamsError:
-    return InvalidParamsError(message=f"{name}: {exc}")
+def what_is_needed(name: str, exc: SpecialistRequestError) -> tuple[str, dict[str, Any]]:
+    """For a message without our contract: the agent's text and a data object saying what was missing and what to
+    send instead."""
+    schema, shape = REQUEST_SCHEMAS[name]
+    text = (
+        f"countersign-{name} needs more input and has not started. Missing: {exc.reason}. Send a message with"
+        f" metadata.{IDEMPOTENCY_KEY_FIELD} (a non-empty string naming this request; one key always carries the same"
+        f" request) and exactly one data part holding the request object, schema {schema}: {shape}."
+    )
+    needed = {
+        "missing": exc.field.split(", "),
+        "reason": exc.reason,
+        "metadata_key": IDEMPOTENCY_KEY_FIELD,
+        "data_part": "exactly one, holding a JSON object",
+        "schema": schema,
+    }
+    return text, needed
 
 
-class SpecialistRequestHandler(DefaultRequestHandler):
-    """Refuses a message without the data part or key the specialist needs as invalid params, before any task."""
-
-    def __init__(self, name: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.name = name
-
-    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
-        try:
-            read_request(params.message)
-        except SpecialistRequestError as exc:
-            raise _invalid_params(self.name, exc) from None
-        result: Message | Task = await super().on_message_send(params, context)
-        return result
+def _input_required_message(name: str, exc: SpecialistRequestError, context_id: str, task_id: str) -> Message:
+    text, needed = what_is_needed(name, exc)
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        context_id=context_id,
+        task_id=task_id,
+        parts=[Part(text=text), new_data_part({NEEDS_FIELD: needed})],
+    )
 
 
 def _run_with_key(handler: SyncHandler, payload: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
@@ -275,17 +326,19 @@ class HandlerExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         message = context.message
-        try:
-            if message is None:
-                raise SpecialistRequestError("message", "the request carries no message")
-            idempotency_key, payload = read_request(message)
-        except SpecialistRequestError as exc:  # SpecialistRequestHandler refuses these first; this is the backstop
-            raise _invalid_params(self.name, exc) from None
+        if message is None:  # the SDK builds every SendMessage context with its message
+            raise ValueError(f"{self.name}: the request carries no message")
         task = context.current_task
         if task is None:
             task = new_task_from_user_message(message)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
+        try:
+            idempotency_key, payload = read_request(message)
+        except SpecialistRequestError as exc:
+            # Not our contract (a generic A2A client): the task waits for the input it needs; nothing runs.
+            await updater.requires_input(_input_required_message(self.name, exc, task.context_id, task.id))
+            return
         try:
             result = await _run_handler(self._handler, payload, idempotency_key)
             if not isinstance(result, dict):
@@ -351,16 +404,27 @@ async def _healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok", "specialists": sorted(request.app.state.specialist_names)})
 
 
-def _specialist_routes(name: str, handler: Handler, base_url: str, task_store: BoundedTaskStore) -> list[BaseRoute]:
+def _specialist_routes(
+    name: str, handler: Handler, base_url: str, task_store: BoundedTaskStore, *, at_root: bool
+) -> list[BaseRoute]:
     card = agent_card(name, base_url)
-    request_handler = SpecialistRequestHandler(
-        name, agent_executor=HandlerExecutor(name, handler), task_store=task_store, agent_card=card
+    request_handler = DefaultRequestHandler(
+        agent_executor=HandlerExecutor(name, handler),
+        task_store=task_store,
+        agent_card=card,
+        interrupted_task_timeout=PARKED_TASK_RELEASE_S,
     )
-    return [
+    routes: list[BaseRoute] = [
         *create_agent_card_routes(card, card_url=f"/{name}{AGENT_CARD_WELL_KNOWN_PATH}"),
         *create_jsonrpc_routes(request_handler, rpc_url=f"/{name}"),
         *create_jsonrpc_routes(request_handler, rpc_url=f"/{name}/"),
     ]
+    if at_root:  # the same card, handler and task store, for tools that look only at the origin root
+        routes += [
+            *create_agent_card_routes(card, card_url=AGENT_CARD_WELL_KNOWN_PATH),
+            *create_jsonrpc_routes(request_handler, rpc_url="/"),
+        ]
+    return routes
 
 
 def build_specialists_app(
@@ -370,8 +434,12 @@ def build_specialists_app(
     token: str,
     max_body_bytes: int = SPECIALIST_MAX_BODY_BYTES,
     narrator: "Narrator | None" = None,
+    root_agent: str | None = None,
 ) -> Starlette:
     """Serve each specialist at `/{name}` (JSON-RPC) with its card at `/{name}/.well-known/agent-card.json`.
+
+    With `root_agent`, that specialist is also served at the origin root (card at `/.well-known/agent-card.json`,
+    JSON-RPC at `/`), with the same card and task store as at its own path.
 
     `base_url` is where clients reach this app; it goes into every card as the specialist's interface URL.
     `token` is the bearer token every JSON-RPC call must present; bodies over `max_bytes` get 413 while read.
@@ -383,12 +451,14 @@ def build_specialists_app(
     for name in chosen:
         if name not in SPECIALIST_NAMES:
             raise UnknownSpecialistError(name)
+    if root_agent is not None and root_agent not in chosen:
+        raise UnknownSpecialistError(root_agent)
     routes: list[BaseRoute] = [Route("/healthz", _healthz, methods=["GET"])]
     task_stores = {
         name: BoundedTaskStore() for name in chosen
     }  # specialists/task_store.py: finished tasks are forgotten
     for name, handler in chosen.items():
-        routes.extend(_specialist_routes(name, handler, base_url, task_stores[name]))
+        routes.extend(_specialist_routes(name, handler, base_url, task_stores[name], at_root=name == root_agent))
     middleware = [
         Middleware(BearerTokenMiddleware, token=token),
         Middleware(BodyLimitMiddleware, limits=(), default_max_bytes=max_body_bytes),
@@ -396,4 +466,5 @@ def build_specialists_app(
     app = Starlette(routes=routes, middleware=middleware)
     app.state.specialist_names = tuple(chosen)
     app.state.task_stores = task_stores
+    app.state.root_agent = root_agent
     return app

@@ -111,16 +111,6 @@ async def test_unexpected_handler_exception_becomes_specialist_error_with_its_ty
     assert caught.value.reason == "ZeroDivisionError: division by zero"
 
 
-async def test_missing_idempotency_key_is_refused_as_invalid_params() -> None:
-    handlers = recording_handlers()
-    async with open_in_process(handlers, base_url=BASE_URL) as client:
-        with pytest.raises(SpecialistError) as caught:
-            await client.call("accruals", {"a": "1.00"}, idempotency_key="")
-    assert caught.value.reason.startswith("InvalidParamsError: accruals: ")
-    assert "idempotency_key" in caught.value.reason
-    assert handlers["accruals"].calls == []
-
-
 async def test_specialist_not_served_gives_specialist_error() -> None:
     async with open_in_process({"accruals": RecordingHandler()}, base_url=BASE_URL) as client:
         with pytest.raises(SpecialistError) as caught:
@@ -304,31 +294,3 @@ async def test_the_client_with_another_token_gets_a_specialist_error_and_nothing
 def test_the_app_refuses_to_build_without_a_token() -> None:
     with pytest.raises(ValueError, match="COUNTERSIGN_SPECIALIST_TOKEN"):
         build_specialists_app(BASE_URL, recording_handlers(), token="")
-
-
-@pytest.mark.parametrize(
-    ("parts", "metadata", "named"),
-    [
-        ([{"text": "please reconcile"}], {"idempotency_key": "k1"}, "data part"),
-        ([], {"idempotency_key": "k1"}, "data part"),
-        ([{"data": {"a": 1}}, {"data": {"b": 2}}], {"idempotency_key": "k1"}, "data part"),
-        ([{"data": [1, 2]}], {"idempotency_key": "k1"}, "data part"),
-        ([{"data": {"kind": "bank"}}], None, "idempotency_key"),
-        ([{"data": {"kind": "bank"}}], {"idempotency_key": ""}, "idempotency_key"),
-    ],
-)
-async def test_a_message_without_the_part_a_specialist_needs_is_a_json_rpc_invalid_params_error(
-    parts: list[dict[str, Any]], metadata: dict[str, Any] | None, named: str
-) -> None:
-    handlers = recording_handlers()
-    app = build_specialists_app(BASE_URL, handlers, token=TOKEN)
-    headers = A2A_HEADERS | {"authorization": f"Bearer {TOKEN}"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL) as http:
-        response = await http.post("/reconciliation", json=_rpc_send(_message(parts, metadata)), headers=headers)
-    assert response.status_code == 200
-    answer = response.json()
-    assert "result" not in answer, "no task is created for a message the specialist cannot read"
-    assert answer["error"]["code"] == -32602
-    assert named in answer["error"]["message"]
-    assert answer["error"]["message"].startswith("reconciliation: ")
-    assert handlers["reconciliation"].calls == []

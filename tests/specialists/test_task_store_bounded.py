@@ -1,10 +1,10 @@
 """A holder of the specialists' token cannot grow the process by sending: finished and refused calls are forgotten.
 
 The attack: 200 authenticated SendMessage calls of 256 KiB each (50 MiB in all) that complete, 100 that the handler
-refuses as bad input (a failed task), and 100 without the idempotency key (refused as invalid params). Every call gets
-its answer; afterwards the process's RSS is less than 16 MB above what it was (a store that keeps every message keeps
-all 50 MiB, as protobufs outside the Python heap: 85 MB measured), and each specialist's task store holds at most its
-bound of finished tasks, none of them failed.
+refuses as bad input (a failed task), and 100 without the idempotency key (a task waiting for input, ADR 0037). Every
+call gets its answer; afterwards the process's RSS is less than 16 MB above what it was (a store that keeps every
+message keeps all 50 MiB, as protobufs outside the Python heap: 85 MB measured), and each specialist's task store
+holds at most its bound of finished tasks, none of them failed, and of waiting ones.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from google.protobuf.json_format import MessageToDict
 
 from specialists.errors import SpecialistInputError
 from specialists.server import build_specialists_app
-from specialists.task_store import MAX_FINISHED_BYTES, MAX_FINISHED_TASKS, BoundedTaskStore
+from specialists.task_store import (
+    MAX_FINISHED_BYTES,
+    MAX_FINISHED_TASKS,
+    MAX_WAITING_BYTES,
+    MAX_WAITING_TASKS,
+    BoundedTaskStore,
+)
 from tests.http_edge.test_body_limits import rss_bytes
 
 TOKEN = "specialist-token-for-tests"
@@ -80,12 +86,15 @@ async def test_many_large_calls_leave_a_bounded_task_store() -> None:
         after = rss_bytes(os.getpid())
     assert answers == ["TASK_STATE_COMPLETED"] * 200
     assert refused == ["TASK_STATE_FAILED"] * 100
-    assert invalid == [-32602] * 100  # invalid params, refused before any task
+    assert invalid == ["TASK_STATE_INPUT_REQUIRED"] * 100  # a task saying what is needed; the handler never ran
     assert after - before < RETAINED_BUDGET_BYTES, f"the specialists kept {after - before} bytes after the calls"
     stores: dict[str, BoundedTaskStore] = app.state.task_stores
     assert stores["reconciliation"].task_count <= MAX_FINISHED_TASKS
     assert stores["reconciliation"].finished_bytes <= MAX_FINISHED_BYTES
-    assert stores["accruals"].task_count == 0  # failed and refused calls leave nothing behind
+    waiting = stores["accruals"]
+    assert waiting.task_count == waiting.waiting_count  # failed calls leave nothing behind
+    assert 0 < waiting.waiting_count <= MAX_WAITING_TASKS
+    assert waiting.waiting_count * PAYLOAD_BYTES <= MAX_WAITING_BYTES
 
 
 async def test_the_last_finished_task_can_still_be_read_back_without_its_request() -> None:
