@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from a2a.helpers import get_data_parts, new_data_part, new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -33,7 +34,9 @@ from a2a.types import (
     Role,
     SecurityRequirement,
     SecurityScheme,
+    SendMessageRequest,
     StringList,
+    Task,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_CURRENT, TransportProtocol
 from google.protobuf.json_format import MessageToDict
@@ -317,6 +320,25 @@ async def _run_handler(handler: Handler, payload: dict[str, Any], idempotency_ke
         _current_idempotency_key.reset(token)
 
 
+class SpecialistRequestHandler(DefaultRequestHandler):
+    """The SDK's handler, except that a follow-up naming a task but no context joins the task's own context.
+
+    A follow-up on a task waiting for input is normally served by the SDK's parked copy of the task; ours are
+    released at once (PARKED_TASK_RELEASE_S), and the SDK, recreating the task from the store, would give a follow-up
+    without `contextId` a fresh context and then refuse the mismatch with -32602. The A2A contract is that a message
+    naming a task belongs to that task's context, so that context is filled in first.
+    """
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        message = params.message
+        if message.task_id and not message.context_id:
+            stored = await self.task_store.get(message.task_id, context)
+            if isinstance(stored, Task):
+                message.context_id = stored.context_id
+        result: Message | Task = await super().on_message_send(params, context)
+        return result
+
+
 class HandlerExecutor(AgentExecutor):
     """Runs a specialist handler per task, off the event loop; reports one data artifact or a failure."""
 
@@ -408,7 +430,7 @@ def _specialist_routes(
     name: str, handler: Handler, base_url: str, task_store: BoundedTaskStore, *, at_root: bool
 ) -> list[BaseRoute]:
     card = agent_card(name, base_url)
-    request_handler = DefaultRequestHandler(
+    request_handler = SpecialistRequestHandler(
         agent_executor=HandlerExecutor(name, handler),
         task_store=task_store,
         agent_card=card,
@@ -435,11 +457,13 @@ def build_specialists_app(
     max_body_bytes: int = SPECIALIST_MAX_BODY_BYTES,
     narrator: "Narrator | None" = None,
     root_agent: str | None = None,
+    task_stores: Mapping[str, BoundedTaskStore] | None = None,
 ) -> Starlette:
     """Serve each specialist at `/{name}` (JSON-RPC) with its card at `/{name}/.well-known/agent-card.json`.
 
     With `root_agent`, that specialist is also served at the origin root (card at `/.well-known/agent-card.json`,
-    JSON-RPC at `/`), with the same card and task store as at its own path.
+    JSON-RPC at `/`), with the same card and task store as at its own path. `task_stores` (by specialist) replaces
+    the fresh BoundedTaskStore each specialist gets otherwise, so that two apps can serve the same tasks.
 
     `base_url` is where clients reach this app; it goes into every card as the specialist's interface URL.
     `token` is the bearer token every JSON-RPC call must present; bodies over `max_bytes` get 413 while read.
@@ -454,17 +478,16 @@ def build_specialists_app(
     if root_agent is not None and root_agent not in chosen:
         raise UnknownSpecialistError(root_agent)
     routes: list[BaseRoute] = [Route("/healthz", _healthz, methods=["GET"])]
-    task_stores = {
-        name: BoundedTaskStore() for name in chosen
-    }  # specialists/task_store.py: finished tasks are forgotten
+    given = task_stores or {}
+    stores = {name: given.get(name) or BoundedTaskStore() for name in chosen}  # finished tasks are forgotten
     for name, handler in chosen.items():
-        routes.extend(_specialist_routes(name, handler, base_url, task_stores[name], at_root=name == root_agent))
+        routes.extend(_specialist_routes(name, handler, base_url, stores[name], at_root=name == root_agent))
     middleware = [
         Middleware(BearerTokenMiddleware, token=token),
         Middleware(BodyLimitMiddleware, limits=(), default_max_bytes=max_body_bytes),
     ]
     app = Starlette(routes=routes, middleware=middleware)
     app.state.specialist_names = tuple(chosen)
-    app.state.task_stores = task_stores
+    app.state.task_stores = stores
     app.state.root_agent = root_agent
     return app

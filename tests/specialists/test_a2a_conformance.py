@@ -135,19 +135,32 @@ async def test_each_missing_piece_of_the_contract_is_named_and_nothing_runs(
     assert handlers["reconciliation"].calls == []
 
 
-async def test_a_follow_up_with_the_contract_on_the_waiting_task_runs_it_once() -> None:
+@pytest.mark.parametrize("parked", [True, False], ids=["parked", "from-the-store"])
+async def test_a_follow_up_with_the_contract_on_the_waiting_task_runs_it_once(parked: bool) -> None:
+    """The follow-up names the task but no context; `from-the-store` serves it from a second app sharing the task
+    store, as after the SDK released its parked copy of the task (or on another replica)."""
     handlers = recording_handlers()
-    async with _client(build_specialists_app(BASE_URL, handlers, token=TOKEN)) as http:
+    first_app = build_specialists_app(BASE_URL, handlers, token=TOKEN)
+    second_app = (
+        first_app
+        if parked
+        else build_specialists_app(BASE_URL, handlers, token=TOKEN, task_stores=first_app.state.task_stores)
+    )
+    async with _client(first_app) as http:
         first = await _rpc(http, "/accruals", "SendMessage", {"message": _message([{"text": "accrue please"}])})
-        task_id = first["result"]["task"]["id"]
-        follow_up = _message([{"data": {"grni": [], "n": 3}}], {"idempotency_key": "k-follow"}, task_id=task_id)
+    task_id = first["result"]["task"]["id"]
+    follow_up = _message([{"data": {"grni": [], "n": 3}}], {"idempotency_key": "k-follow"}, task_id=task_id)
+    async with _client(second_app) as http:
         second = await _rpc(http, "/accruals", "SendMessage", {"message": follow_up})
+        read = await _rpc(http, "/accruals", "GetTask", {"id": task_id})
     done = second["result"]["task"]
     assert done["id"] == task_id
+    assert done["contextId"] == first["result"]["task"]["contextId"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     [artifact] = done["artifacts"]
     assert artifact["metadata"] == {"idempotency_key": "k-follow"}
     assert artifact["parts"][0]["data"] == {"echo": {"grni": [], "n": 3}}
+    assert read["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert handlers["accruals"].calls == [({"grni": [], "n": 3}, "k-follow")]
 
 
