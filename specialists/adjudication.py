@@ -8,7 +8,9 @@ whose guard holds the citations to the retrieval set and the prose free of verdi
 deterministic explanation as its fallback. A model explanation citing a number that neither the facts nor the
 retrieved clauses hold ships the deterministic one too, flagged `ungrounded_fallback`. Either way
 `citation_trace` carries the corpus version and each cited clause's SHA-256. A bound, a missing recorded response
-or a provider failure halts with that escalation.
+or a provider failure halts with that escalation; on the attempt after a person approved one the model cannot get
+past by being asked again (`model_off` in the payload), the deterministic explanation ships without asking it,
+flagged `<reason>_fallback` (docs/adr/0036).
 
 The fallback cites the violations' clauses that are in the set; with none (a clean certificate), the clauses
 clause_retrieval always includes: amounts previously certified and the contents of an interim certificate. A
@@ -29,7 +31,7 @@ from retrieval.corpus import clause_sha256
 from specialists.citations import CitedExplanation, explain_with_citations
 from specialists.errors import SpecialistInputError
 from specialists.grounding import UngroundedFigureError, extract_figures, ground_figures
-from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator
+from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, model_off, model_off_flag
 
 KIND = "adjudication"
 EXPLANATION_TEMPLATE = "clause_explanation"
@@ -124,8 +126,15 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict[str, Any]:
-    """The model explains behind the citation guard; a narration escalation halts with that reason."""
+    """The model explains behind the citation guard; a narration escalation halts with that reason.
+
+    On the attempt after a person approved such an escalation (`model_off` in the payload), the model is not asked:
+    the deterministic explanation and its citations ship, flagged `<reason>_fallback`.
+    """
+    off = model_off(payload)
     request = parse_request(payload)
+    if off is not None:
+        return _result(_deterministic(request, (model_off_flag(off),)))
     try:
         cited = await explain_with_citations(
             narrator.provider,

@@ -17,6 +17,8 @@ text cannot move a figure: no figure passes through here.
   The fallback is the first `FALLBACK_CHARS` characters of the text; `source` is "model" only when every summary
   is the model's.
 - A bound, a missing recorded response or a provider failure halts with that escalation (as variance reports it).
+  After a person approved one the model cannot get past by being asked again, the payload's `model_off` names it
+  and the fallback summaries ship without asking the model, flagged `<reason>_fallback` (docs/adr/0036).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from specialists.narration import (
     ask_model,
     build_request,
     judged_answer,
+    model_off,
+    model_off_flag,
     steering_claims,
     verdict_claims,
 )
@@ -145,8 +149,15 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict[str, Any]:
-    """The model summarises each text behind the guards; a narration escalation halts with that reason."""
+    """The model summarises each text behind the guards; a narration escalation halts with that reason.
+
+    On the attempt after a person approved such an escalation (`model_off` in the payload), the model is not asked:
+    every text ships its fallback summary, flagged `<reason>_fallback`; the injection check runs all the same.
+    """
+    off = model_off(payload)
     request = parse_request(payload)
+    if off is not None:
+        return _result(request, {}, SOURCE_FALLBACK, [model_off_flag(off)], ())
     template = narrator.template(SUMMARY_TEMPLATE)
     model_request = build_request(
         template, narrator.model, summary_facts(request), [text.text for text in request.texts], SUMMARY_MAX_TOKENS

@@ -18,7 +18,7 @@ import anyio.to_thread
 
 from specialists.errors import SpecialistInputError
 from specialists.grounding import extract_figures
-from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, narrate
+from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, model_off, narrate
 
 _MONEY_PATTERN = re.compile(r"-?[0-9]+(?:\.[0-9]{1,2})?")
 _SHARE_PATTERN = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -112,8 +112,11 @@ async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict
     """`handle`, plus a model-written explanation of a bank halt; the halt itself stays deterministic.
 
     A narration escalation (a bound, no recorded response, a provider failure) keeps the halt and its reason, ships
-    the deterministic explanation and names the escalation as the result's `escalation`.
+    the deterministic explanation and names the escalation as the result's `escalation`. On the attempt after a
+    person approved such an escalation (`model_off` in the payload), the model is not asked: the deterministic
+    explanation ships, flagged `<reason>_fallback`, and the halt keeps its own reason (`anomaly_over_tolerance`).
     """
+    off = model_off(payload)
     result = await anyio.to_thread.run_sync(handle, payload)
     if result.get("kind") != "bank" or not result.get("halted"):
         return result
@@ -134,6 +137,7 @@ async def handle_with_model(payload: dict[str, Any], narrator: Narrator) -> dict
             limits=limits,
             guards=narrator.guards,
             max_tokens=EXPLANATION_MAX_TOKENS,
+            off=off,
         )
     except NarrationEscalation as escalation:
         return {
