@@ -188,7 +188,7 @@ def worker(
     metrics = WorkerMetrics()
 
     async def deliver(connect: Connect) -> DeliveryReport:
-        return await deliver_due(connect, senders)  # type: ignore[arg-type]
+        return await deliver_due(connect, senders, budget_hours=rt.settings.outbox_budget_hours)  # type: ignore[arg-type]
 
     plan = WorkerPlan(once=once, interval_s=interval_s, max_passes=max_passes, only_close=close, grace_s=grace_s)
     if metrics_port is not None:

@@ -129,7 +129,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     senders = build_senders(settings) if chat else {}
     # A decision's card updates go out in the background, whichever door decided; the answer waits at most
     # INLINE_WAIT_S for them, and no pool connection is held while Slack or Teams answers (bot/delivery.py).
-    deliver = _inline_delivery(pools.connect_engine, senders) if chat else None
+    deliver = _inline_delivery(pools.connect_engine, senders, settings.outbox_budget_hours) if chat else None
     if deliver is not None:
         pools.on_stop.append(partial(deliver.aclose, wait_s=SHUTDOWN_DELIVERY_WAIT_S))
     assert settings.callback_secret  # _check_settings
@@ -178,10 +178,10 @@ def _health_router(pools: _Pools, metrics: ServeMetrics) -> APIRouter:
     )
 
 
-def _inline_delivery(connect_engine: Any, senders: dict[str, object]) -> InlineDelivery:
+def _inline_delivery(connect_engine: Any, senders: dict[str, object], budget_hours: float) -> InlineDelivery:
     from bot.delivery import InlineDelivery
 
-    return InlineDelivery(connect_engine, senders)  # type: ignore[arg-type]
+    return InlineDelivery(connect_engine, senders, budget_hours=budget_hours)  # type: ignore[arg-type]
 
 
 def _mount_chat(
