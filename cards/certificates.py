@@ -63,6 +63,7 @@ ESCALATION_WORDING = {
     "missing_parameter": "A parameter the checks need is missing, so some invariants could not run.",
     "contradictory_evidence": "The certificate's evidence contradicts itself, so no verdict could stand on it alone.",
     "budget_exhausted": "The model ran out of budget before its work was complete.",
+    "model_unavailable": "The model server did not answer through every retry its time allowed.",
 }
 
 _DECIMAL = re.compile(r"-?\d{1,15}(\.\d{1,2})?")

@@ -15,3 +15,5 @@ class EscalationReason(StrEnum):
     UNGROUNDED_NARRATIVE = "ungrounded_narrative"
     GATE_EXPIRED = "gate_expired"
     NO_RECORDED_RESPONSE = "no_recorded_response"  # a model call in replay mode found no recorded response
+    # the model server did not answer (429, 5xx, no connection) through every retry its deadline allowed (ADR 0038)
+    MODEL_UNAVAILABLE = "model_unavailable"

@@ -19,6 +19,7 @@ WORDS: dict[str, str] = {
     "ungrounded_narrative": "the narrative cites figures the books do not hold",
     "gate_expired": "the gate expired with nobody deciding",
     "no_recorded_response": "the model was asked something nobody recorded an answer for",
+    "model_unavailable": "the model server did not answer through every retry its time allowed",
     # gate kinds (policy/gates.py)
     "approval": "approval",
     "escalation": "escalation",

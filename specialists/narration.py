@@ -76,10 +76,12 @@ APPROVER_ADDRESS = "approver_address"
 LINK = "link"
 
 # Escalation reasons (policy.EscalationReason values) for a loop that stopped; a provider failure is evidence the
-# run cannot rely on, so a person looks at it.
+# run cannot rely on, so a person looks at it. `model_unavailable`: the server answered 429/5xx or not at all through
+# every retry the loop's deadline allowed (docs/adr/0038).
 _ESCALATION_FOR_STOP = {
     "budget_exhausted": "budget_exhausted",
     "no_recorded_response": "no_recorded_response",
+    "model_unavailable": "model_unavailable",
     "provider_error": "contradictory_evidence",
 }
 
@@ -89,6 +91,8 @@ DEFAULT_LIMITS = Limits()
 MODEL_OFF_FIELD = "model_off"
 """The payload key the engine sets on the attempt after a person approved a `MODEL_OFF_REASONS` escalation; its
 value is the reason."""
+# Not `model_unavailable`: a person approving it wants the model asked again once the provider recovers. While it
+# stays down, each approval re-runs into the same escalation, and the person can wait or reject (docs/adr/0036).
 MODEL_OFF_REASONS = ("no_recorded_response", "budget_exhausted")
 """Escalation reasons (policy.EscalationReason values) that asking the model again would meet again: replay finds no
 recording for the same request, and the same request under the same bounds runs out of them again. Approving one
@@ -140,7 +144,8 @@ class NarrationEscalation(Exception):
     """The model could not be asked to the end: a bound, a missing recorded response or a provider failure."""
 
     def __init__(self, reason: str, detail: str, steps: tuple[Mapping[str, Any], ...] = ()) -> None:
-        self.reason = reason  # "budget_exhausted" | "no_recorded_response" | "contradictory_evidence"
+        # "budget_exhausted" | "no_recorded_response" | "model_unavailable" | "contradictory_evidence"
+        self.reason = reason
         self.detail = detail
         self.steps = steps
         super().__init__(f"{reason}: {detail}")
@@ -334,7 +339,8 @@ def remaining_limits(limits: Limits, spent: LoopResult, elapsed_s: float, steps:
                 f"(max_steps={limits.max_steps}, deadline_s={limits.deadline_s}, max_tokens={limits.max_tokens})"
             )
             raise NarrationEscalation("budget_exhausted", detail, tuple(steps))
-    return Limits(max_steps=int(left["steps"]), deadline_s=left["wall_clock"], max_tokens=int(left["tokens"]))
+    # replace, not a fresh Limits: the per-step bounds (tool calls, retries of an unavailable server) carry over
+    return replace(limits, max_steps=int(left["steps"]), deadline_s=left["wall_clock"], max_tokens=int(left["tokens"]))
 
 
 def _judge(answer: str, allowed_values: Sequence[Decimal], tolerance: Decimal) -> _Verdict:

@@ -29,6 +29,7 @@ EXPECTED_REASONS = {
     "ungrounded_narrative",
     "gate_expired",
     "no_recorded_response",
+    "model_unavailable",
 }
 
 

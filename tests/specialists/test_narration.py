@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from models import Limits, ModelRequest, ModelResponse, ReplayProvider, ToolCall
-from models.provider import ProviderError
+from models import Limits, LoopResult, ModelRequest, ModelResponse, ReplayProvider, ToolCall
+from models.provider import ProviderError, ProviderUnavailable
 from specialists.narration import (
     DEFAULT_LIMITS,
     SOURCE_FALLBACK,
@@ -21,6 +21,7 @@ from specialists.narration import (
     PromptTemplate,
     load_template,
     narrate,
+    remaining_limits,
     verdict_claims,
 )
 
@@ -231,6 +232,45 @@ async def test_a_provider_failure_escalates_as_contradictory_evidence() -> None:
     with pytest.raises(NarrationEscalation) as raised:
         await run(ScriptedProvider(ProviderError("HTTP 500 from the model API")))
     assert raised.value.reason == "contradictory_evidence"
+
+
+async def test_a_model_server_that_stays_unavailable_escalates_as_model_unavailable() -> None:
+    # A Retry-After past max_retry_wait_s ends the step at once, without sleeping (docs/adr/0038).
+    busy = ProviderUnavailable("HTTP 429 from the model API", error_type="429", retry_after_s=600.0)
+    provider = ScriptedProvider(busy)
+    with pytest.raises(NarrationEscalation) as raised:
+        await run(provider)
+    assert raised.value.reason == "model_unavailable"
+    assert "429" in raised.value.detail
+    assert len(provider.requests) == 1
+
+
+async def test_a_server_unavailable_on_the_corrective_retry_escalates_as_model_unavailable() -> None:
+    busy = ProviderUnavailable("HTTP 503 from the model API", error_type="503")
+    provider = ScriptedProvider(said("Rent ran £99,999.00 over budget."), busy)
+    with pytest.raises(NarrationEscalation) as raised:
+        await run(provider, limits=Limits(max_attempts_per_step=1))
+    assert raised.value.reason == "model_unavailable"
+    assert len(provider.requests) == 2
+
+
+def test_the_corrective_retry_keeps_every_bound_but_the_three_it_spends() -> None:
+    limits = Limits(
+        max_steps=4,
+        deadline_s=30.0,
+        max_tokens=3000,
+        max_tool_calls_per_step=2,
+        max_attempts_per_step=3,
+        retry_backoff_s=0.25,
+        max_retry_wait_s=4.0,
+        min_attempt_s=0.5,
+    )
+    spent = LoopResult(text=said(GOOD), steps=1, tokens_in=700, tokens_out=100, events=())
+    left = remaining_limits(limits, spent, 12.5, [])
+    assert (left.max_steps, left.deadline_s, left.max_tokens) == (3, 17.5, 2200)
+    kept = (left.max_tool_calls_per_step, left.max_attempts_per_step, left.retry_backoff_s)
+    assert kept == (2, 3, 0.25)
+    assert (left.max_retry_wait_s, left.min_attempt_s) == (4.0, 0.5)
 
 
 def test_the_template_hash_is_the_sha256_of_the_file_bytes(tmp_path: Path) -> None:
