@@ -419,6 +419,7 @@ MODEL_EVENT_FIELDS = (
     "tokens_in",
     "tokens_out",
     "latency_ms",
+    "attempts",  # HTTP attempts the step made: more than one when the model server was busy (docs/adr/0038)
     "tool_calls",
     "finish_reason",
     "tool",

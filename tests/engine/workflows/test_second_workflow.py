@@ -86,6 +86,7 @@ MODEL_STEPS = [
         "tokens_in": 120,
         "tokens_out": 40,
         "latency_ms": 7,
+        "attempts": 2,
         "tool_calls": [],
         "finish_reason": "stop",
     },
@@ -136,11 +137,12 @@ async def test_a_workflow_defined_in_a_test_runs_through_gates_callback_and_trac
         model_events = [row for row in await cur.fetchall() if row[1] == "model_step" or row[0] != "alice.chen"]
     assert [(actor, kind) for actor, kind, _ in model_events] == [("reconciliation-agent", "model_step")]
     step = model_events[0][2]
-    assert (step["task"], step["model"], step["tokens_in"], step["tokens_out"]) == (
+    assert (step["task"], step["model"], step["tokens_in"], step["tokens_out"], step["attempts"]) == (
         "statement_tieout",
         "countersign-narrator-v1",
         120,
         40,
+        2,
     )
 
 
