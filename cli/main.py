@@ -7,7 +7,10 @@ command's start stay cheap (tests/cli/test_cli_start.py names any heavy module i
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from cli import books, close, database, drill, outbox, payments, principals, serving, trace
 from cli.common import settings_or_exit
@@ -15,7 +18,20 @@ from cli.demo import demo
 from cli.evals import eval_app
 from cli.synth import synth
 
-app = typer.Typer(help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True)
+ARGS = "countersign.args"
+
+
+class RootGroup(TyperGroup):
+    """The root command; keeps the words it was given (ctx.meta) so its callback can tell a request for help."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: typer's click Context
+        ctx.meta[ARGS] = list(args)
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    help="Countersign: a month-end close with governed agents and human gates.", no_args_is_help=True, cls=RootGroup
+)
 app.add_typer(close.close_app, name="close")
 app.add_typer(books.books_app, name="books")
 app.add_typer(eval_app, name="eval")
@@ -37,8 +53,13 @@ app.command()(demo)
 @app.callback()
 def validate_settings(ctx: typer.Context) -> None:
     """Countersign: a month-end close with governed agents and human gates."""
-    if ctx.invoked_subcommand != "config" and not ctx.resilient_parsing:
+    if ctx.invoked_subcommand != "config" and not ctx.resilient_parsing and not asks_for_help(ctx.meta.get(ARGS, [])):
         settings_or_exit()  # at start, for every command: a wrong variable stops it before anything runs
+
+
+def asks_for_help(args: list[str]) -> bool:
+    """`--help` among a command's options: help needs no configuration (and skips loading it, a third of the start)."""
+    return "--help" in args[: args.index("--")] if "--" in args else "--help" in args
 
 
 def main() -> None:

@@ -178,3 +178,19 @@ def test_the_start_benchmark_runs_in_its_smoke_mode(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "| `python -c pass` |" in done.stdout and "| `countersign --help` |" in done.stdout
     assert "ratio to `python -c pass`" in done.stdout
+
+
+def test_help_needs_no_configuration_but_the_command_still_refuses_it() -> None:
+    """`--help` skips loading the settings (a third of the start): it answers even with a wrong variable, which the
+    command itself still refuses in one line; `--` makes a later `--help` an argument, not a request for help."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    bad = {"TEAMS_APP_TYPE": "Single", "COLUMNS": "200"}
+    helped = CliRunner().invoke(app, ["close", "status", "--help"], env=bad)
+    assert helped.exit_code == 0 and "Usage:" in helped.output, helped.output
+    refused = CliRunner().invoke(app, ["close", "status"], env=bad)
+    assert refused.exit_code == 2 and refused.output.startswith("error: TEAMS_APP_TYPE:"), refused.output
+    quoted = CliRunner().invoke(app, ["close", "status", "--", "--help"], env=bad)
+    assert quoted.exit_code == 2 and quoted.output.startswith("error: TEAMS_APP_TYPE:"), quoted.output
