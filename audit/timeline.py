@@ -18,6 +18,13 @@ CHANNEL_WORDS = {
     "slack": "in Slack (platform identity)",
     "teams": "in Teams (platform identity)",
 }
+# Why an attempt does not ask the model (`model_off` on task_requeued and task_started, docs/adr/0036): the
+# escalation a person approved, in the words policy.wording gives it (audit imports nothing of ours; a test holds the
+# two tables equal for every reason in specialists.narration.MODEL_OFF_REASONS). Another code is shown as it is.
+MODEL_OFF_WORDS = {
+    "no_recorded_response": "the model was asked something nobody recorded an answer for",
+    "budget_exhausted": "the agent ran out of its step, time or token budget",
+}
 
 
 def door_of(event: TraceEvent) -> str:
@@ -54,6 +61,10 @@ def describe(event: TraceEvent) -> str:
         return f"journal {p.get('journal_id')}: {p.get('memo')}"
     if kind == "gate_passed":
         return f"{p.get('task')} {p.get('gate_kind')} gate {p.get('outcome')} ({str(p.get('gate_id'))[:8]})"
+    if kind in ("task_started", "task_requeued") and p.get("model_off") is not None:
+        why = MODEL_OFF_WORDS.get(str(p.get("model_off")), str(p.get("model_off")))
+        rerun = "to re-run " if kind == "task_requeued" else ""
+        return f"{p.get('task')}, {rerun}without the model (approved escalation: {why})"
     if kind in ("task_started", "task_done", "task_requeued"):
         return str(p.get("task"))
     if kind == "close_status":
