@@ -1,6 +1,6 @@
 """`countersign db` and `config`: the schema, and the configuration read from the environment.
 
-Imports here stay light (typer, rich, settings): the migrations and the runtime are imported by the command using them.
+Imports here stay light (typer, rich): the migrations and the runtime are imported by the command using them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.common import console, err, runtime
-from countersign.settings import SettingsError, describe, load_settings
 
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 
@@ -34,6 +33,8 @@ def db_upgrade() -> None:
 @config_app.command("check")
 def config_check() -> None:
     """Print every variable, its effective value (secrets redacted) and its source; exit 2 when one is wrong."""
+    from countersign.settings import SettingsError, describe, load_settings
+
     table = Table("variable", "value", "from", title="configuration")
     for name, value, source in describe():
         table.add_row(name, escape(value), source)
