@@ -84,3 +84,29 @@ def test_since_reads_iso_times_and_spans_ago() -> None:
     assert parse_platform("teams") == "teams"
     with pytest.raises(BadOption):
         parse_since("6 hours")
+
+
+def test_the_worker_delivers_with_the_configured_budget(
+    database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COUNTERSIGN_OUTBOX_BUDGET_HOURS reaches the worker's deliverer (not the 24 h default)."""
+    import bot.delivery
+    from cli.main import app
+
+    seen: list[float] = []
+    deliver_due = bot.delivery.deliver_due
+
+    async def recording(*args: Any, budget_hours: float = bot.delivery.DEFAULT_BUDGET_HOURS, **kwargs: Any) -> Any:
+        seen.append(budget_hours)
+        return await deliver_due(*args, budget_hours=budget_hours, **kwargs)
+
+    monkeypatch.setattr(bot.delivery, "deliver_due", recording)
+    env = {
+        "DATABASE_URL": database.url,
+        "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"),
+        "COUNTERSIGN_CONFIG_DIR": str(PROJECT_ROOT / "config"),
+        "COUNTERSIGN_OUTBOX_BUDGET_HOURS": "6",
+    }
+    result = CliRunner().invoke(app, ["worker", "--once"], env=env)
+    assert result.exit_code == 0, result.output
+    assert seen == [6.0]
