@@ -1,6 +1,6 @@
 """The duplicate detector's threshold sweep on vendor data with issue 22's variations (docs/benchmarks.md).
 
-Run: .venv/bin/python bench/bench_duplicates.py
+Run: .venv/bin/python bench/bench_duplicates.py [--smoke]
 Generates the construction profile at 60 contracts x 20 months for each held-out seed, varies it
 (tests/certificates/duplicate_variations.py: legal forms, inflated full overlap, late and same-day re-submissions;
 corrections, sister releases and per-contract numbering as legitimate look-alikes), and scores the detector's holds
@@ -9,12 +9,14 @@ engine compares with those not rejected at their payment gate. Prints markdown: 
 tolerance) under each contract's own window, the operating point under fixed windows, recall per variation and holds
 per look-alike. Then, at the operating point, the structurally different second-style generator (ADR 0032) on its
 held-out seeds, as it is: re-submissions held against the right original, and legitimate certificates held (with the
-tricky kinds that generator gave them). Counts only: nothing here is timed. Bounded: aborts itself after
+tricky kinds that generator gave them). Counts only: nothing here is timed. `--smoke` runs one seed at 10 contracts x 12
+months and one 20-contract second-style run: make test runs it so the bench cannot rot. Bounded: aborts itself after
 ABORT_AFTER_SECONDS.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -52,11 +54,15 @@ FIXED_WINDOWS = (DATE_WINDOW_DAYS, 55, 120)
 SECOND_STYLE_RUNS = ((9104, 250), (31415, 250), (12, 150))
 """(seed, contracts) of the second-style generator: its held-out seeds, and the one it showed a false hold on."""
 ABORT_AFTER_SECONDS = 1200
+SMOKE_SEEDS = SEEDS[:1]
+SMOKE_CONTRACTS = 10
+SMOKE_MONTHS = 12
+SMOKE_SECOND_STYLE_RUNS = ((SECOND_STYLE_RUNS[0][0], 20),)
 
 
-def _varied(seed: int) -> tuple[VariedSet, frozenset[str]]:
+def _varied(seed: int, contracts: int, months: int) -> tuple[VariedSet, frozenset[str]]:
     with tempfile.TemporaryDirectory(prefix="countersign-duplicates-") as tmp:
-        data = generate(Path(tmp), seed, contracts=CONTRACTS, months=MONTHS)
+        data = generate(Path(tmp), seed, contracts=contracts, months=months)
     varied = vary(data.contracts, data.certificates, data.truth.duplicates, seed)
     return varied, run_pipeline(varied.contracts, varied.certificates).certified
 
@@ -85,16 +91,22 @@ def _row(label: str, row: SweepRow) -> str:
     )
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--smoke", action="store_true", help="one seed at a tiny size (make test)")
+    args = parser.parse_args(argv)
+    seeds, contracts, months = (
+        (SMOKE_SEEDS, SMOKE_CONTRACTS, SMOKE_MONTHS) if args.smoke else (SEEDS, CONTRACTS, MONTHS)
+    )
     if hasattr(signal, "alarm"):
         signal.alarm(ABORT_AFTER_SECONDS)
     assert not set(SEEDS) & set(TUNED_SEEDS)
-    sets = [_varied(seed) for seed in SEEDS]
+    sets = [_varied(seed, contracts, months) for seed in seeds]
     duplicates = sum(len(v.duplicates) for v, _ in sets)
     look_alikes = Counter(kind for v, _ in sets for kind in v.look_alikes.values())
     print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; seeds {SEEDS} "
-        f"(held out: tuned on {TUNED_SEEDS}), {CONTRACTS} contracts x {MONTHS} months each"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; seeds {seeds} "
+        f"(held out: tuned on {TUNED_SEEDS}), {contracts} contracts x {months} months each"
     )
     print(
         f"data: {sum(len(v.certificates) for v, _ in sets)} certificates, {duplicates} seeded re-submissions, "
@@ -158,18 +170,18 @@ def main() -> int:
         print(f"| re-submission: {kind} | {seeded_by_kind[kind]} | {held_by_kind[kind]} |")
     for look in LookAlike:
         print(f"| legitimate: {look} | {look_alikes[look]} | {wrongly[look]} |")
-    second_style()
+    second_style(SMOKE_SECOND_STYLE_RUNS if args.smoke else SECOND_STYLE_RUNS)
     return 0
 
 
-def second_style() -> None:
+def second_style(runs: tuple[tuple[int, int], ...]) -> None:
     profile = load_construction_profile(REPO_ROOT / "config" / "profiles" / "construction-second-style.yaml")
     print()
     print("The second-style generator as it is (each contract's window, similarity >= 0.70, amount within 5 %):")
     print()
     print("| seed | contracts | certificates | re-submissions | held against the original | legitimate held |")
     print("|---:|---:|---:|---:|---:|---|")
-    for seed, contracts in SECOND_STYLE_RUNS:
+    for seed, contracts in runs:
         with tempfile.TemporaryDirectory(prefix="countersign-duplicates-") as tmp:
             out = Path(tmp)
             generate_second_style(profile, seed, out, contracts=contracts)

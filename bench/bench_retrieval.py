@@ -1,6 +1,6 @@
 """Benchmark: clause retrieval — index build time and per-query latency, on the corpus and a 10,000-clause one.
 
-Run: .venv/bin/python bench/bench_retrieval.py [--scaled-clauses 10000] [--passes 5]
+Run: .venv/bin/python bench/bench_retrieval.py [--scaled-clauses 10000] [--passes 5] [--smoke]
 
 The queries are the labelled eval queries (config/evals/retrieval_queries.yaml) when present, else every clause
 title. Each is searched fused with k=5, once within its own form and once with no form filter, `--passes` times;
@@ -11,6 +11,7 @@ load and the ratio is the cost of the dense arm and the fusion. The dense arm al
 The scaled corpus is built in memory, deterministically: each form's clauses are copied until the form holds
 scaled/forms clauses, each copy re-numbered (sections 1.. of 99 clauses) and re-worded (a seeded choice of
 synonym swaps and a copy-specific schedule reference), so BM25 and the embeddings see distinct documents.
+`--smoke` scales to 200 clauses, makes one pass and gives no latency verdict: make test runs it so the bench cannot rot.
 Bounded: aborts itself after ABORT_AFTER_SECONDS.
 """
 
@@ -41,6 +42,7 @@ ABORT_AFTER_SECONDS = 600
 SEED = 7
 K = 5
 TARGET_P99_MS = 20.0
+SMOKE_SCALED_CLAUSES = 200
 CLAUSES_PER_SECTION = 99
 CORPUS_PATH = REPO_ROOT / "config" / "clauses" / "corpus.json"
 QUERIES_PATH = REPO_ROOT / "config" / "evals" / "retrieval_queries.yaml"
@@ -158,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--scaled-clauses", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="200 clauses, one pass, no latency verdict (make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.scaled_clauses, args.passes = SMOKE_SCALED_CLAUSES, 1
     if hasattr(signal, "alarm"):
         signal.alarm(ABORT_AFTER_SECONDS)
     print(f"python {platform.python_version()} on {platform.machine()}, cpus={_cpu_count()}")
@@ -203,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             if fused.p99_ms >= TARGET_P99_MS:
                 problems.append(f"{name}, filter {scope}: fused p99 {fused.p99_ms:.2f} ms >= {TARGET_P99_MS:.0f} ms")
+    if args.smoke:
+        print(f"target: fused p99 < {TARGET_P99_MS:.0f} ms: smoke run, not judged")
+        print("```")
+        return 0
     print(f"target: fused p99 < {TARGET_P99_MS:.0f} ms: {'met' if not problems else 'MISSED'}")
     print("```")
     for problem in problems:
