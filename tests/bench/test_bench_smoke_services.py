@@ -1,0 +1,72 @@
+"""The benchmarks that need PostgreSQL and HTTP (the trace, the signed callback, the attacked doors) run at a tiny
+size on every `make test`, so none can rot unnoticed as `bench_trace.py --skip-appends` did (issue 25). Each starts
+its own embedded PostgreSQL and, for the callbacks and doors, `countersign serve`. Nothing is timed here: the
+figures belong in docs/benchmarks.md, and a missed speed target does not fail a smoke run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+TIMEOUT_S = 180
+
+SMOKE: dict[str, list[str]] = {
+    "bench_trace.py": [
+        "--writers", "2", "--events", "200", "--events-b1", "50", "--verify-events", "2000", "--proofs", "10",
+    ],
+    "bench_callbacks.py": ["--decisions", "20", "--concurrency", "4"],
+    "bench_doors.py": ["--smoke"],
+}  # fmt: skip
+
+# What each run must print: proof that every phase ran to its table and its checks held.
+EXPECTED: dict[str, list[str]] = {
+    "bench_trace.py": [
+        "| plain INSERT baseline, B=10 |",
+        "| append_event + seal_pending per commit, B=1, 2 writers |",
+        "| append_event + GroupSealer, B=10, 2 writers |",
+        "verify ok=True, gap-free=True, pending left=0",
+        "| verify_chain, 2,000 events |",
+        "(ok=True)",
+        "| load_tree, 2,000 leaves |",
+        "| consistency_proof (10 random) |",
+    ],
+    "bench_callbacks.py": [
+        "decisions (HTTP): 20 of 20 requests",
+        "healthz baseline (HTTP): 20 of 20 requests",
+        "record_decision in-process (no HTTP, pool 10): 20 of 20 requests",
+        "ratio decisions/s / healthz req/s:",
+        "{'warmup': 200, 'bench': 20, 'direct': 20}",
+    ],
+    "bench_doors.py": [
+        "baseline  decisions    3",
+        "heads     decisions   13",
+        "idle      decisions   13",
+        "decisions recorded: 39 of 39",
+        "smoke run: tiny sizes, time and RSS not judged",
+    ],
+}
+
+
+@pytest.mark.parametrize("bench", sorted(SMOKE))
+def test_the_benchmark_runs_at_a_tiny_size_and_prints_its_table(bench: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH_DIR / bench), *SMOKE[bench]],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+        cwd=BENCH_DIR.parent,
+    )
+    assert done.returncode == 0, f"{bench} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "FAIL:" not in done.stdout
+    missing = [line for line in EXPECTED[bench] if line not in done.stdout]
+    assert not missing, f"{bench} did not print {missing}\n{done.stdout[-3000:]}"
+    assert "embedded postgres stopped" in done.stdout or "server stopped" in done.stdout
+
+
+def test_every_smoke_run_says_what_it_expects() -> None:
+    assert set(EXPECTED) == set(SMOKE)
