@@ -9,7 +9,7 @@ with `budget_exhausted` (bound `tool_calls`) after one model step and no tool-ca
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -20,7 +20,7 @@ from models.openai_compatible import MAX_ANSWER_BYTES
 from policy.escalation import EscalationReason
 from specialists.narration import NarrationEscalation, ask_model
 from tests.http_edge.test_body_limits import RSS_BUDGET_BYTES, RssSampler, rss_bytes
-from tests.models.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
+from tests.models.fake_openai import FakeOpenAI, Reply, completion
 
 GIB = 1024 * 1024 * 1024
 EARLY_BYTES = 32 * 1024 * 1024
@@ -33,18 +33,6 @@ REQUEST = ModelRequest(
     max_tokens=200,
     temperature=0.0,
 )
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with serve_fake_openai() as server:
-        yield server
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 @pytest.mark.parametrize("declare_length", [False, True], ids=["chunked", "content-length"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from models import Limits, LoopStopped, Message, ModelRequest, OpenAICompatibleProvider, run_loop
-from tests.models.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
+from tests.models.fake_openai import FakeOpenAI, Reply, completion
 
 PROMPT = "Why did rent at the Leeds depot rise in March?"
 ANSWER = "Rent rose with the new lease signed in February."
@@ -40,18 +40,6 @@ def tracer_provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield provider
     provider.shutdown()
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with serve_fake_openai() as server:
-        yield server
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 def no_content_in(span: ReadableSpan) -> None:

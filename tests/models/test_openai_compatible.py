@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -41,18 +40,6 @@ ASKS_FOR_GL_LINES = completion(
     ],
     finish_reason="tool_calls",
 )
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with serve_fake_openai() as server:
-        yield server
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 async def test_the_provider_posts_chat_completions_json_and_parses_text(

@@ -7,7 +7,6 @@ sleep moves, so a 30-second Retry-After costs nothing and every wait the loop ch
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -17,7 +16,7 @@ import pytest
 
 from models import Limits, LoopStopped, Message, ModelRequest, OpenAICompatibleProvider, ProviderUnavailable, run_loop
 from models.openai_compatible import retry_after_seconds
-from tests.models.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
+from tests.models.fake_openai import FakeOpenAI, Reply, completion
 
 REQUEST = ModelRequest(
     model="fake-model",
@@ -43,18 +42,6 @@ class FakeTime:
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with serve_fake_openai() as server:
-        yield server
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 def provider(base_url: str, http: httpx.AsyncClient) -> OpenAICompatibleProvider:
