@@ -127,3 +127,98 @@ async def closed_count(conn: AsyncConnection[Any], close_ids: list[str]) -> int:
         )
         count: int | None = await cur.fetchone()
     return count or 0
+
+
+# --- the trace keeping up ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SealingSample:
+    """One look at the trace's queue: how far sealing and signing have come."""
+
+    head_seq: int  # the last sealed event's sequence number (0: none sealed)
+    pending: int  # events committed but not yet chained
+    oldest_pending_id: int | None  # the queue's oldest entry, None when the queue is empty
+    checkpoint_size: int  # the tree size of the newest signed checkpoint (0: none)
+
+
+async def sealing_sample(conn: AsyncConnection[Any]) -> SealingSample:
+    async with conn.cursor(row_factory=class_row(SealingSample)) as cur:
+        await cur.execute(
+            "SELECT COALESCE((SELECT seq FROM trace_head), 0) AS head_seq,"
+            "       (SELECT count(*) FROM trace_pending) AS pending,"
+            "       (SELECT min(pending_id) FROM trace_pending) AS oldest_pending_id,"
+            "       COALESCE((SELECT max(tree_size) FROM trace_checkpoint), 0) AS checkpoint_size"
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+class SealingWatch:
+    """Judges samples taken while a drill runs: sealing keeps up while no event waits in the queue longer than
+    `max_wait_s`. A queue that only ever grows, or an oldest entry that never leaves, is what a stalled sealer looks
+    like from outside (the drill's own final seal would otherwise hide it)."""
+
+    def __init__(self, max_wait_s: float = 30.0) -> None:
+        self.max_wait_s = max_wait_s
+        self.samples = 0
+        self.longest_wait_s = 0.0
+        self.most_pending = 0
+        self._oldest: tuple[int, float] | None = None  # (pending id, when first seen oldest)
+        self._problem: str | None = None
+
+    def observe(self, sample: SealingSample, now: float) -> None:
+        self.samples += 1
+        self.most_pending = max(self.most_pending, sample.pending)
+        if sample.oldest_pending_id is None:
+            self._oldest = None
+            return
+        if self._oldest is None or self._oldest[0] != sample.oldest_pending_id:
+            self._oldest = (sample.oldest_pending_id, now)
+            return
+        waited = now - self._oldest[1]
+        self.longest_wait_s = max(self.longest_wait_s, waited)
+        if waited > self.max_wait_s and self._problem is None:
+            self._problem = (
+                f"sealing fell behind: the oldest queued trace event waited {waited:.0f}s"
+                f" (limit {self.max_wait_s:.0f}s)"
+                f" with {sample.pending} queued, the head at seq {sample.head_seq}"
+                f" and the newest checkpoint at tree size {sample.checkpoint_size}"
+            )
+
+    def problems(self) -> list[str]:
+        return [] if self._problem is None else [self._problem]
+
+
+@dataclass(frozen=True)
+class _ClosingRow:
+    close_id: str
+    closed_seq: int
+    signed_size: int
+    announced: bool
+
+
+async def closing_checkpoint_problems(conn: AsyncConnection[Any], close_ids: list[str]) -> list[str]:
+    """Each of `close_ids` that closed (its `period_closed` event is sealed) must end with a signed checkpoint that
+    covers that event, announced by a `checkpoint_signed` event of the close; one line per close that did not."""
+    async with conn.cursor(row_factory=class_row(_ClosingRow)) as cur:
+        await cur.execute(
+            "SELECT e.close_id::text AS close_id, e.seq AS closed_seq,"
+            "       COALESCE((SELECT max(tree_size) FROM trace_checkpoint), 0) AS signed_size,"
+            "       EXISTS (SELECT 1 FROM trace_event k WHERE k.close_id = e.close_id AND k.kind = 'checkpoint_signed'"
+            "                  AND k.seq > e.seq) AS announced"
+            "  FROM trace_event e WHERE e.kind = 'period_closed' AND e.close_id = ANY(%s::uuid[]) ORDER BY e.seq",
+            (close_ids,),
+        )
+        rows = await cur.fetchall()
+    problems = []
+    for row in rows:
+        if row.signed_size < row.closed_seq:
+            problems.append(
+                f"{row.close_id[:8]} closed at trace seq {row.closed_seq} but the newest signed checkpoint covers"
+                f" only {row.signed_size} events"
+            )
+        elif not row.announced:
+            problems.append(f"{row.close_id[:8]} closed at trace seq {row.closed_seq} with no closing checkpoint")
+    return problems
