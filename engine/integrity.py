@@ -222,3 +222,48 @@ async def closing_checkpoint_problems(conn: AsyncConnection[Any], close_ids: lis
         elif not row.announced:
             problems.append(f"{row.close_id[:8]} closed at trace seq {row.closed_seq} with no closing checkpoint")
     return problems
+
+
+# --- what a many-close run measured ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CardLatency:
+    """From a gate's deciding decision to the card of the next gate the same close opened after it."""
+
+    count: int  # decision → next card pairs measured
+    p50_s: float | None
+    p99_s: float | None
+    max_s: float | None
+
+
+async def decision_to_next_card(conn: AsyncConnection[Any], close_ids: list[str]) -> CardLatency:
+    async with conn.cursor(row_factory=class_row(CardLatency)) as cur:
+        await cur.execute(
+            "WITH decided AS ("
+            "  SELECT g.close_id, g.gate_id, max(d.decided_at) AS decided_at FROM gate g"
+            "    JOIN gate_decision d USING (gate_id) WHERE g.close_id = ANY(%(c)s::uuid[]) GROUP BY 1, 2),"
+            " pairs AS ("
+            "  SELECT extract(epoch FROM (SELECT min(m.sent_at) FROM gate n JOIN outbox_message m"
+            "           ON m.gate_id = n.gate_id AND m.kind = 'gate_card' AND m.sent_at IS NOT NULL"
+            "          WHERE n.close_id = d.close_id AND n.opened_at >= d.decided_at"
+            "            AND n.gate_id <> d.gate_id) - d.decided_at)::float8 AS seconds"
+            "    FROM decided d)"
+            " SELECT count(seconds)::int AS count,"
+            "        percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) AS p50_s,"
+            "        percentile_cont(0.99) WITHIN GROUP (ORDER BY seconds) AS p99_s,"
+            "        max(seconds) AS max_s"
+            "   FROM pairs WHERE seconds IS NOT NULL",
+            {"c": close_ids},
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def database_sessions(conn: AsyncConnection[Any]) -> int:
+    """Sessions the server has opened on this database since its statistics were reset (PostgreSQL 14+)."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        sessions: int | None = await cur.fetchone()
+    return int(sessions or 0)
