@@ -8,7 +8,7 @@ and raises `ProofError` on any failure; generation follows §2.1.3.1 (PATH) and 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 HASH_SIZE = 32
 MAX_TREE_SIZE = 2**64 - 1
@@ -263,3 +263,88 @@ def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: 
         raise ProofError("consistency proof does not lead to the old root")
     if sr != new_root:
         raise ProofError("consistency proof does not lead to the new root")
+
+
+# --- the compact range (frontier): the roots of the perfect subtrees that cover leaves 0..n ---------------------
+
+
+class FrontierError(ValueError):
+    """A frontier does not fit its tree size: wrong number of hashes, or a hash of the wrong length."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"frontier: {reason}")
+        self.reason = reason
+
+
+def check_frontier(frontier: Sequence[bytes], size: int) -> None:
+    """Raise FrontierError unless `frontier` could be the frontier of a tree of `size` leaves.
+
+    A tree of n leaves is covered by one perfect subtree per set bit of n, largest (leftmost) first (RFC 9162's MTH
+    splits at the largest power of two below n, so these are exactly its left spine's complete subtrees).
+    """
+    if not 0 <= size <= MAX_TREE_SIZE:
+        raise FrontierError(f"tree size {size} is outside 0..2**64-1")
+    expected = size.bit_count()
+    if len(frontier) != expected:
+        raise FrontierError(f"{len(frontier)} hashes for tree size {size}, which needs {expected}")
+    for position, item in enumerate(frontier):
+        if len(item) != HASH_SIZE:
+            raise FrontierError(f"hash {position} is {len(item)} bytes, expected {HASH_SIZE}")
+
+
+def frontier_root(frontier: Sequence[bytes]) -> bytes:
+    """MTH of the tree the frontier covers: fold the subtree roots from the right (EMPTY_ROOT for no leaves)."""
+    if not frontier:
+        return EMPTY_ROOT
+    root = frontier[-1]
+    for left in reversed(frontier[:-1]):
+        root = node_hash(left, root)
+    return root
+
+
+def extend_frontier(frontier: Sequence[bytes], size: int, leaf_hashes: Iterable[bytes]) -> tuple[list[bytes], int]:
+    """The frontier and size after appending `leaf_hashes` to a tree of `size` leaves with `frontier`.
+
+    Each leaf costs one hash per trailing one-bit of the size it lands on (amortised one node hash per leaf).
+    """
+    check_frontier(frontier, size)
+    sha256 = hashlib.sha256
+    stack = list(frontier)
+    for leaf in leaf_hashes:
+        if len(leaf) != HASH_SIZE:
+            raise LeafHashError(size, len(leaf))
+        if size >= MAX_TREE_SIZE:
+            raise TreeRangeError("tree size", size + 1, MAX_TREE_SIZE)
+        node, carry = leaf, size
+        while carry & 1:
+            node = sha256(_NODE_PREFIX + stack.pop() + node).digest()
+            carry >>= 1
+        stack.append(node)
+        size += 1
+    return stack, size
+
+
+def frontier_from_leaf_hashes(hashes: Sequence[bytes]) -> list[bytes]:
+    """The frontier of the tree over `hashes`, each perfect subtree hashed level by level (fast for a full read)."""
+    _check_leaf_hashes(hashes)
+    frontier: list[bytes] = []
+    start, remaining = 0, len(hashes)
+    while remaining:
+        width = 1 << (remaining.bit_length() - 1)
+        frontier.append(root_from_leaf_hashes(hashes[start : start + width]))
+        start, remaining = start + width, remaining - width
+    return frontier
+
+
+def pack_frontier(frontier: Sequence[bytes]) -> bytes:
+    """The frontier as stored: its hashes concatenated, largest subtree first (32 bytes each)."""
+    return b"".join(frontier)
+
+
+def unpack_frontier(packed: bytes, size: int) -> list[bytes]:
+    """The frontier stored for a tree of `size` leaves; FrontierError if the bytes cannot be one."""
+    if len(packed) % HASH_SIZE:
+        raise FrontierError(f"{len(packed)} bytes is not a whole number of {HASH_SIZE}-byte hashes")
+    frontier = [packed[offset : offset + HASH_SIZE] for offset in range(0, len(packed), HASH_SIZE)]
+    check_frontier(frontier, size)
+    return frontier

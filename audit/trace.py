@@ -347,15 +347,17 @@ def _exact_canonical(row: StoredEventText) -> bytes | None:
         return None
 
 
-async def iter_sealed(conn: AsyncConnection[Any], *, upto_seq: int | None = None) -> AsyncIterator[list[SealedRecord]]:
-    """Every sealed event in sequence order, in batches, JSON columns read as text (no Python JSON objects).
+async def iter_sealed(
+    conn: AsyncConnection[Any], *, after_seq: int = 0, upto_seq: int | None = None
+) -> AsyncIterator[list[SealedRecord]]:
+    """Every sealed event after `after_seq` in sequence order, in batches, JSON columns read as text.
 
     A record's `canonical` comes from orjson over the text columns when SHA-256(prev_hash || those bytes) equals
     the stored hash (then they are the sealed bytes, see `_row_canonical`), and from `canonical_bytes` otherwise,
     so it is always the exact RFC 8785 form of the event as stored.
     """
     versions_seen: dict[str, bytes | None] = {}
-    after = 0
+    after = after_seq
     while True:
         async with conn.cursor(row_factory=class_row(StoredEventText)) as cur:
             await cur.execute(
@@ -407,7 +409,7 @@ async def verify_chain(conn: AsyncConnection[Any], *, collect_leaves: bool = Fal
     return await _verify_chain(conn, collect_leaves)
 
 
-def _chain_problem(record: SealedRecord, expected_seq: int, expected_prev: bytes) -> tuple[int, str] | None:
+def chain_problem(record: SealedRecord, expected_seq: int, expected_prev: bytes) -> tuple[int, str] | None:
     """The first thing wrong with `record` as the next link of the chain, with the sequence number to name."""
     if record.seq != expected_seq:
         return expected_seq, f"sequence gap: expected {expected_seq}, found {record.seq}"
@@ -430,7 +432,7 @@ async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> Ver
     expected_seq = 1
     async for batch in iter_sealed(conn):
         for record in batch:
-            problem = _chain_problem(record, expected_seq, expected_prev)
+            problem = chain_problem(record, expected_seq, expected_prev)
             if problem is not None:
                 return VerifyResult(False, expected_seq - 1, expected_prev, *problem)
             if leaves is not None:
