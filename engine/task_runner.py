@@ -140,7 +140,7 @@ async def run_ready_tasks(
 async def _perform(session: CloseSession, ctx: EngineContext, tc: TaskContext, handler: TaskHandler) -> dict[str, Any]:
     if tc.task.specialist is None:
         return await handler.compute(session.conn, tc)
-    payload = await handler.specialist_input(session.conn, tc)
+    payload = await handler.prepared_input(session, ctx.call, tc)
     off = model_off_reason(tc)
     if off is not None:  # derived from the stored escalation, so a retried call sends the same payload (same key)
         payload = {**payload, MODEL_OFF_FIELD: off}

@@ -1,8 +1,13 @@
 """Reconciliation specialist: bank matching, subledger-to-control and intercompany agreement.
 
-The matching and the halt are deterministic (`handle`). `handle_with_model` adds, to a halted bank
-reconciliation, an explanation of why the lines did not match, written by a model behind the narration guards
-(bank references and memos reach it only as quoted data), with a deterministic explanation as its fallback.
+The matching and the halt are deterministic (`handle`). A bank reconciliation arrives whole (`bank`: every line of
+every cash account in one message) or, for books too large for one message, in pages (docs/adr/0041): each
+`bank_page` holds whole matching groups of the lines the engine's exact one-to-one pass left, and a closing
+`bank_pages` message carries the accounts' totals, the pages' figures and the first unmatched lines.
+
+`handle_with_model` adds, to a halted bank reconciliation, an explanation of why the lines did not match, written by
+a model behind the narration guards (bank references and memos reach it only as quoted data), with a deterministic
+explanation as its fallback.
 """
 
 from __future__ import annotations
@@ -100,11 +105,13 @@ def handle(payload: dict[str, Any]) -> dict[str, Any]:
     kind = payload.get("kind")
     handlers: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
         "bank": _bank,
+        "bank_page": _bank_page,
+        "bank_pages": _bank_pages,
         "subledger": _subledger,
         "intercompany": _intercompany,
     }
     if not isinstance(kind, str) or kind not in handlers:
-        raise SpecialistInputError("kind", f"expected one of bank, subledger, intercompany, got {kind!r}")
+        raise SpecialistInputError("kind", f"expected one of {', '.join(handlers)}, got {kind!r}")
     return handlers[kind](payload)
 
 
@@ -173,6 +180,8 @@ class UnmatchedBankLine:
 def _unmatched_bank_lines(payload: Mapping[str, Any], result: Mapping[str, Any]) -> list[UnmatchedBankLine]:
     """The unmatched bank lines of every halted account, in the matcher's (date, id) order."""
     halted = {entry["account"]: entry for entry in result["accounts"] if entry["halt"]}
+    if payload.get("kind") == "bank_pages":
+        return _listed_unmatched_lines(payload, halted)
     lines: list[UnmatchedBankLine] = []
     for position, raw in enumerate(_list(payload, "accounts", "accounts")):
         entry = _object(raw, f"accounts[{position}]")
@@ -189,6 +198,31 @@ def _unmatched_bank_lines(payload: Mapping[str, Any], result: Mapping[str, Any])
             line = bank[line_id]
             lines.append(UnmatchedBankLine(account, line, quoted, line.amount in gl_amounts))
     return lines
+
+
+def _listed_unmatched_lines(
+    payload: Mapping[str, Any], halted: Mapping[str, Mapping[str, Any]]
+) -> list[UnmatchedBankLine]:
+    """A paged reconciliation's listed unmatched bank lines of every halted account (the engine lists the first
+    LISTED_LINES in the matcher's order, each with whether the ledger has a line of equal amount)."""
+    lines: list[UnmatchedBankLine] = []
+    for position, raw in enumerate(_list(payload, "accounts", "accounts")):
+        entry = _object(raw, f"accounts[{position}]")
+        account = _text(entry, "account", f"accounts[{position}].account")
+        if account not in halted:
+            continue
+        field = f"accounts[{position}].unmatched_bank_lines"
+        raw_lines = _list(entry, "unmatched_bank_lines", field)
+        for line, item in zip(_cash_lines(entry, "unmatched_bank_lines", field), raw_lines, strict=True):
+            quoted = {key: item[key] for key in _QUOTED_TEXT_FIELDS if isinstance(item.get(key), str) and item[key]}
+            lines.append(UnmatchedBankLine(account, line, quoted, item.get("ledger_has_equal_amount") is True))
+    return lines
+
+
+def _unmatched_count(entry: Mapping[str, Any]) -> int:
+    """An account result's unmatched bank lines: every bank line the matcher did not pair (its `unmatched_bank`
+    lists them all for a whole reconciliation, the first LISTED_LINES for a paged one)."""
+    return int(entry["bank_lines"]) - int(entry["matched"])
 
 
 def explanation_inputs(
@@ -220,10 +254,12 @@ def explanation_inputs(
                     **pointers,
                 }
             )
-        unmatched_count = len(entry["unmatched_bank"])
+        unmatched_count = _unmatched_count(entry)
         allowed.extend(
             [Decimal(entry[key]) for key in ("bank_lines", "gl_lines", "matched")] + [Decimal(unmatched_count)]
         )
+        if unmatched_count > len(lines):
+            allowed.append(Decimal(unmatched_count - len(lines)))
         allowed.extend(figure.value for figure in extract_figures(entry["account"]))
         allowed.append(Decimal(entry["unmatched_bank_amount"]))
         accounts.append(
@@ -258,10 +294,12 @@ def draft_explanation(result: Mapping[str, Any], unmatched: Sequence[UnmatchedBa
             for item in unmatched
             if item.account == entry["account"]
         ]
+        unlisted = _unmatched_count(entry) - len(described)
         paragraphs.append(
-            f"Account {entry['account']}: {len(entry['unmatched_bank'])} of {entry['bank_lines']} bank lines found "
+            f"Account {entry['account']}: {_unmatched_count(entry)} of {entry['bank_lines']} bank lines found "
             "no ledger line with the same amount and reference within the date window. Unmatched: "
             + "; ".join(described)
+            + (f"; and {unlisted} more" if unlisted > 0 else "")
             + "."
         )
     return "\n".join(paragraphs)
@@ -317,6 +355,109 @@ def _bank(payload: Mapping[str, Any]) -> dict[str, Any]:
         "kind": "bank",
         "accounts": results,
         "matches": all_matches,
+        "halted": bool(reasons),
+        "halt_reason": "; ".join(reasons) if reasons else None,
+    }
+
+
+LISTED_LINES = 200
+"""A paged reconciliation lists at most this many unmatched bank lines, and as many unmatched GL line ids, per
+account (the first in the matcher's order); it counts and sums them all."""
+
+
+def _bank_page(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One page: whole matching groups (same account, amount and reference) matched exactly as `_bank` would."""
+    window_days = _non_negative_int(payload, "date_window_days", "date_window_days")
+    account = _text(payload, "account", "account")
+    page = _non_negative_int(payload, "page", "page")
+    bank = _cash_lines(payload, "bank_lines", "bank_lines")
+    gl = _cash_lines(payload, "gl_lines", "gl_lines")
+    result = match_bank_lines(bank, gl, window_days)
+    unmatched_ids = set(result.unmatched_bank)
+    return {
+        "kind": "bank_page",
+        "account": account,
+        "page": page,
+        "bank_lines": len(bank),
+        "gl_lines": len(gl),
+        "matched": len(result.matches),
+        "matches": [[bank_id, gl_id] for bank_id, gl_id in result.matches],
+        "unmatched_bank": result.unmatched_bank,
+        "unmatched_gl": result.unmatched_gl,
+        "unmatched_bank_amount": _format_money(
+            sum((line.amount for line in bank if line.id in unmatched_ids), Decimal(0))
+        ),
+    }
+
+
+def _bank_pages(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The closing message of a paged reconciliation: per account, the lines the engine matched exactly, the pages'
+    figures (each page's result is stored under its own key), and the first unmatched lines. The control sums must
+    hold (every line either matched exactly or sent on a page); the halt is decided here, as for a whole one."""
+    tolerance = _share(payload, "unmatched_tolerance", "unmatched_tolerance")
+    _non_negative_int(payload, "date_window_days", "date_window_days")
+    seen_accounts: set[str] = set()
+    results: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    for position, raw in enumerate(_list(payload, "accounts", "accounts")):
+        field = f"accounts[{position}]"
+        entry = _object(raw, field)
+        account = _text(entry, "account", f"{field}.account")
+        if account in seen_accounts:
+            raise SpecialistInputError(f"{field}.account", f"duplicate account {account!r}")
+        seen_accounts.add(account)
+        counts = {
+            key: _non_negative_int(entry, key, f"{field}.{key}")
+            for key in ("bank_lines", "gl_lines", "matched_exactly", "pages", "paged_bank_lines", "paged_gl_lines")
+        }
+        paged_matched = _non_negative_int(entry, "paged_matched", f"{field}.paged_matched")
+        for side in ("bank_lines", "gl_lines"):
+            if counts["matched_exactly"] + counts[f"paged_{side}"] != counts[side]:
+                raise SpecialistInputError(
+                    f"{field}.{side}",
+                    f"{counts[side]} lines, but {counts['matched_exactly']} matched exactly and "
+                    f"{counts[f'paged_{side}']} sent on pages",
+                )
+        if paged_matched > min(counts["paged_bank_lines"], counts["paged_gl_lines"]):
+            raise SpecialistInputError(f"{field}.paged_matched", f"{paged_matched} exceeds the lines on pages")
+        bank_count = counts["bank_lines"]
+        matched = counts["matched_exactly"] + paged_matched
+        unmatched = bank_count - matched
+        listed = _cash_lines(entry, "unmatched_bank_lines", f"{field}.unmatched_bank_lines")
+        unmatched_gl = [
+            _text({"id": item}, "id", f"{field}.unmatched_gl[{n}]")
+            for n, item in enumerate(_list(entry, "unmatched_gl", f"{field}.unmatched_gl"))
+        ]
+        if len(listed) > min(unmatched, LISTED_LINES) or len(unmatched_gl) > LISTED_LINES:
+            raise SpecialistInputError(f"{field}.unmatched_bank_lines", f"lists more than the {unmatched} unmatched")
+        unmatched_amount = _money(entry, "unmatched_bank_amount", f"{field}.unmatched_bank_amount")
+        share = Decimal(unmatched) / Decimal(bank_count) if bank_count else Decimal(0)
+        halt = Decimal(unmatched) > tolerance * Decimal(bank_count)
+        results.append(
+            {
+                "account": account,
+                "bank_lines": bank_count,
+                "gl_lines": counts["gl_lines"],
+                "matched": matched,
+                "unmatched_bank": [line.id for line in listed],
+                "unmatched_gl": unmatched_gl,
+                "unmatched_share": _format_share(share),
+                "unmatched_bank_amount": _format_money(unmatched_amount),
+                "halt": halt,
+                "matched_exactly": counts["matched_exactly"],
+                "pages": counts["pages"],
+                "unmatched_gl_lines": counts["gl_lines"] - matched,
+                **_carried(entry, field),
+            }
+        )
+        if halt:
+            reasons.append(
+                f"account {account}: {unmatched} of {bank_count} bank lines unmatched "
+                f"(tolerance {_format_percent(tolerance)})"
+            )
+    return {
+        "kind": "bank",
+        "accounts": results,
         "halted": bool(reasons),
         "halt_reason": "; ".join(reasons) if reasons else None,
     }

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 
@@ -19,6 +19,10 @@ from engine.outbox import ChannelTarget
 from engine.runs import CloseRecord
 from money.formatting import DEFAULT_LOCALE, format_money
 from policy import AlwaysHumanEvent, EscalationReason, Policy, WorkflowTask
+
+if TYPE_CHECKING:
+    from engine.close_session import CloseSession
+    from engine.dispatch import SpecialistCall
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ class TaskHandler:
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         """The message for the task's specialist, built from the database (specialist tasks only)."""
         raise NotImplementedError(f"{type(self).__name__} builds no specialist input")
+
+    async def prepared_input(self, session: CloseSession, call: SpecialistCall, tc: TaskContext) -> dict[str, Any]:
+        """The message for the task's specialist when building it may call the specialist first (a bank
+        reconciliation too large for one message sends its pages: docs/adr/0041); by default `specialist_input`."""
+        return await self.specialist_input(session.conn, tc)
 
     async def compute(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         """The result of a task without a specialist, computed by the engine itself."""

@@ -22,7 +22,8 @@ from specialists.variance import VarianceLine  # the row the variance query retu
 Row = TypeVar("Row")
 
 
-def _money(value: Decimal | None) -> str:
+def money(value: Decimal | None) -> str:
+    """An amount as the specialists read it: a string with two decimals."""
     return str((value or Decimal("0")).quantize(Decimal("0.01")))
 
 
@@ -55,6 +56,27 @@ async def _gl_balance(conn: AsyncConnection[Any], book_set_id: int, account: str
         (book_set_id, account),
     )
     return Decimal(balance)
+
+
+async def functional_currency(conn: AsyncConnection[Any], book_set_id: int) -> str:
+    (currency,) = await _values(conn, "SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
+    return str(currency)
+
+
+async def gl_amounts_present(
+    conn: AsyncConnection[Any], book_set_id: int, account: str, amounts: Sequence[Decimal], *, in_currency: bool
+) -> set[Decimal]:
+    """Which of `amounts` some GL line of the account carries (in the account's own currency when it is foreign)."""
+    if not amounts:
+        return set()
+    gl_amount = "COALESCE(currency_amount, amount)" if in_currency else "amount"
+    found = await _values(
+        conn,
+        f"SELECT DISTINCT {gl_amount} FROM book_gl_line WHERE book_set_id = %s AND account = %s"
+        f" AND {gl_amount} = ANY(%s)",
+        (book_set_id, account, list(amounts)),
+    )
+    return {Decimal(value) for value in found}
 
 
 async def latest_feed_version(conn: AsyncConnection[Any], book_set_id: int) -> int:
@@ -145,7 +167,7 @@ async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int
         if foreign:
             assert cash.currency is not None
             entry["currency"] = cash.currency
-            entry["fx"] = await _unrealised_difference(conn, book_set_id, cash.account, cash.currency, functional)
+            entry["fx"] = await unrealised_difference(conn, book_set_id, cash.account, cash.currency, functional)
         accounts.append(entry)
     return {
         "kind": "bank",
@@ -156,7 +178,7 @@ async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int
     }
 
 
-async def _unrealised_difference(
+async def unrealised_difference(
     conn: AsyncConnection[Any], book_set_id: int, account: str, currency: str, functional: str
 ) -> dict[str, Any]:
     """A foreign-currency account's balance revalued at the books' closing rate, against what the ledger carries."""
@@ -172,8 +194,8 @@ async def _unrealised_difference(
     explained: dict[str, Any] = {
         "currency": currency,
         "functional_currency": functional,
-        "balance": _money(balance.in_currency),
-        "carrying_value": _money(balance.functional),
+        "balance": money(balance.in_currency),
+        "carrying_value": money(balance.functional),
         "lines_without_currency": balance.lines_without_currency,
     }
     if rate is None:
@@ -187,14 +209,14 @@ async def _unrealised_difference(
             "rate": format(rate.rate.normalize(), "f"),
             "rate_date": rate.rate_date.isoformat(),
             "rate_source": rate.source,
-            "revalued": _money(revalued),
-            "unrealised_difference": _money(difference),
+            "revalued": money(revalued),
+            "unrealised_difference": money(difference),
             "note": (
-                f"{currency} {_money(balance.in_currency)} at {format(rate.rate.normalize(), 'f')} "
-                f"({rate.source}, {rate.rate_date.isoformat()}) is {functional} {_money(revalued)} against "
-                f"{functional} {_money(balance.functional)} carried: an unrealised "
+                f"{currency} {money(balance.in_currency)} at {format(rate.rate.normalize(), 'f')} "
+                f"({rate.source}, {rate.rate_date.isoformat()}) is {functional} {money(revalued)} against "
+                f"{functional} {money(balance.functional)} carried: an unrealised "
                 f"{'gain' if difference > 0 else 'loss' if difference < 0 else 'difference'} of "
-                f"{functional} {_money(abs(difference))}, explained here and not matched against bank lines"
+                f"{functional} {money(abs(difference))}, explained here and not matched against bank lines"
             ),
         }
     )
@@ -205,7 +227,7 @@ def _line(line: LedgerLine) -> dict[str, str]:
     return {
         "id": line.line_id,
         "date": line.line_date.isoformat(),
-        "amount": _money(line.amount),
+        "amount": money(line.amount),
         "reference": line.reference,
     }
 
@@ -235,8 +257,8 @@ async def subledger_input(conn: AsyncConnection[Any], book_set_id: int, policy: 
         "kind": "subledger",
         "ledger": ledger,
         "control_account": control,
-        "control_balance": _money(await _gl_balance(conn, book_set_id, control)),
-        "subledger_total": _money(totals.total),
+        "control_balance": money(await _gl_balance(conn, book_set_id, control)),
+        "subledger_total": money(totals.total),
         "items": totals.items,
         "tolerance_amount": str(policy.reconciliation.subledger_tolerance_amount),
     }
@@ -268,8 +290,8 @@ async def intercompany_input(conn: AsyncConnection[Any], book_set_id: int, polic
             {
                 "counterparty": pair.counterparty,
                 "account": pair.account,
-                "our_balance": _money(pair.our_balance),
-                "their_balance": _money(pair.their_balance),
+                "our_balance": money(pair.our_balance),
+                "their_balance": money(pair.their_balance),
             }
             for pair in pairs
         ],
@@ -313,7 +335,7 @@ async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: s
                 "vendor": receipt.vendor,
                 "po_number": receipt.po_number,
                 "received_date": receipt.received_date.isoformat(),
-                "amount": _money(receipt.amount),
+                "amount": money(receipt.amount),
                 "expense_account": receipt.expense_account,
                 "description": receipt.description,
             }
@@ -365,11 +387,11 @@ async def variance_input(
             {
                 "account": line.account,
                 "name": line.name,
-                "actual": _money(line.actual),
-                "prior": _money(line.prior),
-                "budget": _money(line.budget),
-                "variance_prior": _money(line.variance_prior),
-                "variance_budget": _money(line.variance_budget),
+                "actual": money(line.actual),
+                "prior": money(line.prior),
+                "budget": money(line.budget),
+                "variance_prior": money(line.variance_prior),
+                "variance_budget": money(line.variance_budget),
                 "variance_budget_pct": None if line.variance_budget_pct is None else str(line.variance_budget_pct),
             }
             for line in lines

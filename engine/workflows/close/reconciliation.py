@@ -8,14 +8,24 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from engine.close_session import CloseSession
+from engine.dispatch import SpecialistCall
 from engine.workflows.base import Escalate, TaskContext, TaskHandler
-from engine.workflows.close import inputs, queries
+from engine.workflows.close import bank_pages, inputs, queries
 from policy import AlwaysHumanEvent, EscalationReason
 
 
 class BankReconciliation(TaskHandler):
+    def __init__(self, page_lines: int = bank_pages.PAGE_LINES, *, force_pages: bool = False) -> None:
+        self.page_lines = page_lines
+        self.force_pages = force_pages
+
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
         return await inputs.bank_reconciliation_input(conn, tc.close.book_set_id, tc.policy)
+
+    async def prepared_input(self, session: CloseSession, call: SpecialistCall, tc: TaskContext) -> dict[str, Any]:
+        """The whole payload when the cash lines fit one page; else pages first, then the closing message."""
+        return await bank_pages.paged_input(session, call, tc, page_lines=self.page_lines, force_pages=self.force_pages)
 
     def check_result(self, tc: TaskContext, payload: Mapping[str, Any], result: Mapping[str, Any]) -> None:
         """A foreign account's currency and exchange explanation come back exactly as the engine sent them."""
