@@ -12,9 +12,9 @@ from cli.common import console, err, fail, run, runtime, settings_or_exit
 
 if TYPE_CHECKING:
     from countersign.metrics import WorkerMetrics
+    from engine.jobs import DeliveryOutcome
     from engine.orchestrator import AdvanceReport
     from engine.shutdown import Released
-    from engine.worker import DeliveryOutcome
 
 specialists_app = typer.Typer(help="The A2A specialist agents.", no_args_is_help=True)
 
@@ -155,26 +155,35 @@ def specialists_serve(
 
 
 def worker(
-    once: Annotated[bool, typer.Option(help="Advance every runnable close once, then exit.")] = False,
-    interval_s: Annotated[float, typer.Option(help="Seconds between passes.")] = 5.0,
-    max_passes: Annotated[int, typer.Option(help="Stop after this many passes (0: no limit).")] = 0,
-    close: Annotated[str | None, typer.Option("--close", help="Only this close (drills use it).")] = None,
+    once: Annotated[bool, typer.Option(help="Run jobs until none is ready (the outbox too), then exit.")] = False,
+    close: Annotated[
+        str | None, typer.Option("--close", help="Wake this close first: its advance is enqueued, due now (drills).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Jobs in flight at once (default COUNTERSIGN_WORKER_CONCURRENCY).")
+    ] = None,
+    poll_s: Annotated[
+        float, typer.Option(help="Fallback poll, seconds: new jobs wake the worker at once (NOTIFY); due ones by this.")
+    ] = 5.0,
     metrics_port: Annotated[
-        int | None, typer.Option(help="Serve this worker's /metrics on this port (pass duration, deliveries).")
+        int | None, typer.Option(help="Serve this worker's /metrics on this port (job duration, deliveries).")
     ] = None,
     metrics_host: Annotated[str, typer.Option(help="Interface for --metrics-port.")] = "127.0.0.1",
-    grace_s: Annotated[float, typer.Option(help="On SIGTERM, seconds the pass in flight gets to finish.")] = 30.0,
+    grace_s: Annotated[float, typer.Option(help="On SIGTERM, seconds the jobs in flight get to finish.")] = 30.0,
+    interval_s: Annotated[float | None, typer.Option(hidden=True, help="Old name of --poll-s.")] = None,
+    max_passes: Annotated[int, typer.Option(hidden=True, help="Ignored: the worker has no passes any more.")] = 0,
 ) -> None:
-    """Advance every runnable close; many workers may run against one database.
+    """Run the engine's jobs (advance a run, wake it at a deadline, sign a checkpoint, deliver); many workers on many
+    machines may run against one database.
 
-    SIGTERM (or Ctrl-C) starts no new close or delivery; the one in flight gets --grace-s seconds to finish, then is
-    cancelled; every outbox claim and dispatch lease this process still holds is released; exit 0.
+    SIGTERM (or Ctrl-C) starts no new job; the ones in flight get --grace-s seconds to finish, then are cancelled;
+    every outbox claim and dispatch lease this process still holds is released; exit 0.
     """
     from bot.delivery import DeliveryReport, deliver_due
     from countersign import telemetry
     from countersign.chat import ChatConfigError, build_senders, check_chat_settings
     from countersign.metrics import WorkerMetrics
-    from countersign.runtime import connection, engine_context
+    from countersign.runtime import engine_context, worker_pool
     from engine.leases import Connect
     from engine.worker import WorkerPlan, run_worker
 
@@ -183,6 +192,11 @@ def worker(
         check_chat_settings(rt.settings)
     except ChatConfigError as exc:
         fail(str(exc))
+    if concurrency is not None and not 1 <= concurrency <= 256:
+        fail(f"--concurrency must be between 1 and 256, not {concurrency}")
+    poll_s = poll_s if interval_s is None else interval_s
+    if poll_s <= 0:
+        fail(f"--poll-s must be positive, not {poll_s}")
     _observe(rt.settings.log_format, telemetry.WORKER)
     senders = build_senders(rt.settings)
     metrics = WorkerMetrics()
@@ -190,20 +204,25 @@ def worker(
     async def deliver(connect: Connect) -> DeliveryReport:
         return await deliver_due(connect, senders, budget_hours=rt.settings.outbox_budget_hours)  # type: ignore[arg-type]
 
-    plan = WorkerPlan(once=once, interval_s=interval_s, max_passes=max_passes, only_close=close, grace_s=grace_s)
+    jobs_at_once = concurrency or rt.settings.worker_concurrency
+    plan = WorkerPlan(once=once, only_close=close, grace_s=grace_s, concurrency=jobs_at_once, poll_s=poll_s)
     if metrics_port is not None:
         bound = metrics.serve(metrics_host, metrics_port)
         err.print(f"worker metrics at http://{metrics_host}:{bound}/metrics", highlight=False)
+
+    async def work() -> None:
+        async with worker_pool(rt, jobs_at_once) as pool:  # one pool for the process, sized by the settings
+            await run_worker(pool, lambda: engine_context(rt), deliver, plan, WorkerLines(metrics))
+
     try:
-        # a connection per short step: none is held across a specialist, Slack or Teams call
-        run(lambda: run_worker(lambda: connection(rt), lambda: engine_context(rt), deliver, plan, WorkerLines(metrics)))
+        run(work)
     finally:
         metrics.close()
         telemetry.shutdown_tracing()
 
 
 class WorkerLines:
-    """What the worker command prints and counts as the passes run."""
+    """What the worker command prints and counts as the jobs run."""
 
     def __init__(self, metrics: WorkerMetrics) -> None:
         self.metrics = metrics

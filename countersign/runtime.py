@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import psycopg
 from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from countersign import migrate
 from countersign.chat import channel_targets
@@ -174,6 +175,14 @@ async def role_connection(url: str, role: str) -> AsyncIterator[AsyncConnection[
         yield conn
     finally:
         await conn.close()
+
+
+def worker_pool(runtime: Runtime, concurrency: int) -> AsyncConnectionPool[Any]:
+    """The worker process's one pool, as the engine role (not yet open), sized by COUNTERSIGN_WORKER_POOL_SIZE."""
+    from engine.jobs import pool_for_jobs, pool_size_for
+
+    size = runtime.settings.worker_pool_size or pool_size_for(concurrency)
+    return pool_for_jobs(runtime.database.url_for("engine"), size=max(size, pool_size_for(1)))
 
 
 class MissingSpecialistToken(RuntimeError):

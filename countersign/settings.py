@@ -136,6 +136,14 @@ class Settings(BaseSettings):
         24.0,
         doc="how long the outbox retries a chat message (jittered backoff) before it is dead-lettered",
     )
+    worker_concurrency: Annotated[int, Field(ge=1, le=256)] = env(
+        "COUNTERSIGN_WORKER_CONCURRENCY", 4, doc="jobs one `countersign worker` process runs at once"
+    )
+    worker_pool_size: Annotated[int, Field(ge=0, le=1024)] = env(
+        "COUNTERSIGN_WORKER_POOL_SIZE",
+        0,
+        doc="database connections one worker process may hold (0: its concurrency + 3)",
+    )
     # Read by the OpenTelemetry SDK itself (countersign/telemetry.py); declared here to be checked and shown.
     otel_exporter_otlp_endpoint: str | None = env("OTEL_EXPORTER_OTLP_ENDPOINT", doc="traces on when set")
     otel_exporter_otlp_traces_endpoint: str | None = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

@@ -1,51 +1,62 @@
-"""The worker: passes until told to stop, each advancing every runnable close, signing a log checkpoint, announcing
-gate changes and delivering the outbox.
+"""The worker: a process that runs jobs (engine/jobs.py, ADR 0040) until told to stop.
 
-Many workers may run passes against one database at once: `advance` takes a per-close lock, the outbox is claimed
-with leases. Delivery to Slack and Teams lives in `bot/`, which the engine may not import, so the caller passes it
-in as `deliver`. No connection is held across a specialist, Slack or Teams call: each step takes one from `connect`.
+Many workers on many machines may run against one database: procrastinate hands each ready job to one of them, an
+advance's lock keeps one run's advances in order, and a worker sleeps until PostgreSQL notifies it of a new job (a
+slow poll is only the fallback, and how scheduled jobs such as gate deadlines are seen). Delivery to Slack and Teams
+lives in `bot/`, which the engine may not import, so the caller passes it in as `deliver`. The process keeps one pool;
+no connection is held across a specialist, Slack or Teams call.
 
-A stop signal (SIGTERM, Ctrl-C) starts no new close or delivery; the pass in flight gets `grace_s` seconds to finish,
-then is cancelled; every outbox claim and dispatch lease this process still holds is released. What the process
-prints or counts comes in as a `WorkerWatch`.
+A stop signal (SIGTERM, Ctrl-C) starts no new job; the jobs in flight get `grace_s` seconds to finish, then are
+cancelled; every outbox claim and dispatch lease this process still holds is released. What the process prints or
+counts comes in as a `WorkerWatch`.
 
-Traced (when the process installed a tracer provider, countersign/telemetry.py), a pass is one `worker.pass` span with
-one `close.advance` span per close under it (the close's id, the state it reached, how many steps it took); specialist
-calls and deliveries hang under those. SQL statements are not traced here (tests/countersign/test_worker_spans.py).
+`run_worker_pass` is the one-off form kept for tools and tests: advance every close not closed once, sign, deliver.
+
+Traced (when the process installed a tracer provider, countersign/telemetry.py), a worker is one `worker.run` span
+with one `close.advance` span per advance job under it (the close's id, the state it reached, how many steps it
+took); specialist calls and deliveries hang under those. SQL statements are not traced here
+(tests/countersign/test_worker_spans.py).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from opentelemetry import trace
+from psycopg_pool import AsyncConnectionPool
 
 from audit.transparency_log import sign_log_checkpoint
+from engine.jobs import (
+    CHECKPOINT_MIN_NEW_EVENTS,
+    Deliver,
+    DeliveryOutcome,
+    JobCounts,
+    JobPlan,
+    JobWatch,
+    enqueue_job,
+    run_jobs,
+)
 from engine.leases import Connect
 from engine.orchestrator import AdvanceReport, EngineContext, advance
 from engine.outbox import enqueue_card_updates
 from engine.runs import runnable_close_ids
-from engine.shutdown import Released, StopSignal, finish_or_cancel, release_claims
+from engine.shutdown import Released, StopSignal, release_claims
 
 WORKER_ACTOR = "countersign-worker"
 tracer = trace.get_tracer("countersign.worker")  # a no-op unless the process installed a tracer provider
-CHECKPOINT_MIN_NEW_EVENTS = 2  # signing appends its own event: never sign a checkpoint of only the last one
-
-
-class DeliveryOutcome(Protocol):
-    """What a deliverer reports back (bot.delivery.DeliveryReport has this shape)."""
-
-    sent: int
-    retried: int
-    failed: int
-    errors: list[str]
-
-
-Deliver = Callable[[Connect], Awaitable[DeliveryOutcome]]
+__all__ = [
+    "CHECKPOINT_MIN_NEW_EVENTS",
+    "Deliver",
+    "DeliveryOutcome",
+    "PassReport",
+    "WorkerPlan",
+    "WorkerWatch",
+    "run_worker",
+    "run_worker_pass",
+]
 
 
 @dataclass
@@ -107,73 +118,49 @@ async def run_worker_pass(
     return report
 
 
-OpenEngine = Callable[[], AbstractAsyncContextManager[EngineContext]]  # the engine context, for one pass
+OpenEngine = Callable[[], AbstractAsyncContextManager[EngineContext]]  # the engine context, for the process's life
 
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    once: bool = False  # one pass, then return
-    interval_s: float = 5.0  # between passes
-    max_passes: int = 0  # 0: no limit
-    only_close: str | None = None
-    grace_s: float = 30.0  # what the pass in flight gets after a stop signal
+    once: bool = False  # run jobs until none is ready, then return
+    only_close: str | None = None  # wake this run first (its advance is enqueued, due now)
+    grace_s: float = 30.0  # what the jobs in flight get after a stop signal
+    concurrency: int = 1  # jobs in flight at once in this process
+    poll_s: float = 5.0  # the job library's fallback poll; NOTIFY wakes a worker at once
 
 
-class WorkerWatch(Protocol):
+class WorkerWatch(JobWatch, Protocol):
     """What a worker tells its process about (the CLI prints lines and counts metrics)."""
-
-    def advanced(self, report: AdvanceReport) -> None: ...
-
-    def delivered(self, outcome: DeliveryOutcome) -> None: ...
-
-    def passed(self, seconds: float, *, completed: bool) -> None: ...
 
     def stopping(self, signal: int | None, released: Released) -> None: ...
 
 
 async def run_worker(
-    connect: Connect, open_engine: OpenEngine, deliver: Deliver, plan: WorkerPlan, watch: WorkerWatch
-) -> int:
-    """Run passes until a stop signal, `plan.once` or `plan.max_passes`; returns the number of passes run."""
+    pool: AsyncConnectionPool[Any], open_engine: OpenEngine, deliver: Deliver, plan: WorkerPlan, watch: WorkerWatch
+) -> JobCounts:
+    """Run jobs until a stop signal (or, with `plan.once`, until none is ready); what ran, by kind.
+
+    A stop signal starts no new job; the jobs in flight get `plan.grace_s` seconds, then are cancelled; every outbox
+    claim and dispatch lease this process still holds is released.
+    """
     stop = StopSignal()
     stop.install()
-    passes = 0
     try:
-        while not stop.is_set:
-            started = time.perf_counter()
-            with tracer.start_as_current_span("worker.pass") as span:
-                done = await finish_or_cancel(
-                    _one_pass(connect, open_engine, deliver, plan, watch, stop), stop, grace_s=plan.grace_s
+        with tracer.start_as_current_span("worker.run") as span:
+            async with open_engine() as ctx:
+                if plan.only_close is not None:
+                    async with pool.connection() as conn:
+                        await enqueue_job(conn, "advance", plan.only_close)
+                job_plan = JobPlan(
+                    once=plan.once, concurrency=plan.concurrency, poll_s=plan.poll_s, grace_s=plan.grace_s
                 )
-                span.set_attributes(
-                    {"countersign.worker.completed": done is not None, "countersign.worker.closes": done or 0}
-                )
-            watch.passed(time.perf_counter() - started, completed=done is not None)
-            passes += 1
-            if plan.once or (plan.max_passes and passes >= plan.max_passes):
-                return passes
-            await stop.sleep(plan.interval_s)
+                counts = await run_jobs(pool, ctx, deliver, job_plan, watch, stop=stop.event)
+            span.set_attributes({"countersign.worker.closes": counts.advance})
+        return counts
     finally:
         if stop.is_set:
-            async with connect() as conn:
+            async with pool.connection() as conn:
                 released = await release_claims(conn)
             watch.stopping(stop.received, released)
         stop.uninstall()
-    return passes
-
-
-async def _one_pass(
-    connect: Connect, open_engine: OpenEngine, deliver: Deliver, plan: WorkerPlan, watch: WorkerWatch, stop: StopSignal
-) -> int:
-    async with open_engine() as ctx:
-        report = await run_worker_pass(
-            connect,
-            ctx,
-            deliver,
-            only_close=plan.only_close,
-            should_stop=lambda: stop.is_set,
-            on_advanced=watch.advanced,
-        )
-    if report.delivery is not None:
-        watch.delivered(report.delivery)
-    return len(report.advanced)

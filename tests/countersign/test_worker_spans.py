@@ -1,4 +1,4 @@
-"""A worker pass as a trace: a few meaningful spans with the stable OpenTelemetry attribute names, not a span per
+"""A worker run as a trace: a few meaningful spans with the stable OpenTelemetry attribute names, not a span per
 SQL statement.
 
 Before: one pass that started the default close gave 418 spans (152 psycopg statements, ~250 A2A SDK internals such
@@ -27,10 +27,11 @@ from countersign import telemetry
 from countersign.chat import build_senders
 from countersign.database import Database
 from countersign.runtime import Runtime, engine_context
+from engine.jobs import DeliveryOutcome, pool_for_jobs
 from engine.leases import Connect
 from engine.orchestrator import AdvanceReport
 from engine.shutdown import Released
-from engine.worker import DeliveryOutcome, WorkerPlan, run_worker
+from engine.worker import WorkerPlan, run_worker
 from tests.support import count, start_default_close
 
 # Names the old (pre-stable) conventions used; none may appear once the instrumentations opted in.
@@ -132,13 +133,8 @@ async def _one_pass(runtime: Runtime, senders: dict[str, object]) -> _Watch:
     watch = _Watch()
     token = otel_context.attach(otel_context.Context())  # a pass starts its own trace, whatever the test runner holds
     try:
-        await run_worker(
-            _connect(runtime.database.engine_url),
-            lambda: engine_context(runtime),
-            deliver,
-            WorkerPlan(once=True),
-            watch,
-        )
+        async with pool_for_jobs(runtime.database.engine_url, size=4) as pool:
+            await run_worker(pool, lambda: engine_context(runtime), deliver, WorkerPlan(once=True), watch)
     finally:
         otel_context.detach(token)
     return watch
@@ -172,9 +168,9 @@ async def test_a_worker_pass_is_a_few_meaningful_spans_with_stable_attribute_nam
     posted = len(fake_slack.calls_to("chat.postMessage"))
     assert [r.close_id for r in watch.reports] == [close_id] and dispatched >= 3 and posted >= 1
 
-    # One pass, one span per close under it, every other span inside that one trace.
-    assert names["worker.pass"] == 1 and names["close.advance"] == 1, names
-    (pass_span,) = [s for s in spans if s.name == "worker.pass"]
+    # One worker run, one span per advance job under it, every other span inside that one trace.
+    assert names["worker.run"] == 1 and names["close.advance"] == 1, names
+    (pass_span,) = [s for s in spans if s.name == "worker.run"]
     (advance_span,) = [s for s in spans if s.name == "close.advance"]
     assert {s.context.trace_id for s in spans} == {pass_span.context.trace_id}
     assert advance_span.parent is not None and advance_span.parent.span_id == pass_span.context.span_id
@@ -202,11 +198,11 @@ async def test_a_worker_pass_is_a_few_meaningful_spans_with_stable_attribute_nam
         attributes = span.attributes or {}
         assert {"http.request.method", "url.full", "server.address"} <= set(attributes), dict(attributes)
 
-    # A second pass over the same close, which waits on people now: one span for the pass and one for the close.
+    # A second worker over the same close, which waits on people now: it has no job, so no span but the worker's.
     worker_tracing.clear()
     await _one_pass(chat_runtime, build_senders(chat))
     idle = worker_tracing.get_finished_spans()
-    assert _names(idle) == {"worker.pass": 1, "close.advance": 1}, _names(idle)
+    assert _names(idle) == {"worker.run": 1}, _names(idle)
 
 
 async def test_statement_spans_stay_on_where_asked_and_use_the_stable_names(
