@@ -391,9 +391,10 @@ def _bank_page(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _bank_pages(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """The closing message of a paged reconciliation: per account, the lines the engine matched exactly, the pages'
+    """The closing message of a paged reconciliation. Per account: the lines the engine's database decided (a group
+    with one bank and one GL line, paired within the window or not; a group with no line on one side), the pages'
     figures (each page's result is stored under its own key), and the first unmatched lines. The control sums must
-    hold (every line either matched exactly or sent on a page); the halt is decided here, as for a whole one."""
+    hold (every line decided in the database or sent on a page); the halt is decided here, as for a whole one."""
     tolerance = _share(payload, "unmatched_tolerance", "unmatched_tolerance")
     _non_negative_int(payload, "date_window_days", "date_window_days")
     seen_accounts: set[str] = set()
@@ -406,31 +407,38 @@ def _bank_pages(payload: Mapping[str, Any]) -> dict[str, Any]:
         if account in seen_accounts:
             raise SpecialistInputError(f"{field}.account", f"duplicate account {account!r}")
         seen_accounts.add(account)
-        counts = {
-            key: _non_negative_int(entry, key, f"{field}.{key}")
-            for key in ("bank_lines", "gl_lines", "matched_exactly", "pages", "paged_bank_lines", "paged_gl_lines")
-        }
-        paged_matched = _non_negative_int(entry, "paged_matched", f"{field}.paged_matched")
-        for side in ("bank_lines", "gl_lines"):
-            if counts["matched_exactly"] + counts[f"paged_{side}"] != counts[side]:
+        counts = {key: _non_negative_int(entry, key, f"{field}.{key}") for key in _PAGED_COUNTS}
+        matched_in_database = counts["matched_in_database"]
+        for side, unmatched_side in (
+            ("bank_lines", "unmatched_bank_in_database"),
+            ("gl_lines", "unmatched_gl_in_database"),
+        ):
+            decided = matched_in_database + counts[unmatched_side]
+            if decided + counts[f"paged_{side}"] != counts[side]:
                 raise SpecialistInputError(
                     f"{field}.{side}",
-                    f"{counts[side]} lines, but {counts['matched_exactly']} matched exactly and "
-                    f"{counts[f'paged_{side}']} sent on pages",
+                    f"{counts[side]} lines, but {decided} decided in the database and {counts[f'paged_{side}']} sent"
+                    " on pages",
                 )
-        if paged_matched > min(counts["paged_bank_lines"], counts["paged_gl_lines"]):
-            raise SpecialistInputError(f"{field}.paged_matched", f"{paged_matched} exceeds the lines on pages")
+        if counts["paged_matched"] > min(counts["paged_bank_lines"], counts["paged_gl_lines"]):
+            raise SpecialistInputError(
+                f"{field}.paged_matched", f"{counts['paged_matched']} exceeds the lines on pages"
+            )
         bank_count = counts["bank_lines"]
-        matched = counts["matched_exactly"] + paged_matched
+        matched = matched_in_database + counts["paged_matched"]
         unmatched = bank_count - matched
         listed = _cash_lines(entry, "unmatched_bank_lines", f"{field}.unmatched_bank_lines")
         unmatched_gl = [
             _text({"id": item}, "id", f"{field}.unmatched_gl[{n}]")
             for n, item in enumerate(_list(entry, "unmatched_gl", f"{field}.unmatched_gl"))
         ]
-        if len(listed) > min(unmatched, LISTED_LINES) or len(unmatched_gl) > LISTED_LINES:
+        if len(listed) > min(unmatched, LISTED_LINES):
             raise SpecialistInputError(f"{field}.unmatched_bank_lines", f"lists more than the {unmatched} unmatched")
-        unmatched_amount = _money(entry, "unmatched_bank_amount", f"{field}.unmatched_bank_amount")
+        if len(unmatched_gl) > min(counts["gl_lines"] - matched, LISTED_LINES):
+            raise SpecialistInputError(f"{field}.unmatched_gl", "lists more GL lines than are unmatched")
+        unmatched_amount = _money(
+            entry, "unmatched_bank_amount_in_database", f"{field}.unmatched_bank_amount_in_database"
+        ) + _money(entry, "paged_unmatched_bank_amount", f"{field}.paged_unmatched_bank_amount")
         share = Decimal(unmatched) / Decimal(bank_count) if bank_count else Decimal(0)
         halt = Decimal(unmatched) > tolerance * Decimal(bank_count)
         results.append(
@@ -444,7 +452,7 @@ def _bank_pages(payload: Mapping[str, Any]) -> dict[str, Any]:
                 "unmatched_share": _format_share(share),
                 "unmatched_bank_amount": _format_money(unmatched_amount),
                 "halt": halt,
-                "matched_exactly": counts["matched_exactly"],
+                "matched_in_database": matched_in_database,
                 "pages": counts["pages"],
                 "unmatched_gl_lines": counts["gl_lines"] - matched,
                 **_carried(entry, field),
@@ -461,6 +469,19 @@ def _bank_pages(payload: Mapping[str, Any]) -> dict[str, Any]:
         "halted": bool(reasons),
         "halt_reason": "; ".join(reasons) if reasons else None,
     }
+
+
+_PAGED_COUNTS = (
+    "bank_lines",
+    "gl_lines",
+    "matched_in_database",
+    "unmatched_bank_in_database",
+    "unmatched_gl_in_database",
+    "pages",
+    "paged_bank_lines",
+    "paged_gl_lines",
+    "paged_matched",
+)
 
 
 def _carried(entry: Mapping[str, Any], field: str) -> dict[str, Any]:

@@ -117,8 +117,9 @@ SELECT a.account, a.currency,
 """
 
 # The specialist's key is (amount, reference.strip().casefold()). For printable ASCII that is exactly
-# lower(btrim(reference, ' ')) in the C collation; an amount with any other reference is left whole to the specialist.
-RESIDUE_QUERY = rf"""
+# lower(btrim(reference, ' ')) in the C collation; an amount with any other reference is one group here (its lines are
+# left whole to the specialist, unless one side has no line of that amount at all).
+CLASSIFIED = rf"""
 WITH lines AS (
     SELECT account, true AS bank, bank_line_id AS id, line_date, amount, reference
       FROM book_bank_line
@@ -138,11 +139,47 @@ grouped AS (
            max(line_date) FILTER (WHERE bank) OVER g AS bank_date,
            max(line_date) FILTER (WHERE NOT bank) OVER g AS gl_date
       FROM keyed WINDOW g AS (PARTITION BY account, amount, group_key)
+),
+classified AS (
+    SELECT account, bank, id, line_date, amount, reference, group_key,
+           CASE WHEN bank_count = 0 OR gl_count = 0 THEN 'unmatched'
+                WHEN group_key IS NULL OR bank_count > 1 OR gl_count > 1 THEN 'residue'
+                WHEN abs(bank_date - gl_date) <= %(window_days)s THEN 'matched'
+                ELSE 'unmatched' END AS state
+      FROM grouped
 )
-SELECT account, bank, id, line_date, amount, reference, group_key FROM grouped
- WHERE group_key IS NULL OR bank_count <> 1 OR gl_count <> 1 OR abs(bank_date - gl_date) > %(window_days)s
- ORDER BY account, amount, group_key NULLS FIRST, bank DESC, line_date, id
 """
+"""Every cash line, and what the database decided about it: `matched` (the one bank and the one GL line of its group,
+within the window), `unmatched` (its group has no line on the other side, or its one pair is outside the window), or
+`residue` (a group the specialist must match: several lines on a side, or references SQL does not normalise)."""
+
+TOTALS_QUERY = (
+    CLASSIFIED + "SELECT account, bank, state, count(*) AS lines, COALESCE(sum(amount), 0) AS amount"
+    " FROM classified GROUP BY account, bank, state"
+)
+LISTED_QUERY = (
+    CLASSIFIED
+    + """, ranked AS (
+    SELECT account, bank, id, line_date, amount, reference,
+           row_number() OVER (PARTITION BY account, bank ORDER BY line_date, id COLLATE "C") AS n
+      FROM classified WHERE state = 'unmatched'
+)
+SELECT account, bank, id, line_date, amount, reference, NULL::text AS group_key FROM ranked
+ WHERE n <= %(listed)s ORDER BY account, bank, n"""
+)
+RESIDUE_QUERY = (
+    CLASSIFIED + "SELECT account, bank, id, line_date, amount, reference, group_key FROM classified"
+    " WHERE state = 'residue' ORDER BY account, amount, group_key NULLS FIRST, bank DESC, line_date, id"
+)
+
+
+@dataclass(frozen=True)
+class DecidedLines:
+    account: str
+    bank: bool
+    state: str
+    lines: int
+    amount: Decimal
 
 
 async def cash_account_sizes(conn: AsyncConnection[Any], book_set_id: int, feed: int) -> list[CashAccountSize]:
@@ -192,30 +229,64 @@ def _size(line: dict[str, str]) -> int:
 
 @dataclass
 class AccountTally:
-    """What the pages of one account added up to, and its first unmatched lines in the matcher's order."""
+    """What the database decided and the pages added up to for one account, and its first unmatched lines in the
+    matcher's order (date, then id)."""
 
     size: CashAccountSize
+    decided: dict[tuple[bool, str], DecidedLines] = field(default_factory=dict)
     pages: int = 0
     paged_bank_lines: int = 0
     paged_gl_lines: int = 0
     paged_matched: int = 0
-    unmatched_bank_amount: Decimal = Decimal(0)
+    paged_unmatched_bank_amount: Decimal = Decimal(0)
     listed_bank: list[tuple[date, str, dict[str, str]]] = field(default_factory=list)
     listed_gl: list[tuple[date, str]] = field(default_factory=list)
+
+    def decided_lines(self, bank: bool, state: str) -> int:
+        found = self.decided.get((bank, state))
+        return 0 if found is None else found.lines
+
+    def list_bank(self, lines: list[tuple[date, str, dict[str, str]]]) -> None:
+        self.listed_bank = sorted(self.listed_bank + lines, key=lambda item: (item[0], item[1]))[:LISTED_LINES]
+
+    def list_gl(self, lines: list[tuple[date, str]]) -> None:
+        self.listed_gl = sorted(self.listed_gl + lines)[:LISTED_LINES]
 
     def add(self, sent: Mapping[str, dict[str, str]], sent_gl: Mapping[str, date], result: Mapping[str, Any]) -> None:
         self.pages += 1
         self.paged_bank_lines += len(sent)
         self.paged_gl_lines += len(sent_gl)
         self.paged_matched += int(result["matched"])
-        self.unmatched_bank_amount += Decimal(str(result["unmatched_bank_amount"]))
-        listed = self.listed_bank + [
-            (date.fromisoformat(sent[i]["date"]), i, sent[i]) for i in result["unmatched_bank"][:LISTED_LINES]
-        ]
-        self.listed_bank = sorted(listed, key=lambda item: (item[0], item[1]))[:LISTED_LINES]
-        self.listed_gl = sorted(self.listed_gl + [(sent_gl[i], i) for i in result["unmatched_gl"][:LISTED_LINES]])[
-            :LISTED_LINES
-        ]
+        self.paged_unmatched_bank_amount += Decimal(str(result["unmatched_bank_amount"]))
+        self.list_bank(
+            [(date.fromisoformat(sent[i]["date"]), i, sent[i]) for i in result["unmatched_bank"][:LISTED_LINES]]
+        )
+        self.list_gl([(sent_gl[i], i) for i in result["unmatched_gl"][:LISTED_LINES]])
+
+    def entry(self, equal_amounts: set[Decimal]) -> dict[str, Any]:
+        """The account in the closing message."""
+        unmatched_bank = self.decided.get((True, "unmatched"))
+        return {
+            "account": self.size.account,
+            "bank_lines": self.size.bank_lines,
+            "gl_lines": self.size.gl_lines,
+            "matched_in_database": self.decided_lines(True, "matched"),
+            "unmatched_bank_in_database": self.decided_lines(True, "unmatched"),
+            "unmatched_gl_in_database": self.decided_lines(False, "unmatched"),
+            "unmatched_bank_amount_in_database": inputs.money(
+                None if unmatched_bank is None else unmatched_bank.amount
+            ),
+            "pages": self.pages,
+            "paged_bank_lines": self.paged_bank_lines,
+            "paged_gl_lines": self.paged_gl_lines,
+            "paged_matched": self.paged_matched,
+            "paged_unmatched_bank_amount": inputs.money(self.paged_unmatched_bank_amount),
+            "unmatched_bank_lines": [
+                {**line, "ledger_has_equal_amount": Decimal(line["amount"]) in equal_amounts}
+                for _, _, line in self.listed_bank
+            ],
+            "unmatched_gl": [line_id for _, line_id in self.listed_gl],
+        }
 
 
 def check_page_result(
@@ -268,15 +339,24 @@ async def paged_input(
     functional = await inputs.functional_currency(conn, book_set_id)
     foreign = [size.account for size in sizes if size.currency is not None and size.currency != functional]
     fx = {
-        account: await inputs.unrealised_difference(
-            conn, book_set_id, account, next(s.currency for s in sizes if s.account == account) or "", functional
-        )
-        for account in foreign
+        size.account: await inputs.unrealised_difference(conn, book_set_id, size.account, size.currency, functional)
+        for size in sizes
+        if size.currency is not None and size.account in foreign
     }
     window_days = tc.policy.reconciliation.date_window_days
     tallies = {size.account: AccountTally(size) for size in sizes}
+    params = {
+        "book_set_id": book_set_id,
+        "feed": feed,
+        "accounts": list(tallies),
+        "foreign": foreign,
+        "window_days": window_days,
+        "listed": LISTED_LINES,
+    }
+    _say("bank reconciliation: matching the one-to-one lines in the database")
+    await _decide_in_database(conn, params, tallies)
     async with session.let_go():
-        await _send_pages(session.connect, call, tc, feed, foreign, window_days, tallies, page_lines)
+        await _send_pages(session.connect, call, tc, params, tallies, page_lines)
     accounts = []
     for size in sizes:
         tally = tallies[size.account]
@@ -287,22 +367,7 @@ async def paged_input(
             [Decimal(line["amount"]) for _, _, line in tally.listed_bank],
             in_currency=size.account in fx,
         )
-        entry: dict[str, Any] = {
-            "account": size.account,
-            "bank_lines": size.bank_lines,
-            "gl_lines": size.gl_lines,
-            "matched_exactly": size.bank_lines - tally.paged_bank_lines,
-            "pages": tally.pages,
-            "paged_bank_lines": tally.paged_bank_lines,
-            "paged_gl_lines": tally.paged_gl_lines,
-            "paged_matched": tally.paged_matched,
-            "unmatched_bank_amount": inputs.money(tally.unmatched_bank_amount),
-            "unmatched_bank_lines": [
-                {**line, "ledger_has_equal_amount": Decimal(line["amount"]) in equal}
-                for _, _, line in tally.listed_bank
-            ],
-            "unmatched_gl": [line_id for _, line_id in tally.listed_gl],
-        }
+        entry = tally.entry(equal)
         if size.account in fx:
             assert size.currency is not None
             entry["currency"] = size.currency
@@ -318,13 +383,29 @@ async def paged_input(
     }
 
 
+async def _decide_in_database(
+    conn: AsyncConnection[Any], params: Mapping[str, Any], tallies: dict[str, AccountTally]
+) -> None:
+    """The lines the database matched or found unmatched: counted and summed, the first unmatched listed."""
+    async with conn.cursor(row_factory=class_row(DecidedLines)) as cur:
+        await cur.execute(TOTALS_QUERY, params)
+        for decided in await cur.fetchall():
+            tallies[decided.account].decided[(decided.bank, decided.state)] = decided
+    async with conn.cursor(row_factory=class_row(ResidueLine)) as lines:
+        await lines.execute(LISTED_QUERY, params)
+        for line in await lines.fetchall():
+            tally = tallies[line.account]
+            if line.bank:
+                tally.list_bank([(line.line_date, line.id, _wire(line))])
+            else:
+                tally.list_gl([(line.line_date, line.id)])
+
+
 async def _send_pages(
     connect: Connect,
     call: SpecialistCall,
     tc: TaskContext,
-    feed: int,
-    foreign: list[str],
-    window_days: int,
+    params: Mapping[str, Any],
     tallies: dict[str, AccountTally],
     page_lines: int,
 ) -> None:
@@ -350,12 +431,12 @@ async def _send_pages(
             "kind": "bank_page",
             "account": account,
             "page": number,
-            "date_window_days": window_days,
+            "date_window_days": params["window_days"],
             "bank_lines": list(bank.values()),
             "gl_lines": list(gl.values()),
         }
         _say(f"bank reconciliation: account {account}, page {number} ({len(page):,} lines)")
-        key = page_key(tc.close.close_id, tc.task.id, tc.attempt, feed, account, number)
+        key = page_key(tc.close.close_id, tc.task.id, tc.attempt, params["feed"], account, number)
         try:
             result = await dispatch_page(
                 connect,
@@ -392,14 +473,7 @@ async def _send_pages(
         page_bytes += block_bytes
         block, block_bytes = [], 0
 
-    params = {
-        "book_set_id": tc.close.book_set_id,
-        "feed": feed,
-        "accounts": list(tallies),
-        "foreign": foreign,
-        "window_days": window_days,
-    }
-    _say("bank reconciliation: matching the exact one-to-one lines in the database")
+    _say("bank reconciliation: sending the lines left to match in pages")
     async with (
         connect() as conn,
         conn.transaction(),
