@@ -14,6 +14,7 @@ BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 SMOKED_ELSEWHERE = {
     "bench_books_import.py": "tests/importers/test_bench_books_import.py",
     "bench_cli_start.py": "tests/cli/test_cli_start.py",
+    "bench_close_1m.py": "tests/bench/test_bench_smoke_close.py",
 }
 
 

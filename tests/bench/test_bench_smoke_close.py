@@ -1,0 +1,37 @@
+"""The million-line close benchmark (bench/bench_close_1m.py) runs at a tiny size on every `make test`: about 2,000
+GL lines from `close start` to the first gates on its own embedded PostgreSQL, the bank reconciliation forced onto its
+paged path, with the benchmark's own checks (ground truth, no dead letter, no A2A body over the page bound). Nothing
+is timed here: the figures belong in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_close_1m.py"
+TIMEOUT_S = 180
+EXPECTED = (
+    "close halted, 3 open gates",
+    "bank account 1000: 17 bank / 467 GL lines, 0 matched (0 in the database, 0 pages)",
+    "bank account 1010: 104 bank / 108 GL lines, 104 matched (104 in the database, 0 pages)",
+    "baseline: 2,000 GL lines read back with COPY TO STDOUT",
+    "ratio (close start + first advance) / read-back:",
+    "smoke run, not timed",
+    "embedded postgres stopped",
+)
+
+
+def test_the_million_line_close_benchmark_runs_at_a_tiny_size_and_checks_itself() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+        cwd=BENCH.parents[1],
+    )
+    assert done.returncode == 0, f"exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "FAIL:" not in done.stdout
+    missing = [line for line in EXPECTED if line not in done.stdout]
+    assert not missing, f"did not print {missing}\n{done.stdout[-3000:]}"
