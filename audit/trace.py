@@ -15,9 +15,11 @@ from the queue themselves and check the canonical bytes and hash the caller comp
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +32,7 @@ from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from audit.canonical import NonCanonicalValue, canonical_bytes, normalise
-from audit.merkle import leaf_hash
+from audit.merkle import frontier_root
 from drill_hooks.kill_points import kill_point
 
 GENESIS_HASH = bytes(32)
@@ -77,6 +79,8 @@ class VerifyResult:
     first_bad_seq: int | None = None
     problem: str | None = None
     leaf_hashes: list[bytes] | None = field(default=None, repr=False, compare=False)
+    root: bytes | None = None  # the Merkle root of the log, when signed roots were checked
+    unsigned_at: int | None = None  # the first signed tree size whose root the log no longer gives
 
 
 def event_body(
@@ -275,42 +279,87 @@ class SealedRecord:
     intact: bool
 
 
-_VERSION_CACHE_LIMIT = 4_096
+_CACHE_LIMIT = 4_096
+_REFUSED = b""  # cached for a value orjson cannot serialise (no JSON value serialises to nothing)
+_LAYOUT = b'{"actor":%b,"close_id":%b,"kind":%b,"payload":%b,"seq":%d,"ts":%b,"version_set":%b%b'
+
+
+class TextCaches:
+    """Serialisations the reader reuses across rows: a close's version set, and the names (actor, kind, close id,
+    writer) that most events share. Bounded: each is emptied when it reaches _CACHE_LIMIT entries."""
+
+    __slots__ = ("names", "versions", "writers")
+
+    def __init__(self) -> None:
+        self.names: dict[str | None, bytes] = {}
+        self.versions: dict[str, bytes] = {}
+        self.writers: dict[str | None, bytes] = {}
+
+
+def _name(value: str | None, names: dict[str | None, bytes]) -> bytes:
+    """orjson's JSON string (or null) for `value`, cached; _REFUSED when orjson refuses it (a lone surrogate)."""
+    try:
+        encoded = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        encoded = _REFUSED
+    if len(names) >= _CACHE_LIMIT:
+        names.clear()
+    names[value] = encoded
+    return encoded
+
+
+def _json_text(text: str) -> bytes:
+    """orjson's sorted-key form of a JSON text, or _REFUSED."""
+    try:
+        return orjson.dumps(orjson.loads(text), option=_FAST_CANONICAL)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return _REFUSED
+
+
+def _writer_tail(writer: str | None, writers: dict[str | None, bytes]) -> bytes:
+    if writer is None:
+        tail = b"}"
+    else:
+        encoded = _name(writer, {})
+        tail = _REFUSED if encoded is _REFUSED else b',"writer":' + encoded + b"}"
+    if len(writers) >= _CACHE_LIMIT:
+        writers.clear()
+    writers[writer] = tail
+    return tail
 
 
 def _row_canonical(
-    seq: int, ts: str, close_id: str | None, actor: str, kind: str, payload: str, versions: bytes, writer: str | None
+    seq: int,
+    ts: str,
+    close_id: str | None,
+    actor: str,
+    kind: str,
+    payload: str,
+    versions: bytes,
+    writer: str | None,
+    caches: TextCaches | None = None,
 ) -> bytes | None:
     """The event's canonical form straight from its text columns (orjson), or None where orjson refuses.
 
     Every piece is a faithful JSON serialisation of the stored value, so if SHA-256 over these bytes matches the
     stored hash, the stored event equals, as JSON, the event that was sealed. Where they differ from RFC 8785 (floats,
     integers beyond 2**53, keys beyond U+FFFF, which orjson orders by code point), the hash does not match and the
-    caller takes the exact path.
+    caller takes the exact path. `versions` is the version set already serialised (sorted keys).
     """
+    c = caches or TextCaches()
+    names = c.names
+    body = _json_text(payload)
+    actor_json = names.get(actor) or _name(actor, names)
+    close_json = names.get(close_id) or _name(close_id, names)
+    kind_json = names.get(kind) or _name(kind, names)
+    tail = c.writers.get(writer) or _writer_tail(writer, c.writers)
     try:
-        body = orjson.dumps(orjson.loads(payload), option=_FAST_CANONICAL)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        ts_json = orjson.dumps(ts)
+    except orjson.JSONEncodeError:
         return None
-    return b"".join(
-        (
-            b'{"actor":',
-            orjson.dumps(actor),
-            b',"close_id":',
-            orjson.dumps(close_id),
-            b',"kind":',
-            orjson.dumps(kind),
-            b',"payload":',
-            body,
-            b',"seq":',
-            str(seq).encode(),
-            b',"ts":',
-            orjson.dumps(ts),
-            b',"version_set":',
-            versions,
-            b"}" if writer is None else b',"writer":' + orjson.dumps(writer) + b"}",
-        )
-    )
+    if _REFUSED in (body, actor_json, close_json, kind_json, tail):
+        return None
+    return _LAYOUT % (actor_json, close_json, kind_json, body, seq, ts_json, versions, tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +376,12 @@ class StoredEventText:
     prev_hash: bytes
     hash: bytes
     writer: str | None
+
+
+SEALED_COLUMNS = (
+    "seq, ts, close_id::text AS close_id, actor, kind, payload::text AS payload, version_set::text AS version_set,"
+    " prev_hash, hash, writer"
+)  # in StoredEventText's order
 
 
 def _exact_canonical(row: StoredEventText) -> bytes | None:
@@ -347,66 +402,85 @@ def _exact_canonical(row: StoredEventText) -> bytes | None:
         return None
 
 
+async def iter_sealed_rows(
+    conn: AsyncConnection[Any], *, after_seq: int = 0, upto_seq: int | None = None
+) -> AsyncIterator[list[tuple[Any, ...]]]:
+    """Sealed events after `after_seq` in sequence order, as pages of plain tuples in StoredEventText's field order
+    (JSON columns as text: no Python objects per value), read in READ_BATCH_ROWS keyset pages."""
+    after = after_seq
+    query = (
+        f"SELECT {SEALED_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
+        " ORDER BY seq LIMIT %s"
+    )
+    while True:
+        async with conn.cursor() as cur:
+            await cur.execute(query, (after, upto_seq, upto_seq, READ_BATCH_ROWS))
+            rows = await cur.fetchall()
+        if not rows:
+            return
+        yield rows
+        after = rows[-1][0]
+
+
 async def iter_sealed(
     conn: AsyncConnection[Any], *, after_seq: int = 0, upto_seq: int | None = None
 ) -> AsyncIterator[list[SealedRecord]]:
-    """Every sealed event after `after_seq` in sequence order, in batches, JSON columns read as text.
+    """Every sealed event after `after_seq` in sequence order, in batches, each with its canonical bytes as stored.
 
     A record's `canonical` comes from orjson over the text columns when SHA-256(prev_hash || those bytes) equals
     the stored hash (then they are the sealed bytes, see `_row_canonical`), and from `canonical_bytes` otherwise,
     so it is always the exact RFC 8785 form of the event as stored.
     """
-    versions_seen: dict[str, bytes | None] = {}
-    after = after_seq
-    while True:
-        async with conn.cursor(row_factory=class_row(StoredEventText)) as cur:
-            await cur.execute(
-                "SELECT seq, ts, close_id::text AS close_id, actor, kind, payload::text AS payload,"
-                " version_set::text AS version_set, prev_hash, hash, writer"
-                " FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq LIMIT %s",
-                (after, upto_seq, upto_seq, READ_BATCH_ROWS),
-            )
-            rows = await cur.fetchall()
-        if not rows:
-            return
-        yield [_record_from_row(row, versions_seen) for row in rows]
-        after = rows[-1].seq
+    caches = TextCaches()
+    async for rows in iter_sealed_rows(conn, after_seq=after_seq, upto_seq=upto_seq):
+        yield [_record_from_row(row, caches) for row in rows]
 
 
-def _record_from_row(row: StoredEventText, versions_seen: dict[str, bytes | None]) -> SealedRecord:
-    """One row to a record; `versions_seen` caches canonical version sets (the events of a close share one)."""
-    seq, prev_hash, digest, version_set = row.seq, row.prev_hash, row.hash, row.version_set
-    if version_set not in versions_seen:
-        if len(versions_seen) >= _VERSION_CACHE_LIMIT:
-            versions_seen.clear()
-        try:
-            versions_seen[version_set] = orjson.dumps(orjson.loads(version_set), option=_FAST_CANONICAL)
-        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-            versions_seen[version_set] = None
-    versions = versions_seen[version_set]
-    canonical = (
-        None
-        if versions is None
-        else _row_canonical(seq, row.ts, row.close_id, row.actor, row.kind, row.payload, versions, row.writer)
-    )
+def _fast_versions(version_set: str, versions_seen: dict[str, bytes]) -> bytes:
+    versions = _json_text(version_set)
+    if len(versions_seen) >= _CACHE_LIMIT:
+        versions_seen.clear()
+    versions_seen[version_set] = versions
+    return versions
+
+
+def _fast_canonical(row: tuple[Any, ...], caches: TextCaches) -> bytes | None:
+    """`_row_canonical` of a row tuple, its version set serialised once per distinct text."""
+    versions = caches.versions.get(row[6]) or _fast_versions(row[6], caches.versions)
+    if versions is _REFUSED:
+        return None
+    return _row_canonical(row[0], row[1], row[2], row[3], row[4], row[5], versions, row[9], caches)
+
+
+def _record_from_row(row: tuple[Any, ...], caches: TextCaches) -> SealedRecord:
+    """One row (StoredEventText's field order) to a record: the fast bytes when they hash right, else the exact."""
+    seq, prev_hash, digest = row[0], row[7], row[8]
+    canonical = _fast_canonical(row, caches)
     if canonical is not None and chain_hash(prev_hash, canonical) == digest:
         return SealedRecord(seq, prev_hash, digest, canonical, True)
-    canonical = _exact_canonical(row)
+    canonical = _exact_canonical(StoredEventText(*row))
     intact = canonical is not None and chain_hash(prev_hash, canonical) == digest
     return SealedRecord(seq, prev_hash, digest, canonical, intact)
 
 
-async def verify_chain(conn: AsyncConnection[Any], *, collect_leaves: bool = False) -> VerifyResult:
+async def verify_chain(
+    conn: AsyncConnection[Any],
+    *,
+    collect_leaves: bool = False,
+    signed_roots: Mapping[int, bytes] | None = None,
+) -> VerifyResult:
     """Recompute the whole chain from the database; name the first sequence number that diverges and how.
 
     Reads the log and its head in one REPEATABLE READ snapshot when `conn` is idle, so sealing that runs meanwhile
     cannot make a sound log look truncated. With `collect_leaves`, an intact result carries every Merkle leaf hash.
+    With `signed_roots` (tree size -> signed root), it also computes the Merkle root as it streams (a frontier, never
+    the whole tree) and notes in `unsigned_at` the first signed size whose root the log no longer gives.
     """
     if conn.info.transaction_status == TransactionStatus.IDLE:
         async with conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return await _verify_chain(conn, collect_leaves)
-    return await _verify_chain(conn, collect_leaves)
+            return await _verify_chain(conn, collect_leaves, signed_roots)
+    return await _verify_chain(conn, collect_leaves, signed_roots)
 
 
 def chain_problem(record: SealedRecord, expected_seq: int, expected_prev: bytes) -> tuple[int, str] | None:
@@ -426,24 +500,112 @@ class TraceHead:
     hash: bytes
 
 
-async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> VerifyResult:
-    leaves: list[bytes] | None = [] if collect_leaves else None
-    expected_prev = GENESIS_HASH
-    expected_seq = 1
-    async for batch in iter_sealed(conn):
-        for record in batch:
-            problem = chain_problem(record, expected_seq, expected_prev)
-            if problem is not None:
-                return VerifyResult(False, expected_seq - 1, expected_prev, *problem)
-            if leaves is not None:
-                assert record.canonical is not None  # intact records always have their canonical bytes
-                leaves.append(leaf_hash(record.canonical))
-            expected_prev = record.hash
+@dataclass
+class _Merkle:
+    """The Merkle side of a streaming verification: the frontier, and the signed roots to meet on the way."""
+
+    signed_roots: Mapping[int, bytes]
+    frontier: list[bytes] = field(default_factory=list)
+    unsigned_at: int | None = None
+
+    def meet(self, size: int) -> None:
+        """The frontier now covers `size` leaves, a size the log signed: note it if the roots differ."""
+        if self.unsigned_at is None and frontier_root(self.frontier) != self.signed_roots[size]:
+            self.unsigned_at = size
+
+
+class _ChainCheck:
+    """The streaming check of one verification, page by page: its state is touched by one page at a time."""
+
+    def __init__(self, collect_leaves: bool, signed_roots: Mapping[int, bytes] | None) -> None:
+        self.leaves: list[bytes] | None = [] if collect_leaves else None
+        self.merkle = _Merkle(signed_roots) if signed_roots is not None else None
+        self.caches = TextCaches()
+        self.expected_prev = GENESIS_HASH
+        self.expected_seq = 1
+        self.problem: tuple[int, str] | None = None
+
+    def page(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Check the next page of rows; False (and `problem` set) at the first broken link.
+
+        Written flat because it runs a million times: per row the links (seq, prev_hash), the fast canonical bytes
+        (`_row_canonical`'s layout, names and version sets from caches) and one chain hash; only a row whose fast
+        bytes do not hash right takes the exact RFC 8785 path (`_record_from_row`). The leaf hash and the frontier
+        are computed only when leaves or signed roots are asked for.
+        """
+        leaves, merkle, caches = self.leaves, self.merkle, self.caches
+        frontier = merkle.frontier if merkle is not None else []
+        roots = merkle.signed_roots if merkle is not None else {}
+        want_leaf = leaves is not None or merkle is not None
+        names, versions_seen, writers = caches.names, caches.versions, caches.writers
+        sha256, dumps, loads, layout, option = hashlib.sha256, orjson.dumps, orjson.loads, _LAYOUT, _FAST_CANONICAL
+        refused, fast_errors = _REFUSED, (orjson.JSONDecodeError, orjson.JSONEncodeError)
+        expected_prev, expected_seq = self.expected_prev, self.expected_seq
+        for row in rows:
+            seq, ts, close_id, actor, kind, payload, version_set, prev_hash, digest, writer = row
+            canonical: bytes | None = None
+            if seq == expected_seq and prev_hash == expected_prev:
+                versions = versions_seen.get(version_set) or _fast_versions(version_set, versions_seen)
+                actor_json = names.get(actor) or _name(actor, names)
+                close_json = names.get(close_id) or _name(close_id, names)
+                kind_json = names.get(kind) or _name(kind, names)
+                tail = writers.get(writer) or _writer_tail(writer, writers)
+                try:
+                    canonical = layout % (
+                        actor_json, close_json, kind_json, dumps(loads(payload), option=option), seq, dumps(ts),
+                        versions, tail,
+                    )  # fmt: skip
+                except fast_errors:
+                    canonical = None
+                if refused in (versions, actor_json, close_json, kind_json, tail):
+                    canonical = None
+            if canonical is None or sha256(prev_hash + canonical).digest() != digest:
+                record = _record_from_row(row, caches)
+                self.problem = chain_problem(record, expected_seq, expected_prev)
+                if self.problem is not None:
+                    self.expected_prev, self.expected_seq = expected_prev, expected_seq
+                    return False
+                canonical = record.canonical
+                assert canonical is not None  # an intact record has its canonical bytes
+            if want_leaf:
+                node = sha256(b"\x00" + canonical).digest()
+                if leaves is not None:
+                    leaves.append(node)
+                if merkle is not None:  # the frontier grows by this leaf (audit.merkle.extend_frontier, inline)
+                    carry = expected_seq - 1
+                    while carry & 1:
+                        node = sha256(b"\x01" + frontier.pop() + node).digest()
+                        carry >>= 1
+                    frontier.append(node)
+                    if expected_seq in roots:
+                        merkle.meet(expected_seq)
+            expected_prev = digest
             expected_seq += 1
+        self.expected_prev, self.expected_seq = expected_prev, expected_seq
+        return True
+
+
+async def _verify_chain(
+    conn: AsyncConnection[Any], collect_leaves: bool, signed_roots: Mapping[int, bytes] | None
+) -> VerifyResult:
+    """Read and hash at once: each page is checked on a worker thread while the next is fetched, so the database's
+    work of sending rows overlaps the hashing (pages are checked one at a time, in order)."""
+    check = _ChainCheck(collect_leaves, signed_roots)
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-verify") as pool:
+        checking: asyncio.Future[bool] | None = None
+        async for rows in iter_sealed_rows(conn):
+            if checking is not None and not await checking:
+                break
+            checking = loop.run_in_executor(pool, check.page, rows)
+        if checking is not None:
+            await checking
+    if check.problem is not None:
+        return VerifyResult(False, check.expected_seq - 1, check.expected_prev, *check.problem)
+    expected_prev, size = check.expected_prev, check.expected_seq - 1
     async with conn.cursor(row_factory=class_row(TraceHead)) as cur:
         await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton")
         head = await cur.fetchone()
-    size = expected_seq - 1
     if head is None or head.seq != size or bytes(head.hash) != expected_prev:
         recorded = head.seq if head else 0
         return VerifyResult(
@@ -453,7 +615,15 @@ async def _verify_chain(conn: AsyncConnection[Any], collect_leaves: bool) -> Ver
             size + 1,
             f"the head says {recorded} events but the log holds {size}: events are missing",
         )
-    return VerifyResult(True, size, expected_prev, leaf_hashes=leaves)
+    merkle = check.merkle
+    return VerifyResult(
+        True,
+        size,
+        expected_prev,
+        leaf_hashes=check.leaves,
+        root=None if merkle is None else frontier_root(merkle.frontier),
+        unsigned_at=None if merkle is None else merkle.unsigned_at,
+    )
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,14 @@ from audit.canonical import NonCanonicalValue, canonical_bytes
 from audit.merkle import leaf_hash
 from audit.trace import (
     GENESIS_HASH,
-    StoredEventText,
+    TextCaches,
     _record_from_row,
     _row_canonical,
     append_event,
     chain_hash,
     event_body,
     iter_events,
-    iter_sealed,
+    iter_sealed_rows,
     seal_pending,
     verify_chain,
 )
@@ -59,8 +59,9 @@ def _row(
     prev: bytes,
     digest: bytes,
     writer: str | None = "countersign_engine",
-) -> StoredEventText:
-    return StoredEventText(seq, TS, CLOSE, actor, kind, json.dumps(payload), json.dumps(versions), prev, digest, writer)
+) -> tuple[Any, ...]:
+    """A row as the reader fetches it (StoredEventText's field order)."""
+    return (seq, TS, CLOSE, actor, kind, json.dumps(payload), json.dumps(versions), prev, digest, writer)
 
 
 def _sealed_hash(
@@ -87,12 +88,42 @@ def test_every_sealable_event_reads_back_intact_with_its_exact_canonical_bytes(
 ) -> None:
     prev = bytes(range(32))
     digest = _sealed_hash(7, actor, "k", payload, versions, prev, writer)
-    record = _record_from_row(_row(7, actor, "k", payload, versions, prev, digest or bytes(32), writer), {})
+    record = _record_from_row(_row(7, actor, "k", payload, versions, prev, digest or bytes(32), writer), TextCaches())
     if digest is None:  # the sealer would have refused this event; the reader must not call it intact
         assert not record.intact
         return
     assert record.intact
     assert record.canonical == canonical_bytes(event_body(7, TS, CLOSE, actor, "k", payload, versions, writer))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payload=PAYLOADS,
+    actor=st.text(max_size=8),
+    versions=st.dictionaries(st.text(max_size=4), JSON, max_size=3),
+    writer=st.none() | st.text(max_size=8),
+    edit=st.booleans(),
+)
+@example(payload={"\U0001f600": 1, "\uff61": 2}, actor="a", versions={}, writer=None, edit=False)
+@example(payload={"x": 1.0}, actor="a", versions={"v": 2**60}, writer="w", edit=False)
+def test_the_streaming_check_agrees_with_the_exact_path(
+    payload: dict[str, Any], actor: str, versions: dict[str, Any], writer: str | None, edit: bool
+) -> None:
+    """`verify_chain`'s flat loop (its own copy of the fast layout) accepts exactly what the exact path accepts and
+    gives the same leaf; an edited payload is refused."""
+    prev = bytes(range(32))
+    digest = _sealed_hash(1, actor, "k", payload, versions, prev, writer)
+    stored = {**payload, "edited": True} if edit else payload
+    check = trace._ChainCheck(collect_leaves=True, signed_roots={1: b"no root"})
+    check.expected_prev = prev
+    accepted = check.page([_row(1, actor, "k", stored, versions, prev, digest or bytes(32), writer)])
+    if digest is None or edit:
+        assert not accepted and check.problem is not None and check.problem[0] == 1
+        return
+    assert accepted, check.problem
+    exact = canonical_bytes(event_body(1, TS, CLOSE, actor, "k", payload, versions, writer))
+    assert check.leaves == [leaf_hash(exact)]
+    assert check.merkle is not None and check.merkle.unsigned_at == 1  # the signed root was met and differs
 
 
 @settings(max_examples=400, deadline=None)
@@ -107,7 +138,7 @@ def test_an_edited_payload_is_never_intact_whichever_path_reads_it(
     stored_hash = _sealed_hash(1, actor, "k", stored, {}, prev)
     if digest is None:
         return
-    record = _record_from_row(_row(1, actor, "k", stored, {}, prev, digest), {})
+    record = _record_from_row(_row(1, actor, "k", stored, {}, prev, digest), TextCaches())
     assert record.intact == (stored_hash == digest)
 
 
@@ -192,7 +223,7 @@ async def test_verification_reads_one_snapshot_while_sealing_goes_on(
         async with conn.transaction():
             await append_event(conn, actor="alice", kind="step", payload={"i": i})
     await seal_pending(conn)
-    real_iter_sealed = iter_sealed
+    real_iter_sealed = iter_sealed_rows
 
     async def read_then_let_another_process_seal(*args: Any, **kwargs: Any) -> Any:
         async for batch in real_iter_sealed(*args, **kwargs):
@@ -202,7 +233,7 @@ async def test_verification_reads_one_snapshot_while_sealing_goes_on(
                 await append_event(other, actor="bob", kind="step", payload={"late": True})
             await seal_pending(other)
 
-    monkeypatch.setattr(trace, "iter_sealed", read_then_let_another_process_seal)
+    monkeypatch.setattr(trace, "iter_sealed_rows", read_then_let_another_process_seal)
     result = await verify_chain(conn)
     assert result.ok and result.size == 3, result.problem
     monkeypatch.undo()
