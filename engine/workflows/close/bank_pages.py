@@ -49,6 +49,9 @@ PAGE_BYTES = 1024 * 1024
 request limit. A constant, not a setting: the bound on the largest message must not move with configuration."""
 CURSOR_ROWS = 5_000
 """Rows fetched from the server-side cursor per round trip."""
+WORK_MEM = "32MB"
+"""The classifying query's sort memory (its transaction only): the windows' one sort of every cash line stays in
+memory up to about 300,000 lines instead of spilling to disk at PostgreSQL's default 4 MB."""
 
 Say = Callable[[str], None]
 _progress: ContextVar[Say | None] = ContextVar("bank_pages_progress", default=None)
@@ -117,8 +120,9 @@ SELECT a.account, a.currency,
 """
 
 # The specialist's key is (amount, reference.strip().casefold()). For printable ASCII that is exactly
-# lower(btrim(reference, ' ')) in the C collation; an amount with any other reference is one group here (its lines are
-# left whole to the specialist, unless one side has no line of that amount at all).
+# lower(btrim(reference, ' ')) in the C collation; an amount with any other reference in the account is one group here
+# (its lines are left whole to the specialist, unless one side has no line of that amount at all). Both windows share
+# one sort: (account, amount, key) is also sorted by (account, amount).
 CLASSIFIED = rf"""
 WITH lines AS (
     SELECT account, true AS bank, bank_line_id AS id, line_date, amount, reference
@@ -129,21 +133,24 @@ WITH lines AS (
       FROM book_gl_line WHERE book_set_id = %(book_set_id)s AND account = ANY(%(accounts)s)
 ),
 keyed AS (
-    SELECT *, CASE WHEN bool_and(reference ~ '^[\x20-\x7e]*$') OVER (PARTITION BY account, amount)
-                   THEN lower(btrim(reference, ' ') COLLATE "C") END AS group_key
-      FROM lines
+    SELECT *, lower(btrim(reference, ' ') COLLATE "C") AS k, reference ~ '^[\x20-\x7e]*$' AS safe FROM lines
 ),
 grouped AS (
-    SELECT *, count(*) FILTER (WHERE bank) OVER g AS bank_count,
+    SELECT *, bool_and(safe) OVER a AS amount_safe,
+           count(*) FILTER (WHERE bank) OVER a AS amount_bank,
+           count(*) FILTER (WHERE NOT bank) OVER a AS amount_gl,
+           count(*) FILTER (WHERE bank) OVER g AS bank_count,
            count(*) FILTER (WHERE NOT bank) OVER g AS gl_count,
            max(line_date) FILTER (WHERE bank) OVER g AS bank_date,
            max(line_date) FILTER (WHERE NOT bank) OVER g AS gl_date
-      FROM keyed WINDOW g AS (PARTITION BY account, amount, group_key)
+      FROM keyed WINDOW a AS (PARTITION BY account, amount), g AS (PARTITION BY account, amount, k)
 ),
-classified AS (
-    SELECT account, bank, id, line_date, amount, reference, group_key,
-           CASE WHEN bank_count = 0 OR gl_count = 0 THEN 'unmatched'
-                WHEN group_key IS NULL OR bank_count > 1 OR gl_count > 1 THEN 'residue'
+classified AS MATERIALIZED (
+    SELECT account, bank, id, line_date, amount, reference, CASE WHEN amount_safe THEN k END AS group_key,
+           CASE WHEN amount_bank = 0 OR amount_gl = 0 THEN 'unmatched'
+                WHEN NOT amount_safe THEN 'residue'
+                WHEN bank_count = 0 OR gl_count = 0 THEN 'unmatched'
+                WHEN bank_count > 1 OR gl_count > 1 THEN 'residue'
                 WHEN abs(bank_date - gl_date) <= %(window_days)s THEN 'matched'
                 ELSE 'unmatched' END AS state
       FROM grouped
@@ -153,24 +160,23 @@ classified AS (
 within the window), `unmatched` (its group has no line on the other side, or its one pair is outside the window), or
 `residue` (a group the specialist must match: several lines on a side, or references SQL does not normalise)."""
 
-TOTALS_QUERY = (
-    CLASSIFIED + "SELECT account, bank, state, count(*) AS lines, COALESCE(sum(amount), 0) AS amount"
-    " FROM classified GROUP BY account, bank, state"
-)
-LISTED_QUERY = (
+DECIDED_QUERY = (
     CLASSIFIED
     + """, ranked AS (
-    SELECT account, bank, id, line_date, amount, reference,
-           row_number() OVER (PARTITION BY account, bank ORDER BY line_date, id COLLATE "C") AS n
+    SELECT *, row_number() OVER (PARTITION BY account, bank ORDER BY line_date, id COLLATE "C") AS n
       FROM classified WHERE state = 'unmatched'
 )
-SELECT account, bank, id, line_date, amount, reference, NULL::text AS group_key FROM ranked
- WHERE n <= %(listed)s ORDER BY account, bank, n"""
+SELECT 0 AS part, account, bank, state, count(*) AS lines, COALESCE(sum(amount), 0) AS amount,
+       NULL::text AS id, NULL::date AS line_date, NULL::text AS reference, NULL::text AS group_key
+  FROM classified GROUP BY account, bank, state
+UNION ALL
+SELECT 1, account, bank, state, 1, amount, id, line_date, reference, NULL FROM ranked WHERE n <= %(listed)s
+UNION ALL
+SELECT 2, account, bank, state, 1, amount, id, line_date, reference, group_key FROM classified WHERE state = 'residue'
+ ORDER BY part, account, amount, group_key NULLS FIRST, bank DESC, line_date, id"""
 )
-RESIDUE_QUERY = (
-    CLASSIFIED + "SELECT account, bank, id, line_date, amount, reference, group_key FROM classified"
-    " WHERE state = 'residue' ORDER BY account, amount, group_key NULLS FIRST, bank DESC, line_date, id"
-)
+"""One pass over the lines: per account, side and state the count and sum (part 0), the first LISTED_LINES unmatched
+lines of each side in the matcher's order (part 1), then the residue, group by group (part 2)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,29 @@ class DecidedLines:
     state: str
     lines: int
     amount: Decimal
+
+
+@dataclass(frozen=True)
+class DecidedRow:
+    """A row of DECIDED_QUERY: a total (part 0: no line), a listed unmatched line (part 1) or a residue line
+    (part 2)."""
+
+    part: int
+    account: str
+    bank: bool
+    state: str
+    lines: int
+    amount: Decimal
+    id: str | None
+    line_date: date | None
+    reference: str | None
+    group_key: str | None
+
+    def line(self) -> ResidueLine:
+        assert self.id is not None and self.line_date is not None and self.reference is not None
+        return ResidueLine(
+            self.account, self.bank, self.id, self.line_date, self.amount, self.reference, self.group_key
+        )
 
 
 async def cash_account_sizes(conn: AsyncConnection[Any], book_set_id: int, feed: int) -> list[CashAccountSize]:
@@ -353,8 +382,6 @@ async def paged_input(
         "window_days": window_days,
         "listed": LISTED_LINES,
     }
-    _say("bank reconciliation: matching the one-to-one lines in the database")
-    await _decide_in_database(conn, params, tallies)
     async with session.let_go():
         await _send_pages(session.connect, call, tc, params, tallies, page_lines)
     accounts = []
@@ -383,24 +410,6 @@ async def paged_input(
     }
 
 
-async def _decide_in_database(
-    conn: AsyncConnection[Any], params: Mapping[str, Any], tallies: dict[str, AccountTally]
-) -> None:
-    """The lines the database matched or found unmatched: counted and summed, the first unmatched listed."""
-    async with conn.cursor(row_factory=class_row(DecidedLines)) as cur:
-        await cur.execute(TOTALS_QUERY, params)
-        for decided in await cur.fetchall():
-            tallies[decided.account].decided[(decided.bank, decided.state)] = decided
-    async with conn.cursor(row_factory=class_row(ResidueLine)) as lines:
-        await lines.execute(LISTED_QUERY, params)
-        for line in await lines.fetchall():
-            tally = tallies[line.account]
-            if line.bank:
-                tally.list_bank([(line.line_date, line.id, _wire(line))])
-            else:
-                tally.list_gl([(line.line_date, line.id)])
-
-
 async def _send_pages(
     connect: Connect,
     call: SpecialistCall,
@@ -409,7 +418,8 @@ async def _send_pages(
     tallies: dict[str, AccountTally],
     page_lines: int,
 ) -> None:
-    """Stream the residue from a server-side cursor and send it page by page; memory holds one page."""
+    """Stream the lines' classification from a server-side cursor: the totals and the first unmatched lines into
+    the tallies, the residue page by page to the specialist; memory holds one page."""
     specialist = tc.task.specialist
     assert specialist is not None
     page: list[ResidueLine] = []
@@ -473,16 +483,30 @@ async def _send_pages(
         page_bytes += block_bytes
         block, block_bytes = [], 0
 
-    _say("bank reconciliation: sending the lines left to match in pages")
+    _say("bank reconciliation: matching the one-to-one lines in the database")
     async with (
         connect() as conn,
         conn.transaction(),
-        conn.cursor("bank_residue", row_factory=class_row(ResidueLine)) as cur,
+        conn.cursor("bank_lines_decided", row_factory=class_row(DecidedRow)) as cur,
     ):
+        await conn.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
         cur.itersize = CURSOR_ROWS
-        await cur.execute(RESIDUE_QUERY, params)
+        await cur.execute(DECIDED_QUERY, params)
         current: tuple[str, Decimal, str | None] | None = None
-        async for line in cur:
+        async for row in cur:
+            tally = tallies[row.account]
+            if row.part == 0:
+                tally.decided[(row.bank, row.state)] = DecidedLines(
+                    row.account, row.bank, row.state, row.lines, row.amount
+                )
+                continue
+            line = row.line()
+            if row.part == 1:
+                if line.bank:
+                    tally.list_bank([(line.line_date, line.id, _wire(line))])
+                else:
+                    tally.list_gl([(line.line_date, line.id)])
+                continue
             key = (line.account, line.amount, line.group_key)
             if key != current:
                 await close_block()
