@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, scalar_row
 
 from audit.checkpoint import Checkpoint, CheckpointError, NoteSigner, parse_checkpoint, sign_checkpoint
@@ -31,7 +32,17 @@ from audit.merkle import (
     pack_frontier,
     unpack_frontier,
 )
-from audit.trace import GENESIS_HASH, SEAL_LOCK, TraceHead, append_event, chain_problem, iter_sealed, seal_pending
+from audit.trace import (
+    GENESIS_HASH,
+    SEAL_LOCK,
+    TraceHead,
+    VerifyResult,
+    append_event,
+    chain_problem,
+    iter_sealed,
+    seal_pending,
+    verify_chain,
+)
 
 HEX = "hex"
 
@@ -270,6 +281,47 @@ async def sign_log_checkpoint(
         )
     await seal_pending(conn)
     return StoredCheckpoint(state.size, root, origin, signer.name, note, frontier, state.chain_head)
+
+
+@dataclass(frozen=True)
+class LogVerdict:
+    """`trace verify`'s answer: the chain (`chain`, with the Merkle root of the whole log when it is intact), the
+    last signed checkpoint, and how many signed checkpoints the log was held against."""
+
+    chain: VerifyResult
+    latest: StoredCheckpoint | None
+    checkpoints: int
+
+
+async def verify_log(conn: AsyncConnection[Any]) -> LogVerdict:
+    """Verify the chain and every signed checkpoint in one streaming read (one REPEATABLE READ snapshot).
+
+    Each checkpoint's root must be the Merkle root of the log's first `tree_size` events, computed as the read goes
+    (a frontier, never the whole tree). Raises LogInconsistent naming the first checkpoint the log no longer gives,
+    or the last one when the log is now shorter than it; a broken chain is returned in `chain`, as verify_chain does.
+    """
+    if conn.info.transaction_status == TransactionStatus.IDLE:
+        async with conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return await _verify_log(conn)
+    return await _verify_log(conn)
+
+
+async def _verify_log(conn: AsyncConnection[Any]) -> LogVerdict:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT tree_size, root FROM trace_checkpoint")
+        signed = {int(size): bytes(root) for size, root in await cur.fetchall()}
+    latest = await latest_checkpoint(conn)
+    chain = await verify_chain(conn, signed_roots=signed)
+    if not chain.ok:
+        return LogVerdict(chain, latest, len(signed))
+    if latest is not None and chain.size < latest.tree_size:
+        raise LogInconsistent(
+            latest.tree_size, f"the log holds {chain.size} events, fewer than the {latest.tree_size} signed"
+        )
+    if chain.unsigned_at is not None:
+        raise LogInconsistent(chain.unsigned_at, "the first events no longer hash to the signed root")
+    return LogVerdict(chain, latest, len(signed))
 
 
 async def check_against_latest_checkpoint(conn: AsyncConnection[Any]) -> StoredCheckpoint | None:

@@ -25,10 +25,9 @@ def trace_verify(
     bundle: Annotated[Path | None, typer.Option(help="Verify an evidence bundle offline (no database).")] = None,
     key: Annotated[str | None, typer.Option(help="With --bundle: the verifier key you trust (pins it).")] = None,
 ) -> None:
-    """Recompute the hash chain and check it against the last signed checkpoint; exit 1 naming what broke."""
-    from audit.merkle import MerkleTree
-    from audit.trace import iter_events, seal_pending, verify_chain
-    from audit.transparency_log import LogInconsistent, check_extends, latest_checkpoint, tree_root
+    """Recompute the hash chain and check it against every signed checkpoint; exit 1 naming what broke."""
+    from audit.trace import iter_events, seal_pending
+    from audit.transparency_log import LogInconsistent, verify_log
     from countersign.runtime import connection
     from engine.runs import load_close
 
@@ -37,36 +36,33 @@ def trace_verify(
         return
     rt = runtime()
 
-    async def go() -> tuple[Any, Any, Any, int | None]:
+    async def go() -> tuple[Any, int | None]:
         async with connection(rt) as conn:
             await seal_pending(conn)
-            result = await verify_chain(conn, collect_leaves=True)
-            tree = MerkleTree(result.leaf_hashes) if result.leaf_hashes is not None else None
-            checkpoint_error = None
-            latest = await latest_checkpoint(conn)
-            if tree is not None:
-                try:
-                    check_extends(tree, latest)
-                except LogInconsistent as exc:
-                    checkpoint_error = exc
+            try:
+                verdict: Any = await verify_log(conn)
+            except LogInconsistent as exc:
+                verdict = exc
             count = None
             if close is not None:
                 await load_close(conn, close)
                 count = len([e async for e in iter_events(conn, close_id=close)])
-        return result, tree, checkpoint_error or latest, count
+        return verdict, count
 
-    with spinner("verifying the trace: recomputing the hash chain"):
-        result, tree, checkpoint, close_events = run(go)
+    with spinner("verifying the trace: recomputing the hash chain and the signed roots"):
+        verdict, close_events = run(go)
+    if isinstance(verdict, LogInconsistent):
+        err.print(f"[bold red]trace broken:[/] {escape(str(verdict))}")
+        raise typer.Exit(1)
+    result, checkpoint = verdict.chain, verdict.latest
     if not result.ok:
         err.print(f"[bold red]trace broken[/] at seq {result.first_bad_seq}: {escape(result.problem or '')}")
         raise typer.Exit(1)
-    if isinstance(checkpoint, LogInconsistent):
-        err.print(f"[bold red]trace broken:[/] {escape(str(checkpoint))}")
-        raise typer.Exit(1)
-    console.print(f"trace intact: tree size {tree.size}, root {tree_root(tree).hex()}")
+    console.print(f"trace intact: tree size {result.size}, root {result.root.hex()}")
     if checkpoint is not None:
         console.print(
             f"consistent with the checkpoint signed at tree size {checkpoint.tree_size} ({checkpoint.key_name})"
+            f" and {verdict.checkpoints - 1} earlier"
         )
     if close_events is not None:
         console.print(f"close {close}: {close_events} events")

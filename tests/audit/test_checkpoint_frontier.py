@@ -7,11 +7,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
+from audit.canonical import canonical_bytes
 from audit.checkpoint import generate_signer
 from audit.merkle import frontier_from_leaf_hashes, frontier_root, pack_frontier, verify_consistency
-from audit.trace import append_event, seal_pending
-from audit.transparency_log import LogInconsistent, latest_checkpoint, load_tree, sign_log_checkpoint
+from audit.trace import GENESIS_HASH, append_event, chain_hash, iter_events, seal_pending, verify_chain
+from audit.transparency_log import LogInconsistent, latest_checkpoint, load_tree, sign_log_checkpoint, verify_log
 from countersign.database import Database
 
 ORIGIN = "countersign.test/close-trace"
@@ -173,3 +175,53 @@ async def test_a_legacy_checkpoint_whose_events_were_edited_makes_the_full_read_
     await _log(conn, 1)
     with pytest.raises(LogInconsistent, match="event 2: content"):
         await sign_log_checkpoint(conn, signer, ORIGIN, actor="test")
+
+
+async def _rechain_with_edit(conn: Any, seq: int, payload: dict[str, Any]) -> None:
+    """The careful attacker: edit one event and recompute every hash after it, so the chain itself verifies."""
+    events = [e async for e in iter_events(conn)]
+    await conn.execute("ALTER TABLE trace_event DISABLE TRIGGER USER")
+    prev = GENESIS_HASH
+    for event in events:
+        body = event.body()
+        if event.seq == seq:
+            body["payload"] = payload
+            await conn.execute("UPDATE trace_event SET payload = %s WHERE seq = %s", (Jsonb(payload), seq))
+        digest = chain_hash(prev, canonical_bytes(body))
+        await conn.execute("UPDATE trace_event SET prev_hash = %s, hash = %s WHERE seq = %s", (prev, digest, event.seq))
+        prev = digest
+    await conn.execute("UPDATE trace_head SET hash = %s", (prev,))
+    await conn.execute("ALTER TABLE trace_event ENABLE ALWAYS TRIGGER trace_event_append_only")
+    await conn.execute("ALTER TABLE trace_event ENABLE ALWAYS TRIGGER trace_event_no_truncate")
+
+
+async def test_trace_verify_holds_the_log_to_every_signed_root_and_names_the_first_it_no_longer_gives(
+    conn: Any,
+) -> None:
+    signer = generate_signer(ORIGIN)
+    await _log(conn, 5)
+    await sign_log_checkpoint(conn, signer, ORIGIN, actor="test")  # tree size 5
+    await _log(conn, 3)
+    second = await sign_log_checkpoint(conn, signer, ORIGIN, actor="test")  # tree size 9
+    assert second is not None
+    verdict = await verify_log(conn)
+    assert verdict.chain.ok and verdict.checkpoints == 2 and verdict.chain.root == (await load_tree(conn)).root
+    await _rechain_with_edit(conn, 7, {"i": 99})  # after the first checkpoint, before the second
+    assert (await verify_chain(conn)).ok  # the chain alone no longer tells
+    with pytest.raises(LogInconsistent, match="checkpoint at tree size 9: the first events no longer hash"):
+        await verify_log(conn)
+    await _rechain_with_edit(conn, 2, {"i": 98})  # now before both: the first signed root is named
+    with pytest.raises(LogInconsistent, match="checkpoint at tree size 5: the first events no longer hash"):
+        await verify_log(conn)
+
+
+async def test_trace_verify_names_a_log_shorter_than_its_last_checkpoint(conn: Any) -> None:
+    signer = generate_signer(ORIGIN)
+    await _log(conn, 6)
+    await sign_log_checkpoint(conn, signer, ORIGIN, actor="test")
+    await conn.execute("ALTER TABLE trace_event DISABLE TRIGGER USER")
+    await conn.execute("DELETE FROM trace_event WHERE seq > 4")
+    await conn.execute("UPDATE trace_head SET seq = 4, hash = (SELECT hash FROM trace_event WHERE seq = 4)")
+    assert (await verify_chain(conn)).ok
+    with pytest.raises(LogInconsistent, match="holds 4 events, fewer than the 6 signed"):
+        await verify_log(conn)
