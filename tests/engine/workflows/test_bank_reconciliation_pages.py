@@ -131,11 +131,15 @@ async def test_a_paged_reconciliation_gives_the_whole_payloads_result(
     recorder = Recorder(engine_ctx.call)
     session = CloseSession(connect_to(conn), close_id)
     assert await session.acquire(wait=True)
-    summary = await bank_pages.paged_input(session, recorder, tc, page_lines=PAGE_LINES, force_pages=True)
+    phrases: list[str] = []
+    with bank_pages.progress_to(phrases.append):
+        summary = await bank_pages.paged_input(session, recorder, tc, page_lines=PAGE_LINES, force_pages=True)
     await session.release()
     paged = await engine_ctx.call("reconciliation", summary, "summary-" + input_digest(summary))
 
     assert _projection(paged) == _projection(whole)
+    assert phrases[0] == "bank reconciliation: matching the one-to-one lines in the database"
+    assert "bank reconciliation: account 1010, page 2 (" in "\n".join(phrases)  # progress names every page
     first = next(entry for entry in whole["accounts"] if entry["account"] == "1000")
     assert len(first["unmatched_gl"]) > LISTED_LINES  # the cap is exercised: counted in full, listed in part
     paged_first = next(entry for entry in paged["accounts"] if entry["account"] == "1000")
