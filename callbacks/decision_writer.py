@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection, errors
@@ -26,7 +27,7 @@ from callbacks.person_signature import (
     check_person_signature,
 )
 from callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
-from records.gates import GateRecord, read_gate, read_gate_facts
+from records.gates import GateFacts, GateRecord, read_gate
 from records.states import DECIDED, Decision, GateStatus, ProofKind
 
 DECISIONS = tuple(decision.value for decision in Decision)
@@ -227,12 +228,16 @@ async def record_and_announce(
 ) -> Recorded:
     """`record_decision`, and `on_recorded` in the same transaction when a new decision was written: the decision,
     its trace event and what `on_recorded` writes (the card updates) commit together or not at all. A replay writes
-    nothing and announces nothing."""
+    nothing and announces nothing.
+
+    The transaction runs in one pipeline (`psycopg` pipeline mode): the statements whose answers nothing waits for
+    travel with the next one that is awaited, so a decision costs four round trips (lock and context; the insert and
+    the gate's new state; `on_recorded`; the commit), every check and every statement unchanged."""
     if request.decision not in DECISIONS:
         raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
     message_ids: list[int] = []
     try:
-        async with conn.transaction():
+        async with conn.pipeline(), conn.transaction():
             try:
                 outcome = await _record(conn, request)
             except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
@@ -291,7 +296,9 @@ _DECISION_CONTEXT = (
     "SELECT r.gate_id::text AS replay_gate, r.request_digest AS replay_digest,"
     " s.status, g.approver_role AS role, g.tier, g.prepared_by, g.requested_by, g.accepted_proofs,"
     " p.principal_id, p.kind, p.display_name, p.roles, previous.decision AS previous, p.public_key,"
-    " k.public_key AS passkey_public_key, k.sign_count AS passkey_sign_count"
+    " k.public_key AS passkey_public_key, k.sign_count AS passkey_sign_count,"
+    " g.close_id::text AS close_id, g.task, g.attempt, g.kind AS gate_kind, g.quorum, g.rule, g.subject, g.amount,"
+    " coalesce(g.summary, 'null'::jsonb)::text AS summary_json"
     " FROM (SELECT 1) AS one"
     " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
     " LEFT JOIN gate g ON g.gate_id = %(gate)s"
@@ -323,6 +330,15 @@ class _DecisionContext:
     public_key: bytes | None
     passkey_public_key: bytes | None
     passkey_sign_count: int | None
+    close_id: str | None
+    task: str | None
+    attempt: int | None
+    gate_kind: str | None
+    quorum: int | None
+    rule: str | None
+    subject: str | None
+    amount: Decimal | None
+    summary_json: str | None
 
     @property
     def principal(self) -> Principal | None:
@@ -330,14 +346,34 @@ class _DecisionContext:
             return None
         return Principal(self.principal_id, self.kind or "", self.display_name or "", tuple(self.roles or ()))
 
+    def gate_facts(self, gate_id: str) -> GateFacts:
+        """The gate's signed columns (`records.gates.GateFacts`), read in the same statement as the rest."""
+        assert self.close_id is not None and self.task is not None and self.attempt is not None  # the gate was found
+        assert self.gate_kind is not None and self.quorum is not None and self.rule is not None
+        assert self.role is not None and self.tier is not None
+        assert self.subject is not None and self.summary_json is not None
+        return GateFacts(
+            gate_id,
+            self.close_id,
+            self.task,
+            self.attempt,
+            self.gate_kind,
+            self.tier,
+            self.quorum,
+            self.role,
+            self.rule,
+            self.subject,
+            self.amount,
+            self.summary_json,
+        )
+
 
 async def _check_person_proof(
     conn: AsyncConnection[Any], request: DecisionRequest, principal: Principal, row: _DecisionContext
 ) -> None:
     """A signed-callback decision carries the person's own Ed25519 signature, a board decision their passkey's
     assertion (callbacks/person_signature.py), each over the digest of the gate's summary as the database holds it."""
-    facts = await read_gate_facts(conn, request.gate_id)
-    assert facts is not None  # the context row found the gate
+    facts = row.gate_facts(request.gate_id)
     digest = digest_of_gate(facts.digest_fields(), facts.summary_json)
     try:
         if request.channel == SIGNED_CALLBACK:
@@ -400,7 +436,7 @@ def stored_proof(request: DecisionRequest) -> dict[str, Any]:
 
 async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
     digest = request.digest()
-    async with conn.cursor() as cur:
+    async with conn.cursor() as cur:  # in a pipeline, sent with the context query (its own statement and snapshot)
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(request.gate_id),))
     async with conn.cursor(row_factory=class_row(_DecisionContext)) as cur:
         await cur.execute(
@@ -452,11 +488,13 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
                 Jsonb(stored_proof(request)),
             ),
         )
+        # In a pipeline the gate's read travels with the insert; a refusal by the database surfaces here either way.
+        outcome = await gate_outcome(conn, request.gate_id, recorded=True)
         inserted = await cur.fetchone()
     if inserted is None:  # a unique key held: the same nonce committed meanwhile for another gate
         raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
     # The database traces the decision itself (`gate_decided`, from the row it admitted: migration 0015).
-    return await gate_outcome(conn, request.gate_id, recorded=True)
+    return outcome
 
 
 @dataclass(frozen=True)

@@ -171,6 +171,11 @@ DECIDE_OPENAPI: dict[str, Any] = {
 }
 
 
+async def _after_release() -> None:
+    """The seal `decide_gate` asks for, deferred: the door seals once it has given its connection back, so a request
+    waiting for the group sealer's run holds no pool connection."""
+
+
 def build_callback_router(
     secret: str,
     connect: Connect,
@@ -221,20 +226,24 @@ def build_callback_router(
             external_id=body["principal"],
             proof=ed25519_proof(body["signature"], body["signed_at"]),
         )
-        async with connect() as conn:
-            try:
-                decided = await decide_gate(
-                    conn,
-                    identity,
-                    gate_id=gate_uuid,
-                    decision=body["decision"],
-                    reason=body["reason"],
-                    nonce=body["nonce"],
-                    on_recorded=on_recorded,
-                    seal=seal,
-                )
-            except (GateNotFound, DecisionRefused, DecisionConflict) as exc:
-                return error_response(exc)
+        try:
+            async with connect() as conn:
+                try:
+                    decided = await decide_gate(
+                        conn,
+                        identity,
+                        gate_id=gate_uuid,
+                        decision=body["decision"],
+                        reason=body["reason"],
+                        nonce=body["nonce"],
+                        on_recorded=on_recorded,
+                        seal=None if seal is None else _after_release,
+                    )
+                except (GateNotFound, DecisionRefused, DecisionConflict) as exc:
+                    return error_response(exc)
+        finally:  # the connection is back in the pool; the decision (or refusal) is chained before the answer
+            if seal is not None:
+                await seal()
         if decided.message_ids and deliver is not None:
             await deliver(list(decided.message_ids))
         return JSONResponse(decided.outcome.as_dict(), status_code=200)

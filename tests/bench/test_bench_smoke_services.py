@@ -18,7 +18,7 @@ SMOKE: dict[str, list[str]] = {
     "bench_trace.py": [
         "--writers", "2", "--events", "200", "--events-b1", "50", "--verify-events", "2000", "--proofs", "10",
     ],
-    "bench_callbacks.py": ["--decisions", "20", "--concurrency", "4"],
+    "bench_callbacks.py": ["--decisions", "20", "--concurrency", "4", "--profile"],
     "bench_doors.py": ["--smoke"],
 }  # fmt: skip
 
@@ -40,6 +40,9 @@ EXPECTED: dict[str, list[str]] = {
         "record_decision in-process (no HTTP, pool 10): 20 of 20 requests",
         "ratio decisions/s / healthz req/s:",
         "{'warmup': 200, 'bench': 20, 'direct': 20}",
+        "signed decisions: ",
+        "target >= 0.5 x /healthz and p99 < 100 ms:",
+        "top 20 functions by own",  # --profile: py-spy's samples when it is installed, else cProfile's own time
     ],
     "bench_doors.py": [
         "baseline  decisions    3",
