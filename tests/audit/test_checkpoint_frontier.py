@@ -213,6 +213,10 @@ async def test_trace_verify_holds_the_log_to_every_signed_root_and_names_the_fir
     await _rechain_with_edit(conn, 2, {"i": 98})  # now before both: the first signed root is named
     with pytest.raises(LogInconsistent, match="checkpoint at tree size 5: the first events no longer hash"):
         await verify_log(conn)
+    # the signer, which reads only what came after tree size 9, sees the rewritten chain at the head it stored
+    await _log(conn, 1)
+    with pytest.raises(LogInconsistent, match="event 10 since the signed tree: prev_hash does not link"):
+        await sign_log_checkpoint(conn, signer, ORIGIN, actor="test")
 
 
 async def test_trace_verify_names_a_log_shorter_than_its_last_checkpoint(conn: Any) -> None:

@@ -16,7 +16,8 @@ TIMEOUT_S = 180
 
 SMOKE: dict[str, list[str]] = {
     "bench_trace.py": [
-        "--writers", "2", "--events", "200", "--events-b1", "50", "--verify-events", "2000", "--proofs", "10",
+        "--writers", "2", "--events", "200", "--events-b1", "50", "--verify-events", "2000", "--new-events", "20",
+        "--proofs", "10",
     ],
     "bench_callbacks.py": ["--decisions", "20", "--concurrency", "4", "--profile"],
     "bench_doors.py": ["--smoke"],
@@ -28,10 +29,16 @@ EXPECTED: dict[str, list[str]] = {
         "| plain INSERT baseline, B=10 |",
         "| append_event + seal_pending per commit, B=1, 2 writers |",
         "| append_event + GroupSealer, B=10, 2 writers |",
+        "| append_event + background sealer, B=1, 2 writers |",
         "verify ok=True, gap-free=True, pending left=0",
+        "| same rows read, nothing done (baseline), 2,000 events |",
         "| verify_chain, 2,000 events |",
-        "(ok=True)",
-        "| load_tree, 2,000 leaves |",
+        "(ok=True,",
+        "| verify_log (`trace verify`: chain + every signed root), 2,000 events |",
+        "| first checkpoint, 2,000 events (full read",
+        "| checkpoint from the stored frontier, 2,063 events, 20 new |",
+        "(extends=True)",
+        "| load_tree, 2,064 leaves |",
         "| consistency_proof (10 random) |",
     ],
     "bench_callbacks.py": [
