@@ -124,9 +124,16 @@ def drill_workers(
         fail(str(exc))
         return
     console.print(
-        f"{report.closed} of {report.closes} closes closed by {report.workers} workers in {report.seconds:.1f}s; "
-        f"problems: {len(report.problems)}"
+        f"{report.closed} of {report.closes} closes closed by {report.workers} workers in {report.seconds:.1f}s"
+        f" ({report.closes_per_minute:.1f} a minute); problems: {len(report.problems)}"
     )
+    if report.reaction is not None and report.reaction.samples:
+        console.print(
+            f"decision to the next gate: p50 {report.reaction.p50_s:.2f}s, p99 {report.reaction.p99_s:.2f}s"
+            f" over {report.reaction.samples} gates"
+        )
+    sessions = "unknown" if report.sessions_opened is None else str(report.sessions_opened)
+    console.print(f"database sessions opened: {sessions}; most connected at once: {report.peak_connections}")
     for problem in report.problems[:10]:
         err.print(f"problem: {escape(problem)}")
     if not report.passed:

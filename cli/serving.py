@@ -198,6 +198,9 @@ def worker(
     if poll_s <= 0:
         fail(f"--poll-s must be positive, not {poll_s}")
     _observe(rt.settings.log_format, telemetry.WORKER)
+    import logging
+
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)  # not a line per job: what a job did is printed below
     senders = build_senders(rt.settings)
     metrics = WorkerMetrics()
 

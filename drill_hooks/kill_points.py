@@ -19,6 +19,7 @@ POINTS = (
     "gates.before_apply",
     "card.before_post",
     "trace.mid_seal",
+    "job.after_advance",  # inside an advance job: the run's tables moved, the job not yet finished (engine/jobs.py)
 )
 
 

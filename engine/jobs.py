@@ -152,6 +152,10 @@ class JobCounts:
     deliver: int = 0
 
 
+def _total(counts: JobCounts) -> int:
+    return counts.advance + counts.wake + counts.sign_checkpoint + counts.deliver
+
+
 class _Jobs:
     """The four job kinds, bound to this process's pool, engine context and deliverer."""
 
@@ -260,8 +264,15 @@ def pool_for_jobs(url: str, *, size: int) -> AsyncConnectionPool[Any]:
         min_size=1,
         max_size=size,
         open=False,
-        kwargs={"autocommit": True, "options": f"-c search_path={JOBS_SEARCH_PATH.replace(' ', '')}"},
+        # autocommit is set by `configure`, not in `kwargs`: the library opens its LISTEN connection from the pool's
+        # kwargs and passes autocommit itself
+        kwargs={"options": f"-c search_path={JOBS_SEARCH_PATH.replace(' ', '')}"},
+        configure=_autocommit,
     )
+
+
+async def _autocommit(conn: AsyncConnection[Any]) -> None:
+    await conn.set_autocommit(True)
 
 
 def pool_size_for(concurrency: int) -> int:
@@ -296,22 +307,28 @@ async def run_jobs(
         await enqueue_running_runs(conn)
         await enqueue_job(conn, "deliver")  # what a stopped worker left in the outbox goes out now
     await app.open_async(pool)
-    worker = job_worker.Worker(
-        app,
-        queues=None,
-        concurrency=plan.concurrency,
-        wait=not plan.once,
-        fetch_job_polling_interval=plan.poll_s,
-        shutdown_graceful_timeout=plan.grace_s,
-        listen_notify=not plan.once,
-        install_signal_handlers=False,
-        delete_jobs="successful",
-    )
+    current: list[job_worker.Worker] = []
+
+    def new_worker() -> job_worker.Worker:
+        worker = job_worker.Worker(
+            app,
+            queues=None,
+            concurrency=plan.concurrency,
+            wait=not plan.once,
+            fetch_job_polling_interval=plan.poll_s,
+            shutdown_graceful_timeout=plan.grace_s,
+            listen_notify=not plan.once,
+            install_signal_handlers=False,
+            delete_jobs="successful",
+        )
+        current[:] = [worker]
+        return worker
 
     async def stop_on_signal() -> None:
         assert stop is not None
         await stop.wait()
-        worker.stop()  # type: ignore[no-untyped-call]
+        for worker in current:
+            worker.stop()  # type: ignore[no-untyped-call]
 
     async def recover_now_and_then() -> None:
         while True:
@@ -329,7 +346,13 @@ async def run_jobs(
     if stop is not None:
         side.append(asyncio.create_task(stop_on_signal()))
     try:
-        await worker.run()  # type: ignore[no-untyped-call]
+        while True:
+            ran = _total(jobs.counts)
+            await new_worker().run()  # type: ignore[no-untyped-call]
+            # `once`: the library stops at its first empty fetch, even while a job in flight is about to enqueue its
+            # follow-up (a delivery, the next advance): run again until a round ran nothing.
+            if not plan.once or _total(jobs.counts) == ran or (stop is not None and stop.is_set()):
+                break
     finally:
         for task in side:
             task.cancel()

@@ -30,6 +30,7 @@ from engine.integrity import (
     posting_counts,
     server_identity,
 )
+from engine.jobs_stats import DatabaseActivity, Reaction
 from engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
 from engine.runs import load_close
 from engine.workflows.close.inputs import accruals_input
@@ -445,22 +446,58 @@ class WorkersReport:
     seconds: float
     closed: int
     problems: list[str]
+    reaction: Reaction | None = None  # decision that completed a gate -> next gate opened on the run
+    sessions_opened: int | None = None  # sessions opened on the database during the run (PostgreSQL 14+)
+    peak_connections: int = 0  # most sessions connected to the database at one sample
+    idle: IdleCost | None = None  # with `decide=False`: what runs waiting on people cost the workers
 
     @property
     def passed(self) -> bool:
+        if self.idle is not None:  # nobody decides: the runs wait on people, and that must cost nothing
+            return not self.problems and self.idle.ready_jobs == 0
         return self.closed == self.closes and not self.problems
+
+    @property
+    def closes_per_minute(self) -> float:
+        return self.closed / self.seconds * 60 if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class IdleCost:
+    """A window in which every run waits on a person: what the workers did meanwhile."""
+
+    seconds: float
+    waiting_runs: int
+    commits: int  # transactions committed on the database in the window (heartbeats, the drill's own reads)
+    ready_jobs: int  # jobs ready or running at the end of the window
+
+    @property
+    def commits_per_s(self) -> float:
+        return self.commits / self.seconds if self.seconds > 0 else 0.0
 
 
 def run_workers_drill(
-    rt: Runtime, *, closes: int, workers: int, timeout_s: float = 600.0, progress: Progress | None = None
+    rt: Runtime,
+    *,
+    closes: int,
+    workers: int,
+    timeout_s: float = 600.0,
+    progress: Progress | None = None,
+    decide: bool = True,
+    idle_s: float = 10.0,
 ) -> WorkersReport:
     """`workers` worker processes advance `closes` closes at once while scripted people decide every gate.
-    `progress(phrase, done, total)`: closes prepared, then closes closed."""
+    `progress(phrase, done, total)`: closes prepared, then closes closed.
+
+    With `decide=False` nobody decides: once every run waits on a person and no job is ready, the drill watches an
+    idle window of `idle_s` seconds and reports what the workers cost in it."""
     import os
     import subprocess
     import sys
+    import tempfile
 
     from audit.trace import seal_pending
+    from engine.jobs_stats import database_activity, decision_to_next_gate, ready_jobs, registered_workers
 
     database_identity(rt)
     say = progress or (lambda _phrase, _done, _total: None)
@@ -470,49 +507,92 @@ def run_workers_drill(
         prepared.append(asyncio.run(_prepare_close(rt, f"W{i:03d}")))
     ids = [close_id for close_id, _ in prepared]
     books = dict(prepared)
+
+    async def activity() -> DatabaseActivity:
+        async with connection(rt) as conn:
+            return await database_activity(conn)
+
+    before = asyncio.run(activity())
+    # a file, not a pipe: a full pipe would stall a worker; closed in the `finally` below
+    logs = [tempfile.TemporaryFile() for _ in range(workers)]  # noqa: SIM115
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "worker", "--interval-s", "0.2", "--max-passes", "100000"],
+            [sys.executable, "-m", "cli.main", "worker", "--poll-s", "1"],
             env=dict(os.environ),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=log,
         )
-        for _ in range(workers)
+        for log in logs
     ]
     started = time.perf_counter()
+    peak = 0
 
     async def closed() -> int:
         async with connection(rt) as conn:
             return await closed_count(conn, ids)
 
+    async def quiet() -> int:
+        """Jobs ready or running, or 1 while not every worker has registered yet."""
+        async with connection(rt) as conn:
+            return await ready_jobs(conn) + (await registered_workers(conn) < workers)
+
+    idle: IdleCost | None = None
     try:
         while time.perf_counter() - started < timeout_s:
             done = asyncio.run(closed())
+            peak = max(peak, asyncio.run(activity()).connected)
             say(f"closes closed by {workers} workers", done, closes)
-            if done == closes:
+            if not decide:
+                if asyncio.run(quiet()) == 0:
+                    first = asyncio.run(activity())
+                    time.sleep(idle_s)
+                    last = asyncio.run(activity())
+                    idle = IdleCost(idle_s, closes - done, last.commits - first.commits, asyncio.run(quiet()))
+                    break
+            elif done == closes:
                 break
-            for close_id in ids:
-                asyncio.run(_decide_open_gates(rt, close_id, books[close_id]))
+            else:
+                for close_id in ids:
+                    asyncio.run(_decide_open_gates(rt, close_id, books[close_id]))
             time.sleep(0.5)
     finally:
         for proc in procs:
             proc.terminate()
         crashed = []
-        for proc in procs:
+        for proc, log in zip(procs, logs, strict=True):
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            log.seek(0)
+            stderr = log.read().decode(errors="replace")
+            log.close()
             if "Traceback" in stderr:
                 crashed.append(stderr[-1500:])
     seconds = time.perf_counter() - started
     problems = [f"a worker crashed: {tail}" for tail in crashed]
+    if not decide and idle is None:
+        problems.append(f"the runs never all waited on people within {timeout_s:.0f}s")
 
     async def seal() -> None:  # a worker stopped between a commit and its seal leaves events queued, not lost
         async with connection(rt) as conn:
             await seal_pending(conn)
 
+    async def reaction() -> Reaction:
+        async with connection(rt) as conn:
+            return await decision_to_next_gate(conn, ids)
+
     asyncio.run(seal())
     problems += exactly_once_problems(rt, ids)
-    return WorkersReport(closes, workers, seconds, asyncio.run(closed()), problems)
+    after = asyncio.run(activity())
+    return WorkersReport(
+        closes,
+        workers,
+        seconds,
+        asyncio.run(closed()),
+        problems,
+        reaction=asyncio.run(reaction()),
+        sessions_opened=after.sessions - before.sessions if after.sessions else None,
+        peak_connections=peak,
+        idle=idle,
+    )

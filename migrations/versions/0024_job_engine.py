@@ -147,6 +147,7 @@ BEGIN
         WHERE j.status = 'doing' AND (j.worker_id IS NULL OR NOT EXISTS (
             SELECT 1 FROM pg_catalog.pg_locks l
             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+              AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
               AND l.classid = {LIVENESS_NAMESPACE}::oid AND l.objid = j.worker_id::oid))
         FOR UPDATE OF j SKIP LOCKED
     LOOP

@@ -4,6 +4,7 @@ role reaches the job tables only through the functions the migration gives it.""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import uuid
 from collections.abc import AsyncIterator
@@ -41,9 +42,11 @@ class Delivered:
 class Watch:
     def __init__(self) -> None:
         self.reports: list[AdvanceReport] = []
+        self.any = asyncio.Event()
 
     def advanced(self, report: AdvanceReport) -> None:
         self.reports.append(report)
+        self.any.set()
 
     def delivered(self, outcome: Any) -> None:
         pass
@@ -181,6 +184,24 @@ async def test_a_job_of_a_dead_worker_is_put_back_and_one_of_a_live_worker_is_no
     async with pool.connection() as engine:  # the worker's session is gone: its job is ready again
         assert await recover_stalled_jobs(engine) == 1
     assert await count(conn, doing) == 0 and await count(conn, READY_ADVANCE_JOBS, close_id) == 1
+
+
+async def test_a_waiting_worker_is_woken_by_the_database_not_by_its_poll(
+    conn: Any, runtime: Any, engine_ctx: Any, default_books: Path, pool: Any
+) -> None:
+    watch, stop = Watch(), asyncio.Event()
+    plan = JobPlan(poll_s=3600, grace_s=5)  # the fallback poll would not come within this test
+    worker = asyncio.create_task(run_jobs(pool, engine_ctx, _no_chat, plan, watch, stop=stop))
+    try:
+        await asyncio.sleep(0.5)  # let it register and listen (no job exists: it is waiting)
+        assert watch.reports == []
+        close_id = await start_default_close(conn, runtime, default_books)
+        await asyncio.wait_for(watch.any.wait(), timeout=60)  # a bound for liveness only; NOTIFY wakes it at once
+        assert watch.reports[0].close_id == close_id
+    finally:
+        stop.set()
+        counts = await asyncio.wait_for(worker, timeout=60)
+    assert counts.advance >= 1
 
 
 # --- the engine role and the job tables ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ def test_the_storm_report_fails_on_any_duplicate() -> None:
     assert report.duplicates == 1 and not report.passed
 
 
-@pytest.mark.parametrize("point", ["posting.mid", "card.before_post", "trace.mid_seal"])
+@pytest.mark.parametrize("point", ["posting.mid", "card.before_post", "trace.mid_seal", "job.after_advance"])
 def test_a_worker_killed_at_a_kill_point_is_replaced_and_every_effect_happens_once(
     runtime: Any, database: Any, fake_slack: Any, monkeypatch: pytest.MonkeyPatch, point: str
 ) -> None:
