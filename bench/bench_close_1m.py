@@ -1,6 +1,6 @@
 """Benchmark: a 1,000,000-GL-line entity from `close start` to its first gates, through PostgreSQL.
 
-Run: .venv/bin/python bench/bench_close_1m.py [--lines 1000000] [--smoke]
+Run: .venv/bin/python bench/bench_close_1m.py [--lines 1000000] [--duplicates N] [--force-pages] [--smoke]
 Generates the large profile's books (seed 42) in a child process, starts an embedded PostgreSQL, then in this
 process: `close start` (the books loaded with COPY, the close and its tasks) and the first `close advance` with the
 specialists served in-process over A2A (an ASGI transport, as `countersign close advance` runs them by default),
@@ -8,15 +8,17 @@ until the close stops at its first gates. Prints the wall time of each, the peak
 specialists; PostgreSQL's own processes are not counted, nor the generator's), the largest A2A request and response
 body, and a same-run baseline: the loaded GL lines read back with COPY TO STDOUT. Checks the bank reconciliation
 against the books' ground truth (matched lines per account) and that no message exceeded the page bound.
-Targets (issue 25): wall time < 120 s on 2 cores, peak RSS < 1 GB. `--smoke` runs about 2,000 GL lines with the
-same checks and no verdict, the bank reconciliation forced onto its paged path (make test runs it). Bounded: aborts
-itself after ABORT_AFTER_SECONDS.
+`--duplicates N` copies N bank lines (ambiguous groups the database leaves to the specialist, so pages are sent).
+Targets (issue 25): wall time < 120 s on 2 cores, peak RSS < 1 GB. `--smoke` runs about 2,000 GL lines and 50
+duplicates with the same checks and no verdict, the bank reconciliation forced onto its paged path (make test runs
+it). Bounded: aborts itself after ABORT_AFTER_SECONDS.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import dataclasses
 import json
 import os
@@ -61,6 +63,8 @@ from specialists.server import SPECIALIST_MAX_BODY_BYTES, build_specialists_app 
 SEED = 42
 FULL_LINES = 1_000_000
 SMOKE_LINES = 2_000
+SMOKE_DUPLICATES = 50
+DUPLICATED_ACCOUNT = "1010"
 TARGET_WALL_S = 120.0
 TARGET_RSS_MB = 1024.0
 ENVELOPE_BYTES = 64 * 1024
@@ -85,6 +89,26 @@ def peak_rss_mb() -> float:
 def describe_machine() -> str:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"python {platform.python_version()} on {platform.machine()}, cpus={cpus}"
+
+
+def add_duplicates(books: Path, account: str, count: int) -> int:
+    """Append a copy (new id, same date, amount and reference) of the first `count` bank lines of `account`: each makes
+    a group of two bank lines and one GL line, which the database cannot pair and the specialist matches on a page
+    (the original, first by id, takes the GL line; the copy stays unmatched). Returns how many were added."""
+    path = books / "bank_lines.csv"
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle)
+        header = next(rows)
+        at_id, at_account = header.index("bank_line_id"), header.index("account")
+        copies = []
+        for row in rows:
+            if len(copies) == count:
+                break
+            if row[at_account] == account:
+                copies.append([f"{value}-D" if index == at_id else value for index, value in enumerate(row)])
+    with path.open("a", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows(copies)
+    return len(copies)
 
 
 def generate(books: Path, lines: int) -> float:
@@ -211,18 +235,22 @@ def read_back(rt: Runtime, book_set_id: int) -> tuple[float, int, int]:
     return time.perf_counter() - started, size, lines
 
 
-def check(run: Run, truth: dict[str, Any], sizes: Sizes) -> list[str]:
+def check(run: Run, truth: dict[str, Any], sizes: Sizes, duplicates: int) -> list[str]:
     problems = []
+    expected_accounts = truth["expected"]["bank_reconciliation"]
+    expected_accounts[DUPLICATED_ACCOUNT]["bank_lines"] += duplicates
     if run.dead_letters:
         problems.append(f"{run.dead_letters} dispatches dead-lettered")
     if run.open_gates == 0:
         problems.append(f"the close stopped with no open gate ({run.status}): {run.steps[-3:]}")
     accounts = {entry["account"]: entry for entry in run.bank.get("accounts", [])}
-    for account, expected in truth["expected"]["bank_reconciliation"].items():
+    for account, expected in expected_accounts.items():
         got = accounts.get(account, {})
         for key in ("bank_lines", "gl_lines", "matched"):
             if got.get(key) != expected[key]:
                 problems.append(f"account {account}: {key} {got.get(key)!r}, ground truth {expected[key]}")
+    if duplicates and not accounts.get(DUPLICATED_ACCOUNT, {}).get("pages"):
+        problems.append(f"{duplicates} duplicated bank lines, but no page was sent")
     bound = PAGE_BYTES + ENVELOPE_BYTES
     if max(sizes.largest_request, sizes.largest_response) > bound:
         problems.append(f"an A2A body of {max(sizes.largest_request, sizes.largest_response):,} bytes > {bound:,}")
@@ -236,8 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--force-pages", action="store_true", help="the paged bank reconciliation even for books that fit one message"
     )
+    parser.add_argument(
+        "--duplicates",
+        type=int,
+        default=None,
+        help=f"bank lines of {DUPLICATED_ACCOUNT} copied, so the specialist gets pages (default 0; smoke 50)",
+    )
     args = parser.parse_args(argv)
     args.force_pages = args.force_pages or args.smoke
+    duplicates = args.duplicates if args.duplicates is not None else SMOKE_DUPLICATES if args.smoke else 0
     lines = args.lines or (SMOKE_LINES if args.smoke else FULL_LINES)
     signal.signal(signal.SIGALRM, _abort)
     signal.alarm(ABORT_AFTER_SECONDS)
@@ -249,9 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             books = root / "books"
             generate_s = generate(books, lines)
+            duplicates = add_duplicates(books, DUPLICATED_ACCOUNT, duplicates)
             truth = json.loads((books / "ground_truth.json").read_text(encoding="utf-8"))
             entity_facts = json.loads((books / "entity.json").read_text(encoding="utf-8"))
             print(f"books: {lines:,} GL lines generated in {generate_s:.1f} s (child process, not timed below)")
+            print(f"bank lines of account {DUPLICATED_ACCOUNT} duplicated (ambiguous groups for pages): {duplicates:,}")
             database = start_embedded(root / "pgdata", cleanup_mode="delete")
             migrate.upgrade(database)
             settings = Settings(
@@ -269,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                     rt, books, entity_facts["entity"], entity_facts["period"], sizes, force_pages=args.force_pages
                 )
             )
-            problems += check(run, truth, sizes)
+            problems += check(run, truth, sizes, duplicates)
             total_s = run.start_s + run.advance_s
             print(f"peak RSS before the close: {rss_before:.0f} MB")
             print(
