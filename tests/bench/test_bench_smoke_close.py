@@ -1,7 +1,7 @@
 """The million-line close benchmark (bench/bench_close_1m.py) runs at a tiny size on every `make test`: about 2,000
 GL lines from `close start` to the first gates on its own embedded PostgreSQL, the bank reconciliation forced onto its
-paged path with 50 ambiguous groups for a page, with the benchmark's own checks (ground truth, no dead letter, no A2A body over the page bound). Nothing
-is timed here: the figures belong in docs/benchmarks.md."""
+paged path with 50 ambiguous groups for a page, with the benchmark's own checks (ground truth, no dead letter, no A2A
+body over the page bound). Nothing is timed here: the figures belong in docs/benchmarks.md."""
 
 from __future__ import annotations
 
