@@ -29,7 +29,7 @@ import orjson
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from audit.canonical import NonCanonicalValue, canonical_bytes, normalise
 from audit.merkle import frontier_root
@@ -142,8 +142,8 @@ async def append_event(
                 str(close_id) if close_id is not None else None,
                 actor,
                 kind,
-                Jsonb(clean_payload),
-                Jsonb(clean_versions),
+                Jsonb(clean_payload, dumps=orjson.dumps),
+                Jsonb(clean_versions, dumps=orjson.dumps),
             ),
         )
         pending_id: int | None = await cur.fetchone()
@@ -158,7 +158,7 @@ async def register_close_versions(
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO trace_context (close_id, version_set) VALUES (%s, %s) ON CONFLICT (close_id) DO NOTHING",
-            (str(close_id), Jsonb(normalise(dict(version_set)))),
+            (str(close_id), Jsonb(normalise(dict(version_set)), dumps=orjson.dumps)),
         )
 
 
@@ -180,6 +180,7 @@ class ClaimedEvent:
 
 async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
     async with conn.cursor(row_factory=class_row(ClaimedEvent)) as cur:
+        set_json_loads(orjson.loads, cur)  # jsonb to Python with orjson: the same values, several times faster
         await cur.execute(
             "SELECT head_seq, head_hash, pending_id, ts, close_id::text AS close_id, actor, kind, payload, version_set,"
             " writer FROM trace_claim_pending(%s)",
@@ -209,7 +210,10 @@ async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
             canonicals.append(canonical)
             hashes.append(prev)
         kill_point("trace.mid_seal")
-        await cur.execute("SELECT trace_seal_claimed(%s, %s, %s)", (ids, canonicals, hashes))
+        # Binary parameters: two arrays of thousands of byte strings go as they are, not escaped as text.
+        await cur.execute(
+            "SELECT trace_seal_claimed(%b::bigint[], %b::bytea[], %b::bytea[])", (ids, canonicals, hashes)
+        )
     return len(pending)
 
 

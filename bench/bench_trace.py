@@ -244,12 +244,20 @@ class AppendResult:
 async def plain_insert(
     conn: psycopg.AsyncConnection[Any], *, actor: str, kind: str, payload: dict[str, Any], close_id: str
 ) -> None:
-    """The baseline: what `append_event` does, into a plain table nobody seals."""
+    """The baseline: what `append_event` does (the same normalisation and JSON adapter), into a plain table nobody
+    seals."""
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO bench_plain (ts, close_id, actor, kind, payload, version_set)"
             " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-            (utc_timestamp(), close_id, actor, kind, Jsonb(normalise(payload)), Jsonb(normalise({}))),
+            (
+                utc_timestamp(),
+                close_id,
+                actor,
+                kind,
+                Jsonb(normalise(payload), dumps=orjson.dumps),
+                Jsonb(normalise({}), dumps=orjson.dumps),
+            ),
         )
         await cur.fetchone()
 
