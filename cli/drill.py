@@ -133,7 +133,10 @@ def drill_workers(
             f" over {report.reaction.samples} gates"
         )
     sessions = "unknown" if report.sessions_opened is None else str(report.sessions_opened)
-    console.print(f"database sessions opened: {sessions}; most connected at once: {report.peak_connections}")
+    console.print(
+        f"database sessions opened: {sessions}; most connected at once: {report.peak_connections}"
+        f" ({report.peak_worker_connections} by the workers)"
+    )
     for problem in report.problems[:10]:
         err.print(f"problem: {escape(problem)}")
     if not report.passed:

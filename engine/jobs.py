@@ -46,6 +46,7 @@ tracer = trace.get_tracer("countersign.worker")  # a no-op unless the process in
 
 QUEUE = "countersign"
 LIVENESS_NAMESPACE = 1129530956  # the first key of a worker's liveness lock (migration 0024 reads the same number)
+WORKER_APP = "countersign-worker"  # application_name of a worker's connections (pg_stat_activity)
 JOBS_SEARCH_PATH = "public, procrastinate"  # the library names its functions bare; ours come first
 CHECKPOINT_MIN_NEW_EVENTS = 2  # signing appends its own event: never sign a checkpoint of only the last one
 BUSY_RETRY_S = 2.0  # the run's lock was held outside the job engine (a `close advance`): try again after this
@@ -266,7 +267,7 @@ def pool_for_jobs(url: str, *, size: int) -> AsyncConnectionPool[Any]:
         open=False,
         # autocommit is set by `configure`, not in `kwargs`: the library opens its LISTEN connection from the pool's
         # kwargs and passes autocommit itself
-        kwargs={"options": f"-c search_path={JOBS_SEARCH_PATH.replace(' ', '')}"},
+        kwargs={"options": f"-c search_path={JOBS_SEARCH_PATH.replace(' ', '')}", "application_name": WORKER_APP},
         configure=_autocommit,
     )
 

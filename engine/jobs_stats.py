@@ -8,6 +8,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
+from engine.jobs import WORKER_APP
+
 
 @dataclass(frozen=True)
 class Reaction:
@@ -39,19 +41,24 @@ async def decision_to_next_gate(conn: AsyncConnection[Any], close_ids: list[str]
 
 @dataclass(frozen=True)
 class DatabaseActivity:
-    """This database's counters: sessions ever opened (PostgreSQL 14+), transactions committed, sessions open now."""
+    """This database's counters: sessions ever opened (PostgreSQL 14+), transactions committed, sessions open now
+    (all, and those of worker processes)."""
 
     sessions: int
     commits: int
     connected: int
+    workers_connected: int
 
 
 async def database_activity(conn: AsyncConnection[Any]) -> DatabaseActivity:
     async with conn.cursor(row_factory=class_row(DatabaseActivity)) as cur:
         await cur.execute(
             "SELECT coalesce(s.sessions, 0)::int AS sessions, s.xact_commit::int AS commits,"
-            " (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = current_database())::int AS connected"
-            " FROM pg_stat_database s WHERE s.datname = current_database()"
+            " (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = current_database())::int AS connected,"
+            " (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = current_database()"
+            "   AND a.application_name = %s)::int AS workers_connected"
+            " FROM pg_stat_database s WHERE s.datname = current_database()",
+            (WORKER_APP,),
         )
         row = await cur.fetchone()
     assert row is not None

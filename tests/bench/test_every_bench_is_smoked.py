@@ -15,6 +15,7 @@ SMOKED_ELSEWHERE = {
     "bench_books_import.py": "tests/importers/test_bench_books_import.py",
     "bench_cli_start.py": "tests/cli/test_cli_start.py",
     "bench_close_1m.py": "tests/bench/test_bench_smoke_close.py",
+    "bench_workers.py": "tests/bench/test_bench_smoke_workers.py",
 }
 
 
