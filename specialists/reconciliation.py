@@ -24,6 +24,7 @@ import anyio.to_thread
 from specialists.errors import SpecialistInputError
 from specialists.grounding import extract_figures
 from specialists.narration import SOURCE_FALLBACK, NarrationEscalation, Narrator, model_off, narrate
+from specialists.wire import unpack_rows
 
 _MONEY_PATTERN = re.compile(r"-?[0-9]+(?:\.[0-9]{1,2})?")
 _SHARE_PATTERN = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -370,8 +371,14 @@ def _bank_page(payload: Mapping[str, Any]) -> dict[str, Any]:
     window_days = _non_negative_int(payload, "date_window_days", "date_window_days")
     account = _text(payload, "account", "account")
     page = _non_negative_int(payload, "page", "page")
-    bank = _cash_lines(payload, "bank_lines", "bank_lines")
-    gl = _cash_lines(payload, "gl_lines", "gl_lines")
+    lines: dict[str, Any] = {}
+    for key in ("bank_rows", "gl_rows"):
+        try:
+            lines[key] = unpack_rows(payload.get(key))
+        except ValueError as exc:
+            raise SpecialistInputError(key, str(exc)) from None
+    bank = _cash_lines(lines, "bank_rows", "bank_rows")
+    gl = _cash_lines(lines, "gl_rows", "gl_rows")
     result = match_bank_lines(bank, gl, window_days)
     unmatched_ids = set(result.unmatched_bank)
     return {

@@ -19,6 +19,7 @@ from specialists.reconciliation import (
     explanation_inputs,
     handle,
 )
+from specialists.wire import pack_rows
 
 
 def _line(line_id: str, amount: str, reference: str, day: int = 10) -> dict[str, str]:
@@ -53,8 +54,8 @@ def _closing(listed: int = 2, **changes: Any) -> dict[str, Any]:
 def test_a_page_is_matched_as_the_whole_account_would_be() -> None:
     bank = [_line("B1", "-5.00", "dup"), _line("B2", "-5.00", "DUP ", 12)]
     gl = [_line("G1", "-5.00", "Dup", 11)]
-    page = handle({"kind": "bank_page", "account": "1000", "page": 3, "date_window_days": 3, "bank_lines": bank,
-                   "gl_lines": gl})  # fmt: skip
+    page = handle({"kind": "bank_page", "account": "1000", "page": 3, "date_window_days": 3,
+                   "bank_rows": pack_rows(bank), "gl_rows": pack_rows(gl)})  # fmt: skip
     whole = handle(
         {"kind": "bank", "date_window_days": 3, "unmatched_tolerance": "1",
          "accounts": [{"account": "1000", "bank_lines": bank, "gl_lines": gl}]}
@@ -63,6 +64,23 @@ def test_a_page_is_matched_as_the_whole_account_would_be() -> None:
     assert page["unmatched_bank"] == whole["accounts"][0]["unmatched_bank"] == ["B2"]
     assert (page["page"], page["bank_lines"], page["gl_lines"], page["matched"]) == (3, 2, 1, 1)
     assert page["unmatched_bank_amount"] == whole["accounts"][0]["unmatched_bank_amount"] == "-5.00"
+
+
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        ([{"id": "B1"}], "expected a JSON text of rows, got list"),
+        ("[[", "Expecting value"),
+        ('[["B1", "2026-10-10"]]', "expected a list of [id, date, amount, reference] rows"),
+        ('[["B1", "2026-10-10", 5, "R"]]', "expected a decimal string"),
+    ],
+)
+def test_a_page_whose_rows_are_malformed_is_refused_naming_the_field(rows: Any, reason: str) -> None:
+    payload = {"kind": "bank_page", "account": "1000", "page": 1, "date_window_days": 3, "bank_rows": rows,
+               "gl_rows": "[]"}  # fmt: skip
+    with pytest.raises(SpecialistInputError) as refused:
+        handle(payload)
+    assert refused.value.field.startswith("bank_rows") and reason in refused.value.reason
 
 
 def test_the_closing_message_adds_the_database_and_the_pages() -> None:

@@ -41,6 +41,7 @@ from engine.workflows.base import Escalate, TaskContext
 from engine.workflows.close import inputs
 from policy import EscalationReason
 from specialists.reconciliation import LISTED_LINES
+from specialists.wire import pack_rows
 
 PAGE_LINES = 2_000
 """Lines (bank and GL together) on one page: about 200 KB of JSON with ordinary references."""
@@ -442,8 +443,8 @@ async def _send_pages(
             "account": account,
             "page": number,
             "date_window_days": params["window_days"],
-            "bank_lines": list(bank.values()),
-            "gl_lines": list(gl.values()),
+            "bank_rows": pack_rows(list(bank.values())),
+            "gl_rows": pack_rows(list(gl.values())),
         }
         _say(f"bank reconciliation: account {account}, page {number} ({len(page):,} lines)")
         key = page_key(tc.close.close_id, tc.task.id, tc.attempt, params["feed"], account, number)

@@ -26,6 +26,7 @@ from engine.workflows import TaskContext
 from engine.workflows.close import bank_pages, inputs
 from engine.workflows.close.reconciliation import BankReconciliation
 from specialists.reconciliation import LISTED_LINES
+from specialists.wire import pack_rows, unpack_rows
 from tests.support import count, start_default_close
 
 BANK = "bank_reconciliation"
@@ -48,6 +49,10 @@ class Recorder:
         result: dict[str, Any] = await self.call(specialist, payload, key)
         self.results.append(result)
         return result
+
+
+def _lines(page: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    return unpack_rows(page[key])
 
 
 def _paged_ctx(engine_ctx: Any, recorder: Recorder, page_lines: int = PAGE_LINES) -> Any:
@@ -147,10 +152,12 @@ async def test_a_paged_reconciliation_gives_the_whole_payloads_result(
     assert "matches" not in paged  # the pairs stay in the pages' stored results
     pages = [payload for payload in recorder.sent if payload.get("kind") == "bank_page"]
     assert len(pages) == sum(entry["pages"] for entry in summary["accounts"]) > 1
-    assert all(len(page["bank_lines"]) + len(page["gl_lines"]) <= PAGE_LINES for page in pages)
+    assert all(len(_lines(page, "bank_rows")) + len(_lines(page, "gl_rows")) <= PAGE_LINES for page in pages)
     # Every line is matched exactly in the database or sent on exactly one page.
     for entry in summary["accounts"]:
-        sent = [line["id"] for page in pages if page["account"] == entry["account"] for line in page["bank_lines"]]
+        sent = [
+            line["id"] for page in pages if page["account"] == entry["account"] for line in _lines(page, "bank_rows")
+        ]
         assert len(sent) == len(set(sent)) == entry["paged_bank_lines"]
         decided = entry["matched_in_database"] + entry["unmatched_bank_in_database"]
         assert decided + entry["paged_bank_lines"] == entry["bank_lines"]
@@ -208,7 +215,7 @@ async def test_a_replayed_page_is_a_no_op_and_a_changed_page_under_its_key_confl
     send = dict(close_id=close_id, task=BANK, attempt=1, specialist="reconciliation", key=key, actor="test")
     again = await bank_pages.dispatch_page(connect_to(conn), nobody, payload=page, **send)  # type: ignore[arg-type]
     assert again == first
-    changed = {**page, "bank_lines": page["bank_lines"][:-1]}
+    changed = {**page, "bank_rows": pack_rows(_lines(page, "bank_rows")[:-1])}
     with pytest.raises(DispatchConflict):
         await bank_pages.dispatch_page(connect_to(conn), nobody, payload=changed, **send)  # type: ignore[arg-type]
     assert await count(conn, "SELECT count(*) FROM dispatch WHERE idempotency_key = %s", key) == 1
@@ -232,7 +239,7 @@ async def test_the_database_matches_only_what_the_specialist_would_and_leaves_th
     assert _projection(paged) == _projection(whole)
     whole_pairs = {tuple(pair) for pair in whole["matches"]}
     assert {("BNK-T1", "GL-T1"), ("BNK-T2", "GL-T2"), ("BNK-T3", "GL-T3"), ("BNK-D1", "GL-D1")} <= whole_pairs
-    on_pages = {line["id"] for page in recorder.sent for line in page["bank_lines"]}
+    on_pages = {line["id"] for page in recorder.sent if "bank_rows" in page for line in _lines(page, "bank_rows")}
     assert not {"BNK-T1", "BNK-T4", "BNK-T5"} & on_pages  # paired, or alone in their group, in the database
     assert {"BNK-T2", "BNK-T3", "BNK-D1", "BNK-D2"} <= on_pages  # left to the specialist
     page_pairs = {tuple(pair) for result in recorder.results for pair in result["matches"]}
