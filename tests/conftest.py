@@ -3,6 +3,11 @@
 One server per test session: `COUNTERSIGN_TEST_DATABASE_URL` when set (it needs CREATEDB), otherwise a throwaway
 embedded server from the pgserver wheel. The schema is migrated once into a template database; each test gets a
 fresh database cloned from it.
+
+Under pytest-xdist (`-n 2`) every worker is a session of its own: its own embedded server under its own basetemp
+(a Unix socket in its data folder, no TCP port), or on the shared server its own template, named after the worker.
+Roles are the whole server's, so the template is migrated under a server-wide advisory lock: two sessions starting
+on a fresh server do not both create them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,32 @@ from countersign.runtime import Runtime, load_rules_all
 from countersign.settings import PROJECT_ROOT, Settings
 from tests import support
 
-TEMPLATE = f"countersign_template_{os.getpid()}"
+# The xdist worker ("gw0", "gw1"...; "main" without xdist) and the process: unique among sessions on one server.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+TEMPLATE = f"countersign_template_{WORKER}_{os.getpid()}"
+# Held while a session migrates its template, on the server's `postgres` database (advisory locks are per database).
+MIGRATION_LOCK = "countersign-tests-migrate-template"
+
+
+# An xdist worker imports readline, which exports COLUMNS=80 and LINES=24 when its output is no terminal; a console
+# made at import (cli/common.py) then keeps 80 columns whatever COLUMNS a test sets later. Each worker starts with the
+# terminal variables its controller had, as a serial session does.
+TERMINAL_VARIABLES = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller, per worker: hand over its own terminal variables."""
+    node.workerinput["countersign_terminal"] = {name: os.environ.get(name) for name in TERMINAL_VARIABLES}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    terminal = getattr(config, "workerinput", {}).get("countersign_terminal")
+    for name, value in (terminal or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
@@ -43,11 +73,16 @@ def _admin(url: str) -> psycopg.Connection[Any]:
 
 @pytest.fixture(scope="session")
 def template_url(pg_server_url: str) -> Iterator[str]:
+    url = with_database_name(pg_server_url, TEMPLATE)
     with _admin(pg_server_url) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{TEMPLATE}"')
-    url = with_database_name(pg_server_url, TEMPLATE)
-    migrate.upgrade(Database(url))
+        # Migration 0002 creates the service roles when missing: serialised, so a second session sees them.
+        admin.execute("SELECT pg_advisory_lock(hashtext(%s))", (MIGRATION_LOCK,))
+        try:
+            migrate.upgrade(Database(url))
+        finally:
+            admin.execute("SELECT pg_advisory_unlock(hashtext(%s))", (MIGRATION_LOCK,))
     yield url
     with _admin(pg_server_url) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{TEMPLATE}" WITH (FORCE)')
