@@ -246,6 +246,10 @@ class WorkerLines:
         self.metrics.pass_seconds.observe(seconds)
         self.metrics.passes.labels("completed" if completed else "cancelled").inc()
 
+    def alive(self) -> None:
+        """An idle worker is alive: the "no worker pass" alert reads the same gauge a job sets."""
+        self.metrics.pass_seconds.last_pass.set(self.metrics.pass_seconds.clock())
+
     def stopping(self, signal: int | None, released: Released) -> None:
         err.print(
             f"worker stopping on signal {signal}: released {released.outbox_messages} outbox claims"

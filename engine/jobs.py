@@ -76,6 +76,9 @@ class JobWatch(Protocol):
 
     def passed(self, seconds: float, *, completed: bool) -> None: ...
 
+    def alive(self) -> None:
+        """The worker finished a housekeeping round (every `recover_every_s`): it lives even when no job comes."""
+
 
 # --- enqueueing (the engine role's only way to add a job) -------------------------------------------------------
 
@@ -336,7 +339,9 @@ async def run_jobs(
             await asyncio.sleep(plan.recover_every_s)
             try:
                 async with pool.connection() as conn:
-                    if await recover_stalled_jobs(conn):
+                    recovered = await recover_stalled_jobs(conn)
+                    watch.alive()
+                    if recovered:
                         await conn.execute(
                             "SELECT pg_notify('procrastinate_any_queue_v1', '{\"type\": \"job_inserted\"}')"
                         )

@@ -1,5 +1,8 @@
 """Stopping a worker or server gracefully: let what is in flight finish (within a bound), then give back its claims.
 
+The bound on what is in flight is the job library's (procrastinate's `shutdown_graceful_timeout`, engine/jobs.py) for
+a worker and uvicorn's for a server; this module turns SIGTERM and SIGINT into an event and gives the claims back.
+
 A worker or server claims outbox messages (`claimed_by`, `claimed_until`) and dispatches (`leased_by`, `lease_until`)
 under holder ids made by `engine.leases.holder_id()`: host, process id, a random part. A process that stops sets the
 expiry of every claim its own id prefix still holds to now, so another worker takes the rows over at once instead of
@@ -12,17 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from psycopg import AsyncConnection
 
 from engine.dispatch import release_dispatch_leases
 from engine.leases import holder_id
 from engine.outbox import release_outbox_claims
-
-T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -76,25 +76,3 @@ class StopSignal:
         """Sleep `seconds` or until a stop signal, whichever comes first."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.event.wait(), timeout=seconds)
-
-
-async def finish_or_cancel(work: Coroutine[Any, Any, T], stop: StopSignal, *, grace_s: float) -> T | None:
-    """Run `work`; after a stop signal give it `grace_s` more seconds, then cancel it. None when it was cancelled."""
-    task = asyncio.ensure_future(work)
-    stopped = asyncio.ensure_future(stop.event.wait())
-    try:
-        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done():
-            await asyncio.wait({task}, timeout=grace_s)
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            return None
-        return task.result()
-    finally:
-        if not task.done():  # we were cancelled ourselves: take the work down with us
-            task.cancel()
-        stopped.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await stopped

@@ -111,6 +111,9 @@ class _Watch:
     def passed(self, seconds: float, *, completed: bool) -> None:
         pass
 
+    def alive(self) -> None:
+        pass
+
     def stopping(self, signal: int | None, released: Released) -> None:
         pass
 

@@ -43,6 +43,7 @@ class Watch:
     def __init__(self) -> None:
         self.reports: list[AdvanceReport] = []
         self.any = asyncio.Event()
+        self.alive_rounds = 0
 
     def advanced(self, report: AdvanceReport) -> None:
         self.reports.append(report)
@@ -53,6 +54,9 @@ class Watch:
 
     def passed(self, seconds: float, *, completed: bool) -> None:
         pass
+
+    def alive(self) -> None:
+        self.alive_rounds += 1
 
 
 async def _no_chat(connect: Connect) -> Delivered:
@@ -181,6 +185,11 @@ async def test_a_job_of_a_dead_worker_is_put_back_and_one_of_a_live_worker_is_no
         await live.execute("SELECT pg_advisory_lock(1129530956, %s)", (worker_id,))
         async with pool.connection() as engine:
             assert await recover_stalled_jobs(engine) == 0  # its worker is alive: left alone
+    held = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1129530956 AND objid = %s"
+    for _ in range(100):  # the server ends a closed session's backend (and its locks) a moment after the client
+        if await count(conn, held, worker_id) == 0:
+            break
+        await asyncio.sleep(0.05)
     async with pool.connection() as engine:  # the worker's session is gone: its job is ready again
         assert await recover_stalled_jobs(engine) == 1
     assert await count(conn, doing) == 0 and await count(conn, READY_ADVANCE_JOBS, close_id) == 1
@@ -190,11 +199,11 @@ async def test_a_waiting_worker_is_woken_by_the_database_not_by_its_poll(
     conn: Any, runtime: Any, engine_ctx: Any, default_books: Path, pool: Any
 ) -> None:
     watch, stop = Watch(), asyncio.Event()
-    plan = JobPlan(poll_s=3600, grace_s=5)  # the fallback poll would not come within this test
+    plan = JobPlan(poll_s=3600, grace_s=5, recover_every_s=0.1)  # the fallback poll would not come within this test
     worker = asyncio.create_task(run_jobs(pool, engine_ctx, _no_chat, plan, watch, stop=stop))
     try:
         await asyncio.sleep(0.5)  # let it register and listen (no job exists: it is waiting)
-        assert watch.reports == []
+        assert watch.reports == [] and watch.alive_rounds >= 1  # idle, and says it lives (the metrics' gauge)
         close_id = await start_default_close(conn, runtime, default_books)
         await asyncio.wait_for(watch.any.wait(), timeout=60)  # a bound for liveness only; NOTIFY wakes it at once
         assert watch.reports[0].close_id == close_id
