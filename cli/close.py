@@ -59,6 +59,7 @@ def close_advance(
     """Run every step that is ready; stop at gates and halts."""
     from countersign.runtime import connection, engine_context
     from engine.orchestrator import advance
+    from engine.workflows.close.bank_pages import progress_to
 
     rt = runtime()
 
@@ -67,8 +68,8 @@ def close_advance(
         async with engine_context(rt) as ctx:  # a connection per step: none is held while a specialist works
             return await advance(lambda: connection(rt), close_id, ctx)
 
-    with spinner(f"advancing close {close or '(latest)'}: every step that is ready"):
-        report = run(go)
+    with spinner(f"advancing close {close or '(latest)'}: every step that is ready") as say, progress_to(say):
+        report = run(go)  # a paged bank reconciliation says which page of which account it is on
     for step in report.steps:
         console.print(f"  {escape(step)}", highlight=False)
     console.print(f"close {report.close_id}: [bold]{report.status}[/]")

@@ -106,7 +106,8 @@ _SKILL_WORKFLOW_TAGS = {"extraction": "payment-certificates", "adjudication": "p
 REQUEST_SCHEMAS = {
     "reconciliation": (
         "countersign.reconciliation.request.v1",
-        'an object with "kind" one of "bank", "subledger", "intercompany" and that kind\'s lines and tolerances',
+        'an object with "kind" one of "bank", "bank_page", "bank_pages", "subledger", "intercompany" and that'
+        " kind's lines and tolerances (a bank account too large for one message comes as pages, ADR 0041)",
     ),
     "accruals": (
         "countersign.accruals.request.v1",
