@@ -141,8 +141,12 @@ async def dispatch_once(
     actor: str,
     wait: bool = True,
     lease_s: float = LEASE_S,
+    key: str | None = None,
 ) -> DispatchOutcome:
     """Call the specialist once per key, holding no connection and no lock while it works.
+
+    The key is `dispatch_key(close_id, task, attempt, digest)` unless the caller names one (a page of a larger
+    request keys each page itself); either way a stored request hash that differs from this payload's is a conflict.
 
     `db` is a way to connect (each step takes a connection for one short transaction and gives it back) or a
     connection the caller keeps (used the same way; the caller holds it, we hold nothing on it during the call).
@@ -151,7 +155,7 @@ async def dispatch_once(
     """
     connect = connect_to(db)
     digest = input_digest(payload)
-    key = dispatch_key(close_id, task, attempt, digest)
+    key = key or dispatch_key(close_id, task, attempt, digest)
     holder = holder_id()
     waited_s = 0.0
     while True:

@@ -27,16 +27,11 @@ from psycopg.rows import class_row
 
 from engine.close_session import CloseSession
 from engine.dispatch import (
-    LEASE_S,
     DispatchConflict,
-    DispatchInFlight,
-    DispatchOutcome,
     SpecialistCall,
-    _call_and_record,
-    _claim,
-    input_digest,
+    dispatch_once,
 )
-from engine.leases import Connect, holder_id
+from engine.leases import Connect
 from engine.workflows.base import Escalate, TaskContext
 from engine.workflows.close import inputs
 from policy import EscalationReason
@@ -236,16 +231,20 @@ async def dispatch_page(
     actor: str,
 ) -> dict[str, Any]:
     """`engine.dispatch.dispatch_once` under a key the caller chose: the same claim, lease, failure count and trace
-    events, and the same conflict when the key's stored request hash differs from this payload's."""
-    digest = input_digest(payload)
-    holder = holder_id()
-    async with connect() as conn:
-        claim = await _claim(conn, key, close_id, task, attempt, specialist, digest, actor, holder, LEASE_S)
-    if isinstance(claim, DispatchOutcome):
-        return claim.result
-    if claim is not None:
-        raise DispatchInFlight(task, claim)
-    outcome = await _call_and_record(connect, call, key, holder, close_id, task, specialist, payload, actor, LEASE_S)
+    events, and the same conflict when the key's stored request hash differs from this payload's. A page another
+    worker is calling raises DispatchInFlight (the task waits for the next advance) instead of waiting here."""
+    outcome = await dispatch_once(
+        connect,
+        call,
+        close_id=close_id,
+        task=task,
+        attempt=attempt,
+        specialist=specialist,
+        payload=payload,
+        actor=actor,
+        wait=False,
+        key=key,
+    )
     return outcome.result
 
 
