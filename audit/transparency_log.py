@@ -13,7 +13,8 @@ checkpoint), not the signer's.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -65,6 +66,7 @@ class StoredCheckpoint:
     note: bytes
     frontier: bytes | None = None  # packed (audit.merkle.pack_frontier); None for checkpoints signed before 0023
     chain_head: bytes | None = None  # the hash of event tree_size; None likewise
+    lock_held_s: float | None = field(default=None, compare=False)  # how long signing held the sealer's lock
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -259,6 +261,7 @@ async def sign_log_checkpoint(
     await seal_pending(conn)
     async with conn.transaction(), conn.cursor() as cur:
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (SEAL_LOCK,))  # no sealing while we read and sign
+        locked_at = time.perf_counter()
         previous = await latest_checkpoint(conn)
         state = await current_log_state(conn, previous)
         if state.size == 0 or (previous is not None and state.size - previous.tree_size < min_new_events):
@@ -279,8 +282,9 @@ async def sign_log_checkpoint(
             kind="checkpoint_signed",
             payload={"tree_size": state.size, "root": base64.b64encode(root).decode(), "origin": origin},
         )
+    lock_held_s = time.perf_counter() - locked_at  # to the commit that released it
     await seal_pending(conn)
-    return StoredCheckpoint(state.size, root, origin, signer.name, note, frontier, state.chain_head)
+    return StoredCheckpoint(state.size, root, origin, signer.name, note, frontier, state.chain_head, lock_held_s)
 
 
 @dataclass(frozen=True)

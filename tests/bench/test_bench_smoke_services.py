@@ -38,6 +38,7 @@ EXPECTED: dict[str, list[str]] = {
         "| first checkpoint, 2,000 events (full read",
         "| checkpoint from the stored frontier, 2,063 events, 20 new |",
         "(extends=True)",
+        "| sealer's lock held while signing from the frontier |",
         "| load_tree, 2,064 leaves |",
         "| consistency_proof (10 random) |",
     ],
