@@ -120,6 +120,18 @@ BEGIN
         RAISE EXCEPTION 'countersign_enqueue_job: % is not a job kind (advance, wake, sign_checkpoint, deliver)', p_task
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A job that waits already and runs no later than asked does: share-lock it and add nothing. The share lock keeps
+    -- a worker's fetch (FOR UPDATE SKIP LOCKED) off it until this transaction commits, so the job sees the change;
+    -- many changes on one run share it instead of queueing on the row (as ON CONFLICT DO UPDATE would make them).
+    IF p_task <> 'wake' THEN
+        PERFORM 1 FROM procrastinate.procrastinate_jobs j
+         WHERE j.queueing_lock = v_queueing AND j.status = 'todo'
+           AND (j.scheduled_at IS NULL OR (p_at IS NOT NULL AND j.scheduled_at <= p_at))
+           FOR SHARE OF j;
+        IF FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
     -- At most one waiting job per queueing lock: a second request leaves one job, due at the earlier time (a wake-up
     -- takes its key's new time: a moved deadline).
     INSERT INTO procrastinate.procrastinate_jobs AS j (queue_name, task_name, lock, queueing_lock, args, scheduled_at)

@@ -130,6 +130,35 @@ async def test_a_decision_enqueues_one_advance_in_its_own_transaction_and_two_de
     assert await count(conn, ADVANCE_JOBS, close_id) == 1
 
 
+async def test_decisions_on_one_run_share_its_waiting_job_and_no_worker_takes_it_before_they_commit(
+    conn: Any, runtime: Any, engine_ctx: Any, default_books: Path, pool: Any
+) -> None:
+    close_id = await start_default_close(conn, runtime, default_books)
+    await drain(pool, engine_ctx)
+    gates = [g for g in (await close_status(conn, close_id))["gates"] if g["status"] == "open"]
+    assert len(gates) >= 2
+    await conn.execute(*_decision_sql(gates[0], 0))  # a job waits for the run now
+    url = runtime.database.url
+    async with (
+        await psycopg.AsyncConnection.connect(url) as first,
+        await psycopg.AsyncConnection.connect(url) as second,
+    ):
+        await first.execute(*_decision_sql(gates[1], 0))  # uncommitted: it holds the waiting job (shared)
+        await second.execute("SET lock_timeout = '2s'")
+        await second.execute("SELECT public.countersign_enqueue_job('advance', %s)", (close_id,))  # not queued behind
+        async with pool.connection() as engine:  # a worker's fetch skips the job while a change to it is open
+            (worker_id,) = await (
+                await engine.execute("SELECT procrastinate.procrastinate_register_worker_v1()")
+            ).fetchone()
+            fetched = await (
+                await engine.execute("SELECT id FROM procrastinate.procrastinate_fetch_job_v2(NULL, %s)", (worker_id,))
+            ).fetchone()
+            assert fetched is None or fetched[0] is None
+        await first.commit()
+        await second.commit()
+    assert await count(conn, ADVANCE_JOBS, close_id) == 1
+
+
 async def test_a_deadline_fires_with_no_other_activity(
     conn: Any, runtime: Any, engine_ctx: Any, default_books: Path, pool: Any
 ) -> None:
