@@ -137,6 +137,9 @@ def drill_workers(
         f"database sessions opened: {sessions}; most connected at once: {report.peak_connections}"
         f" ({report.peak_worker_connections} by the workers)"
     )
+    console.print(
+        f"trace queue: at most {report.most_pending} events waiting, the longest wait {report.longest_seal_wait_s:.1f}s"
+    )
     for problem in report.problems[:10]:
         err.print(f"problem: {escape(problem)}")
     if not report.passed:

@@ -196,74 +196,22 @@ class _ClosingRow:
     close_id: str
     closed_seq: int
     signed_size: int
-    announced: bool
 
 
 async def closing_checkpoint_problems(conn: AsyncConnection[Any], close_ids: list[str]) -> list[str]:
-    """Each of `close_ids` that closed (its `period_closed` event is sealed) must end with a signed checkpoint that
-    covers that event, announced by a `checkpoint_signed` event of the close; one line per close that did not."""
+    """Each of `close_ids` that closed (its `period_closed` event is sealed) must be covered by a signed checkpoint:
+    sign-off ends with one. One line per close that is not."""
     async with conn.cursor(row_factory=class_row(_ClosingRow)) as cur:
         await cur.execute(
             "SELECT e.close_id::text AS close_id, e.seq AS closed_seq,"
-            "       COALESCE((SELECT max(tree_size) FROM trace_checkpoint), 0) AS signed_size,"
-            "       EXISTS (SELECT 1 FROM trace_event k WHERE k.close_id = e.close_id AND k.kind = 'checkpoint_signed'"
-            "                  AND k.seq > e.seq) AS announced"
+            "       COALESCE((SELECT max(tree_size) FROM trace_checkpoint), 0) AS signed_size"
             "  FROM trace_event e WHERE e.kind = 'period_closed' AND e.close_id = ANY(%s::uuid[]) ORDER BY e.seq",
             (close_ids,),
         )
         rows = await cur.fetchall()
-    problems = []
-    for row in rows:
-        if row.signed_size < row.closed_seq:
-            problems.append(
-                f"{row.close_id[:8]} closed at trace seq {row.closed_seq} but the newest signed checkpoint covers"
-                f" only {row.signed_size} events"
-            )
-        elif not row.announced:
-            problems.append(f"{row.close_id[:8]} closed at trace seq {row.closed_seq} with no closing checkpoint")
-    return problems
-
-
-# --- what a many-close run measured ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CardLatency:
-    """From a gate's deciding decision to the card of the next gate the same close opened after it."""
-
-    count: int  # decision → next card pairs measured
-    p50_s: float | None
-    p99_s: float | None
-    max_s: float | None
-
-
-async def decision_to_next_card(conn: AsyncConnection[Any], close_ids: list[str]) -> CardLatency:
-    async with conn.cursor(row_factory=class_row(CardLatency)) as cur:
-        await cur.execute(
-            "WITH decided AS ("
-            "  SELECT g.close_id, g.gate_id, max(d.decided_at) AS decided_at FROM gate g"
-            "    JOIN gate_decision d USING (gate_id) WHERE g.close_id = ANY(%(c)s::uuid[]) GROUP BY 1, 2),"
-            " pairs AS ("
-            "  SELECT extract(epoch FROM (SELECT min(m.sent_at) FROM gate n JOIN outbox_message m"
-            "           ON m.gate_id = n.gate_id AND m.kind = 'gate_card' AND m.sent_at IS NOT NULL"
-            "          WHERE n.close_id = d.close_id AND n.opened_at >= d.decided_at"
-            "            AND n.gate_id <> d.gate_id) - d.decided_at)::float8 AS seconds"
-            "    FROM decided d)"
-            " SELECT count(seconds)::int AS count,"
-            "        percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) AS p50_s,"
-            "        percentile_cont(0.99) WITHIN GROUP (ORDER BY seconds) AS p99_s,"
-            "        max(seconds) AS max_s"
-            "   FROM pairs WHERE seconds IS NOT NULL",
-            {"c": close_ids},
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return row
-
-
-async def database_sessions(conn: AsyncConnection[Any]) -> int:
-    """Sessions the server has opened on this database since its statistics were reset (PostgreSQL 14+)."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
-        sessions: int | None = await cur.fetchone()
-    return int(sessions or 0)
+    return [
+        f"{row.close_id[:8]} closed at trace seq {row.closed_seq} but no signed checkpoint covers it"
+        f" (the newest covers {row.signed_size} events)"
+        for row in rows
+        if row.signed_size < row.closed_seq
+    ]

@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from audit.trace import seal_pending
-from audit.transparency_log import sign_log_checkpoint
+from audit.transparency_log import latest_checkpoint, sign_log_checkpoint
 from engine.close_session import CloseSession
 from engine.context import AdvanceReport, EngineContext, UnknownWorkflow, workflows_by_name
 from engine.gate_outcomes import apply_gate_outcomes
@@ -75,18 +75,27 @@ async def advance(db: AsyncConnection[Any] | Connect, close_id: str, ctx: Engine
 async def _sign_closing_checkpoint(
     conn: AsyncConnection[Any], close: CloseRecord, ctx: EngineContext, report: AdvanceReport
 ) -> None:
-    """Sign-off always ends with a signed checkpoint, announced in the close's channels as a witness."""
+    """Sign-off always ends with a signed checkpoint, announced in the close's channels as a witness.
+
+    When another signer (a worker's checkpoint job) signed everything sealed a moment before, nothing is new to sign:
+    that checkpoint already covers the sign-off and is the one announced."""
     assert ctx.signer is not None
     stored = await sign_log_checkpoint(conn, ctx.signer, ctx.origin, actor=ctx.actor, close_id=close.close_id)
-    if stored is None:
-        return
+    if stored is not None:
+        key, step = f"checkpoint:{stored.tree_size}", f"trace checkpoint signed at tree size {stored.tree_size}"
+    else:
+        stored = await latest_checkpoint(conn)
+        if stored is None:  # unreachable: signing finds nothing new only when a checkpoint covers the whole log
+            return
+        key = f"checkpoint:{stored.tree_size}:{close.close_id}"
+        step = f"trace checkpoint at tree size {stored.tree_size}, signed a moment before, covers the sign-off"
     async with conn.transaction():
         await enqueue_notices(
             conn,
-            key=f"checkpoint:{stored.tree_size}",
+            key=key,
             template="checkpoint",
             args={"tree_size": stored.tree_size},
             close_id=close.close_id,
             channels=ctx.channels,
         )
-    report.steps.append(f"trace checkpoint signed at tree size {stored.tree_size}")
+    report.steps.append(step)

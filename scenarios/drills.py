@@ -24,10 +24,14 @@ from engine.dispatch import dispatch_once
 from engine.integrity import (
     NotPostgres,
     PostingCounts,
+    SealingSample,
+    SealingWatch,
     ServerIdentity,
     closed_count,
+    closing_checkpoint_problems,
     exactly_once_checks,
     posting_counts,
+    sealing_sample,
     server_identity,
 )
 from engine.jobs_stats import DatabaseActivity, Reaction
@@ -42,6 +46,7 @@ from specialists.client import open_in_process
 from synthetic import generate_books, load_profile
 
 CONNECTIONS_PER_PROCESS = 8
+SEAL_WAIT_LIMIT_S = 60.0  # a trace event queued longer than this while workers run means sealing fell behind
 
 __all__ = ["NotPostgres", "run_idempotency_drill", "run_restart_drill", "run_workers_drill"]
 
@@ -273,8 +278,9 @@ class RestartResult:
 
 
 def exactly_once_problems(rt: Runtime, close_ids: list[str], *, finished: bool = True) -> list[str]:
-    """Every check of `engine.integrity.exactly_once_checks` for each close, plus the whole trace verifying; empty
-    when all hold. Closes not `finished` (waiting on people) may have done an effect not yet, never twice."""
+    """Every check of `engine.integrity.exactly_once_checks` for each close, each closed close's closing checkpoint,
+    plus the whole trace verifying; empty when all hold. Closes not `finished` (waiting on people) may have done an
+    effect not yet, never twice."""
     from audit.trace import verify_chain
 
     async def problems() -> list[str]:
@@ -284,6 +290,7 @@ def exactly_once_problems(rt: Runtime, close_ids: list[str], *, finished: bool =
                 for check in await exactly_once_checks(conn, close_id):
                     if not (check.holds if finished else check.value <= check.expected):
                         found.append(f"{close_id[:8]} {check.label}: {check.value}, expected {check.expected}")
+            found += await closing_checkpoint_problems(conn, close_ids)
         async with connection(rt) as conn:
             if not (await verify_chain(conn)).ok:
                 found.append("trace does not verify")
@@ -450,6 +457,8 @@ class WorkersReport:
     sessions_opened: int | None = None  # sessions opened on the database during the run (PostgreSQL 14+)
     peak_connections: int = 0  # most sessions connected to the database at one sample (the drill's own too)
     peak_worker_connections: int = 0  # of those, the most held by worker processes
+    longest_seal_wait_s: float = 0.0  # the longest any trace event waited in the queue across the samples
+    most_pending: int = 0  # the most trace events queued at one sample
     idle: IdleCost | None = None  # with `decide=False`: what runs waiting on people cost the workers
 
     @property
@@ -487,10 +496,12 @@ def run_workers_drill(
     decide: bool = True,
     idle_s: float = 10.0,
     settle_s: float = 11.0,
+    seal_wait_limit_s: float = SEAL_WAIT_LIMIT_S,
 ) -> WorkersReport:
     """`workers` worker processes advance `closes` closes at once while scripted people decide every gate.
     `progress(phrase, done, total)`: closes prepared, then closes closed.
 
+    The trace's queue is sampled as the drill goes: an event waiting longer than `seal_wait_limit_s` fails it.
     With `decide=False` nobody decides: once every run waits on a person and no job is ready, the drill watches an
     idle window of `idle_s` seconds (after `settle_s`) and reports what the workers cost in it."""
     import os
@@ -539,9 +550,16 @@ def run_workers_drill(
             return await ready_jobs(conn) + (await registered_workers(conn) < workers)
 
     idle: IdleCost | None = None
+    watch = SealingWatch(max_wait_s=seal_wait_limit_s)
+
+    async def look_at_the_queue() -> SealingSample:
+        async with connection(rt) as conn:
+            return await sealing_sample(conn)
+
     try:
         while time.perf_counter() - started < timeout_s:
             done = asyncio.run(closed())
+            watch.observe(asyncio.run(look_at_the_queue()), time.perf_counter())
             now = asyncio.run(activity())
             peak, peak_workers = max(peak, now.connected), max(peak_workers, now.workers_connected)
             say(f"closes closed by {workers} workers", done, closes)
@@ -579,6 +597,7 @@ def run_workers_drill(
                 crashed.append(stderr[-1500:])
     seconds = time.perf_counter() - started
     problems = [f"a worker crashed: {tail}" for tail in crashed]
+    problems += watch.problems()  # before the drill's own seal below, which would hide a stalled sealer
     if not decide and idle is None:
         problems.append(f"the runs never all waited on people within {timeout_s:.0f}s")
 
@@ -603,5 +622,7 @@ def run_workers_drill(
         sessions_opened=after.sessions - before.sessions if after.sessions else None,
         peak_connections=peak,
         peak_worker_connections=peak_workers,
+        longest_seal_wait_s=watch.longest_wait_s,
+        most_pending=watch.most_pending,
         idle=idle,
     )

@@ -67,3 +67,31 @@ def test_four_workers_carry_many_closes_with_every_effect_once(
     report = run_workers_drill(runtime, closes=6, workers=4, timeout_s=300)
     assert report.problems == []
     assert report.closed == 6
+
+
+def test_the_workers_drill_fails_when_sealing_stops_keeping_up(
+    runtime: Any, database: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Negative control for the drill's queue watch: a session holds the sealer's lock for 12 s, so events queue
+    while the worker runs; the drill must fail naming it, even though its own final seal would drain the queue."""
+    import threading
+
+    import psycopg
+
+    from audit.trace import SEAL_LOCK
+    from scenarios.drills import run_workers_drill
+
+    monkeypatch.setenv("DATABASE_URL", database.url)
+    monkeypatch.setenv("COUNTERSIGN_STATE_DIR", str(runtime.settings.state_dir))
+    holder = psycopg.connect(database.url, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (SEAL_LOCK,))
+    release = threading.Timer(12.0, holder.close)  # closing the session lets the lock go
+    release.start()
+    try:
+        report = run_workers_drill(runtime, closes=1, workers=1, timeout_s=40, seal_wait_limit_s=3.0)
+    finally:
+        release.cancel()
+        holder.close()
+    stalls = [problem for problem in report.problems if "sealing fell behind" in problem]
+    assert len(stalls) == 1 and "limit 3s" in stalls[0], report.problems
+    assert report.longest_seal_wait_s > 3.0 and not report.passed

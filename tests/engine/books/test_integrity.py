@@ -103,11 +103,7 @@ async def test_a_close_without_its_closing_checkpoint_fails_the_drill(
         await append_event(conn, actor="drill", kind="period_closed", payload={}, close_id=close_id)
     await seal_pending(conn)
     [unsigned] = await closing_checkpoint_problems(conn, [close_id, other_id])
-    assert unsigned.startswith(close_id[:8]) and "covers only" in unsigned
+    assert unsigned.startswith(close_id[:8]) and "no signed checkpoint covers it" in unsigned
 
-    await sign_log_checkpoint(conn, signer, signer.name, actor="drill")  # signed, but not as this close's checkpoint
-    [unannounced] = await closing_checkpoint_problems(conn, [close_id])
-    assert "with no closing checkpoint" in unannounced
-
-    await sign_log_checkpoint(conn, signer, signer.name, actor="drill", close_id=close_id)
+    await sign_log_checkpoint(conn, signer, signer.name, actor="drill")  # any checkpoint that covers the close
     assert await closing_checkpoint_problems(conn, [close_id, other_id]) == []
