@@ -61,7 +61,7 @@ test: $(STAMP) chromium promtool
 	$(BIN)/lint-imports
 	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates specialists drill_hooks http_edge records money applications importers
 	$(BIN)/mypy engine callbacks services bot web board countersign scenarios evals cli
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_reconcile_1m.py
