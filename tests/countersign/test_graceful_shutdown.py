@@ -39,7 +39,7 @@ def _start_worker(database: Database, fake_slack: Any, tmp_path: Path, grace_s: 
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         env.pop(name, None)
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "worker", "--interval-s", "0.2", "--grace-s", str(grace_s)],
+        [sys.executable, "-m", "cli.main", "worker", "--poll-s", "0.2", "--grace-s", str(grace_s)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

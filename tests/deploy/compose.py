@@ -88,7 +88,7 @@ CONTRACT: dict[str, dict[str, Any]] = {
         },
     },
     "worker": {
-        "command": ["worker", "--interval-s", "2", "--metrics-host", "0.0.0.0", "--metrics-port", "9100"],
+        "command": ["worker", "--poll-s", "2", "--metrics-host", "0.0.0.0", "--metrics-port", "9100"],
         "environment": {
             **_CHAT,
             "COUNTERSIGN_ENGINE_DATABASE_URL": _ENGINE_URL,
