@@ -5,11 +5,8 @@ body over the page bound). Nothing is timed here: the figures belong in docs/ben
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+from tests.bench.smoke import run_smoke
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_close_1m.py"
 TIMEOUT_S = 180
 EXPECTED = (
     "close halted, 3 open gates",
@@ -24,15 +21,4 @@ EXPECTED = (
 
 
 def test_the_million_line_close_benchmark_runs_at_a_tiny_size_and_checks_itself() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=BENCH.parents[1],
-    )
-    assert done.returncode == 0, f"exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert "FAIL:" not in done.stdout
-    missing = [line for line in EXPECTED if line not in done.stdout]
-    assert not missing, f"did not print {missing}\n{done.stdout[-3000:]}"
+    run_smoke("bench_close_1m.py", ["--smoke"], EXPECTED, timeout_s=TIMEOUT_S)

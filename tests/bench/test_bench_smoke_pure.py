@@ -6,13 +6,9 @@ Nothing is timed here: the figures belong in docs/benchmarks.md.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench.smoke import BENCH_DIR, run_smoke
 
 SMOKE: dict[str, list[str]] = {
     "bench_certificates.py": ["--smoke"],
@@ -52,17 +48,7 @@ TIMEOUT_S = 120
 
 @pytest.mark.parametrize("name", sorted(SMOKE))
 def test_the_benchmark_runs_at_a_tiny_size_and_prints_its_table(name: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH_DIR / name), *SMOKE[name]],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
-    for proof in PROOF[name]:
-        assert proof in done.stdout, f"{name} did not print {proof!r}:\n{done.stdout[-2000:]}"
-    assert "FAIL" not in done.stdout
+    run_smoke(name, SMOKE[name], PROOF[name], timeout_s=TIMEOUT_S)
 
 
 def test_every_bench_here_has_its_proof_and_exists() -> None:

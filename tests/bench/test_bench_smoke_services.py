@@ -5,13 +5,10 @@ figures belong in docs/benchmarks.md, and a missed speed target does not fail a 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench.smoke import run_smoke
+
 TIMEOUT_S = 180
 
 SMOKE: dict[str, list[str]] = {
@@ -64,19 +61,8 @@ EXPECTED: dict[str, list[str]] = {
 
 @pytest.mark.parametrize("bench", sorted(SMOKE))
 def test_the_benchmark_runs_at_a_tiny_size_and_prints_its_table(bench: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH_DIR / bench), *SMOKE[bench]],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-        cwd=BENCH_DIR.parent,
-    )
-    assert done.returncode == 0, f"{bench} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert "FAIL:" not in done.stdout
-    missing = [line for line in EXPECTED[bench] if line not in done.stdout]
-    assert not missing, f"{bench} did not print {missing}\n{done.stdout[-3000:]}"
-    assert "embedded postgres stopped" in done.stdout or "server stopped" in done.stdout
+    printed = run_smoke(bench, SMOKE[bench], EXPECTED[bench], timeout_s=TIMEOUT_S)
+    assert "embedded postgres stopped" in printed or "server stopped" in printed
 
 
 def test_every_smoke_run_says_what_it_expects() -> None:
