@@ -5,31 +5,7 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY policy policy
-COPY synthetic synthetic
-COPY audit audit
-COPY drill_hooks drill_hooks
-COPY http_edge http_edge
-COPY money money
-COPY specialists specialists
-COPY records records
-COPY engine engine
-COPY callbacks callbacks
-COPY services services
-COPY cards cards
-COPY bot bot
-COPY web web
-COPY board board
 COPY countersign countersign
-COPY scenarios scenarios
-COPY evals evals
-COPY cli cli
-COPY models models
-COPY retrieval retrieval
-COPY certificates certificates
-COPY applications applications
-COPY importers importers
-COPY migrations migrations
 COPY config config
 RUN pip install --no-cache-dir --disable-pip-version-check "build>=1.2" \
     && python -m build --wheel --outdir /dist .
@@ -49,7 +25,7 @@ COPY requirements.lock /tmp/install/requirements.lock
 COPY --from=build /dist/ /tmp/install/
 RUN python -m venv /opt/countersign \
     && /opt/countersign/bin/pip install --no-cache-dir --require-hashes -r /tmp/install/requirements.lock \
-    && /opt/countersign/bin/pip install --no-cache-dir --no-deps /tmp/install/countersign-*.whl \
+    && /opt/countersign/bin/pip install --no-cache-dir --no-deps /tmp/install/countersign_close-*.whl \
     && /opt/countersign/bin/pip check \
     && rm -rf /tmp/install \
     && groupadd --system --gid 10001 countersign \

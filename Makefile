@@ -59,8 +59,7 @@ test: $(STAMP) chromium promtool
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy --strict policy synthetic audit cards models retrieval certificates specialists drill_hooks http_edge records money applications importers
-	$(BIN)/mypy engine callbacks services bot web board countersign scenarios evals cli
+	$(BIN)/mypy
 	$(BIN)/pytest -q -n 2 --dist worksteal
 
 bench: $(STAMP)

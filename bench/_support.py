@@ -11,15 +11,15 @@ from pathlib import Path
 
 import psycopg
 
-from audit.person_proof import digest_of_gate
-from callbacks.principals import Principal, upsert_principals
-from countersign.database import Database
-from countersign.runtime import load_rules
-from countersign.settings import load_settings
-from engine.books import load_books
-from engine.runs import start_close
-from records.gates import read_gate_facts
-from scenarios.scripted_people import ScriptedPeople
+from countersign.audit.person_proof import digest_of_gate
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.runtime import load_rules
+from countersign.bootstrap.settings import load_settings
+from countersign.callbacks.principals import Principal, upsert_principals
+from countersign.engine.books import load_books
+from countersign.engine.runs import start_close
+from countersign.scenarios.scripted_people import ScriptedPeople
+from countersign.store.gates import read_gate_facts
 
 
 async def prepare_open_gates(

@@ -6,7 +6,8 @@ Soll/Haben debit and credit columns, dd.mm.yyyy dates, a report title above the 
 balanced journals of 2 to 4 lines), its chart of accounts and the mapping file that describes both. Then measures,
 each in a fresh child process so each peak RSS is its own:
   (a) baseline: csv.reader over the same file (same encoding and delimiter), counting rows;
-  (b) import: importers.ledger.read_gl streaming every line (amounts, dates, accounts against the chart, journals
+  (b) import: countersign.importers.ledger.read_gl streaming every line (amounts, dates, accounts against the chart,
+  journals
       balanced) and writing our gl_lines.csv with csv.writer.
 Prints wall time, CPU time and peak RSS (VmHWM) of each, lines/s, and the ratios import / baseline. Fails when the
 import does not read back every line, or when its peak RSS grows with the file (more than MAX_IMPORT_RSS_MB).
@@ -165,8 +166,8 @@ def _baseline(folder: Path) -> int:
 
 
 def _import(folder: Path) -> int:
-    from importers.ledger import read_chart, read_gl
-    from importers.mapping import load_mapping
+    from countersign.importers.ledger import read_chart, read_gl
+    from countersign.importers.mapping import load_mapping
 
     mapping = load_mapping(folder / MAPPING_FILE)
     chart = read_chart(folder / CHART_FILE, mapping.chart)
@@ -192,7 +193,7 @@ def _import(folder: Path) -> int:
 
 def child(phase: str, folder: Path) -> int:
     if phase == "import":
-        import importers.ledger  # noqa: F401 - loaded before the clock starts, as csv is for the baseline
+        import countersign.importers.ledger  # noqa: F401 - loaded before the clock starts, as csv is for the baseline
     wall, cpu = time.perf_counter(), time.process_time()
     rows = _baseline(folder) if phase == "baseline" else _import(folder)
     result = {

@@ -58,15 +58,15 @@ import psycopg  # noqa: E402
 from _support import exit_code, prepare_open_gates, stop_embedded, summary_digests  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
-from audit.trace import verify_chain  # noqa: E402
-from callbacks.decision_writer import DecisionRequest, record_decision  # noqa: E402
-from callbacks.principals import parse_principals  # noqa: E402
-from callbacks.signature import sign  # noqa: E402
-from countersign import migrate  # noqa: E402
-from countersign.database import Database, start_embedded  # noqa: E402
-from countersign.settings import load_settings  # noqa: E402
-from scenarios.scripted_people import ScriptedPeople  # noqa: E402
-from synthetic import generate_books, load_profile  # noqa: E402
+from countersign.audit.trace import verify_chain  # noqa: E402
+from countersign.bootstrap import migrate  # noqa: E402
+from countersign.bootstrap.database import Database, start_embedded  # noqa: E402
+from countersign.bootstrap.settings import load_settings  # noqa: E402
+from countersign.callbacks.decision_writer import DecisionRequest, record_decision  # noqa: E402
+from countersign.callbacks.principals import parse_principals  # noqa: E402
+from countersign.callbacks.signature import sign  # noqa: E402
+from countersign.scenarios.scripted_people import ScriptedPeople  # noqa: E402
+from countersign.synthetic import generate_books, load_profile  # noqa: E402
 
 SECRET = "bench-callback-secret"
 PRINCIPAL = "alice.chen"
@@ -75,7 +75,7 @@ SCRIPTED = ScriptedPeople(PEOPLE)  # every scripted approver signs with their ow
 SEED = 42
 WARMUP_DECISIONS = 200
 HEALTHZ_WARMUP = 500
-SERVER_POOL_SIZE = 10  # countersign/app.py: AsyncConnectionPool(max_size=10)
+SERVER_POOL_SIZE = 10  # countersign/bootstrap/app.py: AsyncConnectionPool(max_size=10)
 ABORT_AFTER_SECONDS = 300
 PHASE_LIMIT_S = 90.0
 HEALTH_WAIT_S = 60.0
@@ -205,8 +205,8 @@ async def prepare_database(database: Database, books_dir: Path, gate_sets: dict[
 
 def app_factory() -> Any:
     """For `--workers > 1`: uvicorn needs an import string; this builds the same app `countersign serve` does."""
-    from countersign.app import create_app
-    from countersign.runtime import boot
+    from countersign.bootstrap.app import create_app
+    from countersign.bootstrap.runtime import boot
 
     return create_app(boot(load_settings()))
 
@@ -231,7 +231,17 @@ def server_command(port: int, workers: int, profile_out: Path | None) -> list[st
             "info",
         ]
     profiler = ["-m", "cProfile", "-o", str(profile_out)] if profile_out else []
-    return [sys.executable, *profiler, "-m", "cli.main", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return [
+        sys.executable,
+        *profiler,
+        "-m",
+        "countersign.cli.main",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
 
 
 @dataclass
@@ -576,19 +586,19 @@ PROFILE_AREAS = (
 )
 PROFILE_FUNCTIONS = (  # (file suffix, function, per what)
     ("uvicorn/protocols/http/h11_impl.py", "run_asgi", "request"),
-    ("web/callbacks.py", "decide", "decision"),
-    ("services/decide.py", "decide_gate", "decision"),
-    ("callbacks/decision_writer.py", "record_and_announce", "decision"),
-    ("callbacks/decision_writer.py", "_record", "decision"),
-    ("callbacks/decision_writer.py", "gate_outcome", "decision"),
-    ("callbacks/decision_writer.py", "_check_person_proof", "decision"),
-    ("engine/outbox.py", "enqueue_card_updates", "decision"),
-    ("audit/sealer.py", "seal", "decision"),
-    ("audit/sealer.py", "_seal_once", "decision"),
-    ("audit/trace.py", "seal_pending", "decision"),
-    ("callbacks/signature.py", "verify", "decision"),
-    ("callbacks/person_signature.py", "check_person_signature", "decision"),
-    ("countersign/app.py", "healthz", "healthz request"),
+    ("countersign/web/callbacks.py", "decide", "decision"),
+    ("countersign/services/decide.py", "decide_gate", "decision"),
+    ("countersign/callbacks/decision_writer.py", "record_and_announce", "decision"),
+    ("countersign/callbacks/decision_writer.py", "_record", "decision"),
+    ("countersign/callbacks/decision_writer.py", "gate_outcome", "decision"),
+    ("countersign/callbacks/decision_writer.py", "_check_person_proof", "decision"),
+    ("countersign/engine/outbox.py", "enqueue_card_updates", "decision"),
+    ("countersign/audit/sealer.py", "seal", "decision"),
+    ("countersign/audit/sealer.py", "_seal_once", "decision"),
+    ("countersign/audit/trace.py", "seal_pending", "decision"),
+    ("countersign/callbacks/signature.py", "verify", "decision"),
+    ("countersign/callbacks/person_signature.py", "check_person_signature", "decision"),
+    ("countersign/bootstrap/app.py", "healthz", "healthz request"),
 )
 
 

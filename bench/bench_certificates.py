@@ -27,11 +27,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from certificates import INVARIANTS, parse_certificate, parse_contract  # noqa: E402
-from certificates.pipeline import run_pipeline  # noqa: E402
-from synthetic.construction import CERTIFICATES_FILE, CONTRACTS_FILE, generate_construction  # noqa: E402
-from synthetic.construction_profile import load_construction_profile  # noqa: E402
-from synthetic.ground_truth import GROUND_TRUTH_FILE  # noqa: E402
+from countersign.certificates import INVARIANTS, parse_certificate, parse_contract  # noqa: E402
+from countersign.certificates.pipeline import run_pipeline  # noqa: E402
+from countersign.synthetic.construction import CERTIFICATES_FILE, CONTRACTS_FILE, generate_construction  # noqa: E402
+from countersign.synthetic.construction_profile import load_construction_profile  # noqa: E402
+from countersign.synthetic.ground_truth import GROUND_TRUTH_FILE  # noqa: E402
 
 SEED = 404
 CONTRACTS = 500

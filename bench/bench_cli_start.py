@@ -49,9 +49,10 @@ def cpu_seconds(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def cli_argv(tree: Path, args: tuple[str, ...]) -> list[str]:
-    """`countersign ARGS` as the console script runs it (`cli.main:main`), from `tree`."""
+    """`countersign ARGS` as the console script runs it (`countersign.cli.main:main`), from `tree`."""
     start = (
-        f"import sys; sys.path.insert(0, {str(tree)!r}); from cli.main import main; sys.argv[0] = 'countersign'; main()"
+        f"import sys; sys.path.insert(0, {str(tree)!r}); "
+        "from countersign.cli.main import main; sys.argv[0] = 'countersign'; main()"
     )
     return [sys.executable, "-c", start, *args]
 

@@ -46,19 +46,19 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 from _support import exit_code, stop_embedded  # noqa: E402
 
-from countersign import migrate  # noqa: E402
-from countersign.database import Database, start_embedded  # noqa: E402
-from countersign.runtime import Runtime, connection, load_rules_all, start_rules  # noqa: E402
-from countersign.settings import PROJECT_ROOT, Settings  # noqa: E402
-from engine.context import EngineContext  # noqa: E402
-from engine.orchestrator import advance  # noqa: E402
-from engine.runs import close_status  # noqa: E402
-from engine.workflows import shipped_handlers  # noqa: E402
-from engine.workflows.close.bank_pages import PAGE_BYTES  # noqa: E402
-from engine.workflows.close.reconciliation import BankReconciliation  # noqa: E402
-from services.starting import start_close_on_books  # noqa: E402
-from specialists.client import IN_PROCESS_BASE_URL, SpecialistClient  # noqa: E402
-from specialists.server import SPECIALIST_MAX_BODY_BYTES, build_specialists_app  # noqa: E402
+from countersign.bootstrap import migrate  # noqa: E402
+from countersign.bootstrap.database import Database, start_embedded  # noqa: E402
+from countersign.bootstrap.runtime import Runtime, connection, load_rules_all, start_rules  # noqa: E402
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings  # noqa: E402
+from countersign.engine.context import EngineContext  # noqa: E402
+from countersign.engine.orchestrator import advance  # noqa: E402
+from countersign.engine.runs import close_status  # noqa: E402
+from countersign.engine.workflows import shipped_handlers  # noqa: E402
+from countersign.engine.workflows.close.bank_pages import PAGE_BYTES  # noqa: E402
+from countersign.engine.workflows.close.reconciliation import BankReconciliation  # noqa: E402
+from countersign.services.starting import start_close_on_books  # noqa: E402
+from countersign.specialists.client import IN_PROCESS_BASE_URL, SpecialistClient  # noqa: E402
+from countersign.specialists.server import SPECIALIST_MAX_BODY_BYTES, build_specialists_app  # noqa: E402
 
 SEED = 42
 FULL_LINES = 1_000_000

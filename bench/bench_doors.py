@@ -4,7 +4,8 @@ Run: .venv/bin/python bench/bench_doors.py [--decisions 100] [--idle 500] [--hea
 
 Setup as bench/bench_callbacks.py (embedded PostgreSQL, schema, principals, one close), with open controller gates
 inserted directly on one real task of the close (attempts 1..N, since the database admits gates only for tasks its
-enforced policy knows); then `countersign serve` as a subprocess with its default bounds (countersign/limits.py,
+enforced policy knows); then `countersign serve` as a subprocess with its default bounds
+(countersign/bootstrap/limits.py,
 ADR 0023). Three phases, each timing `--decisions` signed decisions posted one after another (a fresh connection
 each, as a chat platform's callback would arrive) and `GET /healthz` between them:
 
@@ -45,9 +46,9 @@ import psutil  # noqa: E402
 import psycopg  # noqa: E402
 from _support import exit_code, prepare_open_gates, summary_digests  # noqa: E402
 
-from countersign import migrate  # noqa: E402
-from countersign.database import Database, start_embedded  # noqa: E402
-from synthetic import generate_books, load_profile  # noqa: E402
+from countersign.bootstrap import migrate  # noqa: E402
+from countersign.bootstrap.database import Database, start_embedded  # noqa: E402
+from countersign.synthetic import generate_books, load_profile  # noqa: E402
 
 GIB = 1024 * 1024 * 1024
 CHUNK_BYTES = 64 * 1024

@@ -30,7 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from certificates.duplicates import (  # noqa: E402
+from countersign.certificates.duplicates import (  # noqa: E402
     AMOUNT_TOLERANCE,
     DATE_WINDOW_DAYS,
     SIMILARITY_THRESHOLD,
@@ -40,10 +40,10 @@ from certificates.duplicates import (  # noqa: E402
     submissions_of,
     sweep,
 )
-from certificates.pipeline import run_pipeline  # noqa: E402
-from evals.certificate_files import read_certificates, read_contracts, read_ground_truth  # noqa: E402
-from synthetic.construction_profile import load_construction_profile  # noqa: E402
-from synthetic.construction_second_style import generate_second_style  # noqa: E402
+from countersign.certificates.pipeline import run_pipeline  # noqa: E402
+from countersign.evals.certificate_files import read_certificates, read_contracts, read_ground_truth  # noqa: E402
+from countersign.synthetic.construction_profile import load_construction_profile  # noqa: E402
+from countersign.synthetic.construction_second_style import generate_second_style  # noqa: E402
 from tests.certificates.duplicate_variations import LookAlike, Variation, VariedSet, vary  # noqa: E402
 from tests.certificates.generated import TUNED_SEEDS, generate  # noqa: E402
 

@@ -25,8 +25,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from specialists.reconciliation import CashLine, handle, match_bank_lines  # noqa: E402
-from synthetic import generate_books, load_profile, read_ground_truth  # noqa: E402
+from countersign.specialists.reconciliation import CashLine, handle, match_bank_lines  # noqa: E402
+from countersign.synthetic import generate_books, load_profile, read_ground_truth  # noqa: E402
 
 SEED = 42
 WINDOW_DAYS = 3

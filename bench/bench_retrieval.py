@@ -34,9 +34,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from evals.retrieval import load_queries  # noqa: E402
-from retrieval import ARMS, DEFAULT_TUNING, Clause, ClauseCorpus, Retriever, load_corpus  # noqa: E402
-from retrieval.dense import load_model  # noqa: E402
+from countersign.evals.retrieval import load_queries  # noqa: E402
+from countersign.retrieval import ARMS, DEFAULT_TUNING, Clause, ClauseCorpus, Retriever, load_corpus  # noqa: E402
+from countersign.retrieval.dense import load_model  # noqa: E402
 
 ABORT_AFTER_SECONDS = 600
 SEED = 7

@@ -63,11 +63,11 @@ import psycopg  # noqa: E402
 from _support import exit_code, stop_embedded  # noqa: E402
 from psycopg.types.json import Jsonb  # noqa: E402
 
-from audit.canonical import canonical_bytes, normalise  # noqa: E402
-from audit.checkpoint import generate_signer  # noqa: E402
-from audit.merkle import MerkleTree, root_from_leaf_hashes, verify_consistency, verify_inclusion  # noqa: E402
-from audit.sealer import GroupSealer  # noqa: E402
-from audit.trace import (  # noqa: E402
+from countersign.audit.canonical import canonical_bytes, normalise  # noqa: E402
+from countersign.audit.checkpoint import generate_signer  # noqa: E402
+from countersign.audit.merkle import MerkleTree, root_from_leaf_hashes, verify_consistency, verify_inclusion  # noqa: E402
+from countersign.audit.sealer import GroupSealer  # noqa: E402
+from countersign.audit.trace import (  # noqa: E402
     EVENT_COLUMNS,
     GENESIS_HASH,
     append_event,
@@ -80,9 +80,9 @@ from audit.trace import (  # noqa: E402
     utc_timestamp,
     verify_chain,
 )
-from audit.transparency_log import load_tree, sign_log_checkpoint, verify_log  # noqa: E402
-from countersign import migrate  # noqa: E402
-from countersign.database import Database, start_embedded, with_database_name  # noqa: E402
+from countersign.audit.transparency_log import load_tree, sign_log_checkpoint, verify_log  # noqa: E402
+from countersign.bootstrap import migrate  # noqa: E402
+from countersign.bootstrap.database import Database, start_embedded, with_database_name  # noqa: E402
 
 # EVENT_COLUMNS is a SELECT list (`close_id::text AS close_id`); COPY takes the bare column names.
 COPY_COLUMNS = ", ".join(column.split(" AS ")[-1] for column in EVENT_COLUMNS.split(", "))

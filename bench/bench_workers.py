@@ -1,7 +1,8 @@
 """Benchmark: many closes at once on several worker processes (the job engine, ADR 0040).
 
 Run: .venv/bin/python bench/bench_workers.py [--closes 500] [--workers 8] [--blocked 50] [--smoke]
-On its own embedded PostgreSQL, three runs of `countersign drill workers` (scenarios/drills.py), each with fresh
+On its own embedded PostgreSQL, three runs of `countersign drill workers` (countersign/scenarios/drills.py), each with
+fresh
 closes of the default profile and scripted approvers:
 
 1. the baseline: one close on one worker, decided as it goes (the same machine, the same run);
@@ -38,11 +39,11 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 from _support import exit_code, stop_embedded  # noqa: E402
 
-from countersign import migrate  # noqa: E402
-from countersign.database import Database, start_embedded  # noqa: E402
-from countersign.runtime import Runtime, load_rules_all  # noqa: E402
-from countersign.settings import PROJECT_ROOT, Settings  # noqa: E402
-from scenarios.drills import WorkersReport, run_workers_drill  # noqa: E402
+from countersign.bootstrap import migrate  # noqa: E402
+from countersign.bootstrap.database import Database, start_embedded  # noqa: E402
+from countersign.bootstrap.runtime import Runtime, load_rules_all  # noqa: E402
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings  # noqa: E402
+from countersign.scenarios.drills import WorkersReport, run_workers_drill  # noqa: E402
 
 ABORT_AFTER_SECONDS = 3600
 TIMEOUT_S = 1800.0

@@ -1,5 +1,7 @@
-"""The composition root: settings, database roles and pools, migrations, the runtime a process boots, the ASGI app
-factory, metrics, telemetry and shutdown. Wiring only: no use case lives here.
+"""Countersign: a month-end close run by governed agents, with every risky step in front of a person.
 
-Nothing below it imports it; scenarios and the CLI do.
+One import package. Its rooms, from the top floor down (the `layers` contract in pyproject.toml holds the order):
+the command line; demos, drills and evals; the composition root (`bootstrap`); the doors (`bot`, `web`, `board`);
+the use cases every door calls (`services`); the close engine and the decision writer (`engine`, `callbacks`); the
+A2A specialists; the store; and the pure rooms underneath (`policy`, `audit`, `cards`, `certificates`, ...).
 """

@@ -22,10 +22,10 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from countersign import migrate
-from countersign.database import Database, start_embedded, with_database_name
-from countersign.runtime import Runtime, load_rules_all
-from countersign.settings import PROJECT_ROOT, Settings
+from countersign.bootstrap import migrate
+from countersign.bootstrap.database import Database, start_embedded, with_database_name
+from countersign.bootstrap.runtime import Runtime, load_rules_all
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings
 from tests import support
 
 # The xdist worker ("gw0", "gw1"...; "main" without xdist) and the process: unique among sessions on one server.
@@ -36,7 +36,8 @@ MIGRATION_LOCK = "countersign-tests-migrate-template"
 
 
 # An xdist worker imports readline, which exports COLUMNS=80 and LINES=24 when its output is no terminal; a console
-# made at import (cli/common.py) then keeps 80 columns whatever COLUMNS a test sets later. Each worker starts with the
+# made at import (countersign/cli/common.py) then keeps 80 columns whatever COLUMNS a test sets later. Each worker
+# starts with the
 # terminal variables its controller had, as a serial session does.
 TERMINAL_VARIABLES = ("COLUMNS", "LINES")
 
@@ -131,7 +132,7 @@ def runtime(settings: Settings, database: Database) -> Runtime:
 @pytest.fixture(scope="session")
 def default_books(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default profile's books (seed 42), generated once per session; tests load them into their database."""
-    from synthetic import generate_books, load_profile
+    from countersign.synthetic import generate_books, load_profile
 
     out = tmp_path_factory.mktemp("books") / "ACME-UK-2026-10"
     generate_books(load_profile(PROJECT_ROOT / "config" / "profiles" / "default.yaml"), 42, out)
@@ -143,7 +144,7 @@ async def api(runtime: Runtime) -> AsyncIterator[Any]:
     """The FastAPI app through its ASGI interface, lifespan included."""
     import httpx
 
-    from countersign.app import create_app
+    from countersign.bootstrap.app import create_app
 
     app = create_app(runtime)
     async with app.router.lifespan_context(app):
@@ -155,7 +156,7 @@ async def api(runtime: Runtime) -> AsyncIterator[Any]:
 @pytest_asyncio.fixture
 async def engine_ctx(runtime: Runtime) -> AsyncIterator[Any]:
     """The engine context with the real specialists served over A2A on an in-process ASGI transport."""
-    from countersign.runtime import engine_context
+    from countersign.bootstrap.runtime import engine_context
 
     async with engine_context(runtime) as ctx:
         yield ctx

@@ -15,14 +15,14 @@ import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from psycopg import AsyncConnection
 
-from audit.person_proof import decision_message, digest_of_gate, public_key_raw
-from audit.person_proof import sign as person_sign
-from callbacks.principals import normalise_identity, parse_principals, upsert_principals
-from callbacks.signature import sign
-from countersign.runtime import Runtime
-from countersign.settings import PROJECT_ROOT
-from engine.books import load_books
-from engine.runs import start_close
+from countersign.audit.person_proof import decision_message, digest_of_gate, public_key_raw
+from countersign.audit.person_proof import sign as person_sign
+from countersign.bootstrap.runtime import Runtime
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.callbacks.principals import normalise_identity, parse_principals, upsert_principals
+from countersign.callbacks.signature import sign
+from countersign.engine.books import load_books
+from countersign.engine.runs import start_close
 
 SECRET = "test-callback-secret"
 # Who holds each role in config/principals.yaml (the shipped test principals).

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from audit.canonical import canonical_bytes
-from audit.trace import chain_hash, event_body, seal_pending, verify_chain
-from countersign.database import Database
+from countersign.audit.canonical import canonical_bytes
+from countersign.audit.trace import chain_hash, event_body, seal_pending, verify_chain
+from countersign.bootstrap.database import Database
 
 REFUSED = (psycopg.errors.InsufficientPrivilege,)
 

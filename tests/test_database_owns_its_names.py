@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from countersign import migrate
-from countersign.database import Database
-from countersign.runtime import load_rules_all
-from countersign.settings import PROJECT_ROOT, Settings
+from countersign.bootstrap import migrate
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.runtime import load_rules_all
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings
 from tests.test_database_boundary import PEOPLE, _as, _decide, _pending, _seed
 
 REFUSED = (psycopg.errors.InsufficientPrivilege, psycopg.errors.CheckViolation)
@@ -512,8 +512,8 @@ def test_a_doors_events_have_a_fixed_shape(
 def test_a_well_formed_export_event_is_admitted_and_read_as_the_doors_assertion(
     database: Database, owner: psycopg.Connection[Any]
 ) -> None:
-    from audit.trace import TraceEvent
-    from countersign.timeline import describe
+    from countersign.audit.trace import TraceEvent
+    from countersign.bootstrap.timeline import describe
 
     close_id = _close_of(owner, _seed(owner))
     payload = {"close_id": close_id, "format": "csv", "sha256": "a" * 64, "bytes": 10, "platform": "slack"}

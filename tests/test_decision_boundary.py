@@ -4,7 +4,7 @@
    tests/callbacks/test_refusals.py).
 2. Static: an import-linter contract says `engine` cannot import `callbacks` or `bot`.
 3. Database: the engine's role cannot write decisions; the callbacks role can only insert them.
-4. Single writer: no module outside `callbacks/` writes the decisions table.
+4. Single writer: no module outside `countersign/callbacks/` writes the decisions table.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.database import CALLBACKS_ROLE, ENGINE_ROLE, Database
+from countersign.bootstrap.settings import PROJECT_ROOT
 
 # Every package the import contracts name, read from pyproject.toml, so a new room is copied into the negative controls.
 PACKAGES = tuple(tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
@@ -69,7 +69,9 @@ def _throwaway_copy(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("violation", ["import callbacks.decision_writer\n", "from bot import *  # noqa: F403\n"])
+@pytest.mark.parametrize(
+    "violation", ["import countersign.callbacks.decision_writer\n", "from bot import *  # noqa: F403\n"]
+)
 def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp_path: Path, violation: str) -> None:
     root = _throwaway_copy(tmp_path)
     (root / "engine" / "shortcut.py").write_text(violation)
@@ -81,7 +83,7 @@ def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp
 
 def test_an_indirect_path_to_callbacks_also_breaks_the_contract(tmp_path: Path) -> None:
     root = _throwaway_copy(tmp_path)
-    (root / "policy" / "leak.py").write_text("import callbacks.decision_writer\n")
+    (root / "policy" / "leak.py").write_text("import countersign.callbacks.decision_writer\n")
     (root / "engine" / "via_policy.py").write_text("import policy.leak\n")
     done = _lint_imports(root)
     assert done.returncode != 0 and "engine never reaches the decision writer" in done.stdout
@@ -169,9 +171,10 @@ def decision_writers(root: Path) -> list[str]:
 def test_only_callbacks_writes_the_decisions_table() -> None:
     writers = decision_writers(PROJECT_ROOT)
     assert writers, (
-        "the scanner found no writer at all: callbacks/decision_writer.py must be found, or the scan is broken"
+        "the scanner found no writer at all: countersign/callbacks/decision_writer.py must be found, "
+        "or the scan is broken"
     )
-    outside = [w for w in writers if not w.startswith("callbacks/")]
+    outside = [w for w in writers if not w.startswith("countersign/callbacks/")]
     assert outside == []
 
 
@@ -187,5 +190,5 @@ def test_only_callbacks_writes_the_decisions_table() -> None:
 def test_negative_control_a_second_writer_is_found(tmp_path: Path, smuggled: str) -> None:
     root = _throwaway_copy(tmp_path)
     (root / "engine" / "smuggler.py").write_text(smuggled)
-    outside = [w for w in decision_writers(root) if not w.startswith("callbacks/")]
+    outside = [w for w in decision_writers(root) if not w.startswith("countersign/callbacks/")]
     assert outside and outside[0].startswith("engine/smuggler.py")

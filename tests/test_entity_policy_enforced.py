@@ -21,11 +21,11 @@ import psycopg
 import pytest
 import yaml
 
-from countersign import migrate
-from countersign.database import Database
-from countersign.settings import PROJECT_ROOT
-from engine.postings import JournalLine, JournalRequest, PostingRefused, post_journal
-from policy import FxRate, Policy, convert, load_workflows, materiality, parse_policy
+from countersign.bootstrap import migrate
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.engine.postings import JournalLine, JournalRequest, PostingRefused, post_journal
+from countersign.policy import FxRate, Policy, convert, load_workflows, materiality, parse_policy
 from tests.test_database_boundary import _as, _decide, _seed
 
 REFUSED = (psycopg.errors.InsufficientPrivilege, psycopg.errors.CheckViolation)
@@ -263,7 +263,7 @@ def test_a_foreign_currency_gate_is_held_to_the_global_thresholds_after_conversi
         key=lambda name: entity_policy.tier(name).rank,
         default="medium",
     )
-    assert python_least == least  # the database and policy/gates.py raise the tier at the same cent
+    assert python_least == least  # the database and countersign/policy/gates.py raise the tier at the same cent
 
 
 @pytest.mark.usefixtures("entity_policy")

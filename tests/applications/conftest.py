@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from certificates import Contract, parse_contract
+from countersign.certificates import Contract, parse_contract
 
 APPLICATIONS = Path(__file__).resolve().parents[1] / "data" / "applications"
 

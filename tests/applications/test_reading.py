@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from applications import ApplicationError, read_application_file, read_application_files
-from applications.figures import cell_text, decimal_text
-from certificates import Contract, parse_certificate
-from certificates.pipeline import run_pipeline
+from countersign.applications import ApplicationError, read_application_file, read_application_files
+from countersign.applications.figures import cell_text, decimal_text
+from countersign.certificates import Contract, parse_certificate
+from countersign.certificates.pipeline import run_pipeline
 from tests.applications.conftest import APPLICATIONS, make_fixtures
 
 

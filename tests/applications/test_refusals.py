@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from applications import ApplicationError, read_application_file, read_application_files
-from certificates import Contract
+from countersign.applications import ApplicationError, read_application_file, read_application_files
+from countersign.certificates import Contract
 from tests.applications.conftest import APPLICATIONS, make_fixtures
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from applications import read_application_files
-from certificates import CertificateDataError, Contract, parse_certificate, parse_contract
-from synthetic import generate_construction, load_construction_profile
+from countersign.applications import read_application_files
+from countersign.certificates import CertificateDataError, Contract, parse_certificate, parse_contract
+from countersign.synthetic import generate_construction, load_construction_profile
 from tests.applications.conftest import APPLICATIONS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from countersign.database import Database
+from countersign.bootstrap.database import Database
 
 REFUSED = (psycopg.errors.InsufficientPrivilege, psycopg.errors.CheckViolation)
 NEW_TABLES = ("book_bank_statement", "book_rate", "book_supplier_bank_change")

@@ -15,13 +15,13 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from bot.delivery import deliver_due
-from callbacks.principals import upsert_principals
-from countersign.chat import build_senders
-from countersign.database import Database
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.runtime import engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, TEAM, decision_form, slack_headers
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 from tests.test_database_boundary import _as, _decide, _seed

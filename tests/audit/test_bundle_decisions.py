@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from audit.bundle import FILES, FILES_V1, FORMAT_V1, BundleInvalid, _archive, build_bundle, verify_bundle
-from audit.canonical import canonical_bytes
-from audit.checkpoint import Checkpoint, encode_verifier_key, generate_signer, sign_checkpoint
-from audit.decision_proofs import (
+from countersign.audit.bundle import FILES, FILES_V1, FORMAT_V1, BundleInvalid, _archive, build_bundle, verify_bundle
+from countersign.audit.canonical import canonical_bytes
+from countersign.audit.checkpoint import Checkpoint, encode_verifier_key, generate_signer, sign_checkpoint
+from countersign.audit.decision_proofs import (
     ED25519,
     PASSKEY,
     DecisionKey,
@@ -28,10 +28,10 @@ from audit.decision_proofs import (
     gate_digest,
     passkey_key_text,
 )
-from audit.merkle import MerkleTree, leaf_hash
-from audit.person_proof import decision_challenge, decision_message, public_key_raw, sign
-from audit.trace import TraceEvent, chain_hash, event_body
-from scenarios.software_authenticator import SoftwareAuthenticator, b64url
+from countersign.audit.merkle import MerkleTree, leaf_hash
+from countersign.audit.person_proof import decision_challenge, decision_message, public_key_raw, sign
+from countersign.audit.trace import TraceEvent, chain_hash, event_body
+from countersign.scenarios.software_authenticator import SoftwareAuthenticator, b64url
 
 CLOSE = "00000000-0000-0000-0000-00000000c105"
 GATE = "5f0c9a2e-1111-4222-8333-444455556666"

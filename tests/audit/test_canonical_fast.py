@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from audit.canonical import NonCanonicalValue, _careful, canonical_bytes, normalise
+from countersign.audit.canonical import NonCanonicalValue, _careful, canonical_bytes, normalise
 
 SCALARS = st.one_of(
     st.none(),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from audit.canonical import NonCanonicalValue, canonical_bytes
+from countersign.audit.canonical import NonCanonicalValue, canonical_bytes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "jcs"
 CARD_CASES = json.loads((DATA / "a2a-tck" / "card_signing_canonicalization_cases.json").read_text("utf-8"))[

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.checkpoint import (
+from countersign.audit.checkpoint import (
     MAX_NOTE_SIGNATURES,
     Checkpoint,
     CheckpointError,

@@ -9,12 +9,18 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from audit.canonical import canonical_bytes
-from audit.checkpoint import generate_signer
-from audit.merkle import frontier_from_leaf_hashes, frontier_root, pack_frontier, verify_consistency
-from audit.trace import GENESIS_HASH, append_event, chain_hash, iter_events, seal_pending, verify_chain
-from audit.transparency_log import LogInconsistent, latest_checkpoint, load_tree, sign_log_checkpoint, verify_log
-from countersign.database import Database
+from countersign.audit.canonical import canonical_bytes
+from countersign.audit.checkpoint import generate_signer
+from countersign.audit.merkle import frontier_from_leaf_hashes, frontier_root, pack_frontier, verify_consistency
+from countersign.audit.trace import GENESIS_HASH, append_event, chain_hash, iter_events, seal_pending, verify_chain
+from countersign.audit.transparency_log import (
+    LogInconsistent,
+    latest_checkpoint,
+    load_tree,
+    sign_log_checkpoint,
+    verify_log,
+)
+from countersign.bootstrap.database import Database
 
 ORIGIN = "countersign.test/close-trace"
 SERVICE_ROLES = ("engine", "callbacks")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.merkle import (
+from countersign.audit.merkle import (
     EMPTY_ROOT,
     MerkleTree,
     ProofError,

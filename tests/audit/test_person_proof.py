@@ -7,7 +7,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.person_proof import (
+from countersign.audit.person_proof import (
     DECISION_PURPOSE,
     READ_PURPOSE,
     decision_message,
@@ -202,7 +202,7 @@ def test_round_trip_verifies_and_any_single_field_change_fails(
 
 
 def test_the_gate_summary_digest_is_exact_and_moves_with_any_fact_a_person_was_shown() -> None:
-    from audit.person_proof import digest_of_gate
+    from countersign.audit.person_proof import digest_of_gate
 
     facts = {
         "gate_id": FIELDS["gate_id"],

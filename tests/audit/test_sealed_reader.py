@@ -16,10 +16,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import audit.trace as trace
-from audit.canonical import NonCanonicalValue, canonical_bytes
-from audit.merkle import leaf_hash
-from audit.trace import (
+import countersign.audit.trace as trace
+from countersign.audit.canonical import NonCanonicalValue, canonical_bytes
+from countersign.audit.merkle import leaf_hash
+from countersign.audit.trace import (
     GENESIS_HASH,
     TextCaches,
     _record_from_row,

@@ -8,9 +8,9 @@ from typing import Any
 import psycopg
 import pytest
 
-import audit.sealer as sealer_module
-from audit.sealer import GroupSealer
-from audit.trace import append_event, verify_chain
+import countersign.audit.sealer as sealer_module
+from countersign.audit.sealer import GroupSealer
+from countersign.audit.trace import append_event, verify_chain
 from tests.support import count
 
 

@@ -7,11 +7,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from audit.bundle import BundleInvalid, build_bundle, verify_bundle
-from audit.checkpoint import encode_verifier_key, generate_signer
-from audit.merkle import verify_consistency, verify_inclusion
-from audit.trace import append_event, iter_events, seal_pending, verify_chain
-from audit.transparency_log import (
+from countersign.audit.bundle import BundleInvalid, build_bundle, verify_bundle
+from countersign.audit.checkpoint import encode_verifier_key, generate_signer
+from countersign.audit.merkle import verify_consistency, verify_inclusion
+from countersign.audit.trace import append_event, iter_events, seal_pending, verify_chain
+from countersign.audit.transparency_log import (
     LogInconsistent,
     check_against_latest_checkpoint,
     latest_checkpoint,
@@ -168,7 +168,7 @@ async def test_a_rebuilt_bundle_with_an_edited_event_fails_on_the_proof(conn: An
     import json
     import zipfile
 
-    from audit.bundle import FILES, _archive
+    from countersign.audit.bundle import FILES, _archive
 
     data, key = await _bundle(conn)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:

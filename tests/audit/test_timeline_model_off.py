@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from audit.timeline import MODEL_OFF_WORDS, describe
-from audit.trace import TraceEvent
-from policy.wording import in_words
-from specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
+from countersign.audit.timeline import MODEL_OFF_WORDS, describe
+from countersign.audit.trace import TraceEvent
+from countersign.policy.wording import in_words
+from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
 
 
 def event(kind: str, **payload: Any) -> TraceEvent:

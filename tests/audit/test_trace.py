@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from audit.canonical import NonCanonicalValue, canonical_bytes
-from audit.trace import append_event, seal_pending, verify_chain
+from countersign.audit.canonical import NonCanonicalValue, canonical_bytes
+from countersign.audit.trace import append_event, seal_pending, verify_chain
 from tests.support import count
 
 

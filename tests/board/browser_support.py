@@ -30,8 +30,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, CDPSession, Page, Playwright, ViewportSize, sync_playwright
 
-from countersign.database import Database
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.settings import PROJECT_ROOT
 
 CHROMIUM_MISSING = (
     "Debian's chromium is not installed (the board's browser tests drive it): run `apt-get install -y chromium` "
@@ -142,7 +142,7 @@ def free_port() -> int:
 def countersign_command() -> list[str]:
     """The `countersign` console script installed beside this interpreter (the venv's)."""
     script = Path(sys.executable).with_name("countersign")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "cli.main"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "countersign.cli.main"]
 
 
 @dataclass(frozen=True)

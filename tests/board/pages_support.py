@@ -12,10 +12,10 @@ import pytest_asyncio
 from fastapi import FastAPI
 from psycopg import AsyncConnection
 
-from board.session import Viewer, require_viewer
-from callbacks.callers import find_caller
-from countersign.app import create_app
-from countersign.runtime import Runtime
+from countersign.board.session import Viewer, require_viewer
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.runtime import Runtime
+from countersign.callbacks.callers import find_caller
 from tests.board.browser_support import (  # noqa: F401  (the browser tests' fixtures)
     board_page,
     board_server,

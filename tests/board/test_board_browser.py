@@ -23,16 +23,16 @@ import psycopg
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from audit.trace import seal_pending
-from bot.delivery import deliver_due
-from callbacks.passkeys import issue_enrolment
-from countersign.chat import build_senders
-from countersign.runtime import Runtime, engine_context
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
-from money.formatting import format_money
-from policy.wording import in_words
+from countersign.audit.trace import seal_pending
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import Runtime, engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.passkeys import issue_enrolment
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.money.formatting import format_money
+from countersign.policy.wording import in_words
 from tests.board.browser_support import (
     VIEWPORT,
     BoardServer,

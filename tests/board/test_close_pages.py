@@ -13,17 +13,17 @@ import httpx
 from fastapi import FastAPI
 from markupsafe import escape
 
-from audit.checkpoint import generate_signer
-from audit.transparency_log import sign_log_checkpoint
-from board.pages import build_root_router
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
-from money.formatting import format_money
-from policy.wording import in_words
-from records.gates import DecisionRecord, read_gate
-from records.states import Decision, GateStatus
-from services.board_reads import may_decide
+from countersign.audit.checkpoint import generate_signer
+from countersign.audit.transparency_log import sign_log_checkpoint
+from countersign.board.pages import build_root_router
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.money.formatting import format_money
+from countersign.policy.wording import in_words
+from countersign.services.board_reads import may_decide
+from countersign.store.gates import DecisionRecord, read_gate
+from countersign.store.states import Decision, GateStatus
 from tests.board.pages_support import Board, board_fixture  # noqa: F401  (the `board` fixture)
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, post_decision, start_default_close

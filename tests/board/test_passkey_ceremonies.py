@@ -15,14 +15,14 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from callbacks.passkeys import issue_enrolment
-from countersign.app import create_app
-from countersign.runtime import Runtime
-from engine.gates import unproven_decisions
-from engine.orchestrator import advance
-from engine.runs import close_status
-from records.states import GateStatus
-from scenarios.software_authenticator import Misbehaviour, SoftwareAuthenticator
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.runtime import Runtime
+from countersign.callbacks.passkeys import issue_enrolment
+from countersign.engine.gates import unproven_decisions
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.scenarios.software_authenticator import Misbehaviour, SoftwareAuthenticator
+from countersign.store.states import GateStatus
 from tests.support import count, import_default_principals, start_default_close
 
 BOARD = "http://localhost:8000"
@@ -146,7 +146,7 @@ async def test_an_enrolment_link_works_once_and_a_sign_in_is_refused_for_lies_an
     assert (await bob.client.get("/board/passkeys")).status_code == 200
 
     credential = next(iter(bob.device.credentials.values()))
-    from scenarios.software_authenticator import b64url
+    from countersign.scenarios.software_authenticator import b64url
 
     revoke_without_csrf = await bob.client.post(f"/board/passkeys/{b64url(credential.credential_id)}/revoke")
     assert revoke_without_csrf.status_code == 403
@@ -251,7 +251,7 @@ async def test_a_forged_assertion_written_as_the_callbacks_role_never_counts(
 
 async def test_a_flood_of_sign_in_requests_is_bounded(conn: Any, board_app: Any, monkeypatch: Any) -> None:
     """Anyone may ask for sign-in options: expired challenges are swept and live ones capped (a 503 past the cap)."""
-    from callbacks import passkeys as store
+    from countersign.callbacks import passkeys as store
 
     monkeypatch.setattr(store, "MAX_LIVE_SIGN_INS", 5)
     stranger = _client(board_app)

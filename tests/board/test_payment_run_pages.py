@@ -10,14 +10,14 @@ from typing import Any
 
 from markupsafe import escape
 
-from engine.construction import load_construction_set
-from engine.orchestrator import EngineContext, advance
-from engine.runs import close_status
-from engine.workflows import shipped_handlers
-from engine.workflows.certificates.runs import start_payment_run
-from money.formatting import format_money
-from policy.wording import in_words
-from specialists.client import open_in_process
+from countersign.engine.construction import load_construction_set
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.engine.runs import close_status
+from countersign.engine.workflows import shipped_handlers
+from countersign.engine.workflows.certificates.runs import start_payment_run
+from countersign.money.formatting import format_money
+from countersign.policy.wording import in_words
+from countersign.specialists.client import open_in_process
 from tests.board.pages_support import Board, board_fixture  # noqa: F401  (the `board` fixture)
 from tests.engine import payment_run_support as support
 from tests.support import import_default_principals

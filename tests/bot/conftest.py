@@ -18,12 +18,12 @@ import pytest_asyncio
 import respx
 from slack_sdk.signature import SignatureVerifier
 
-from bot.slack_forms import DecisionForm
-from bot.teams import clear_metadata_cache
-from callbacks.principals import Identity, Principal, upsert_principals
-from countersign.app import create_app
-from countersign.runtime import Runtime
-from records.states import Decision
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.runtime import Runtime
+from countersign.bot.slack_forms import DecisionForm
+from countersign.bot.teams import clear_metadata_cache
+from countersign.callbacks.principals import Identity, Principal, upsert_principals
+from countersign.store.states import Decision
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.teams_auth import FakeBotFrameworkAuth
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from callbacks.principals import upsert_principals
-from countersign.app import MissingSecret, create_app
+from countersign.bootstrap.app import MissingSecret, create_app
+from countersign.callbacks.principals import upsert_principals
 from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAM, TENANT, slack_headers, slash_command, wait_until
 from tests.bot.test_teams import _auth, invoke, message
 from tests.support import count, start_default_close

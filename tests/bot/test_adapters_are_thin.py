@@ -9,29 +9,33 @@ from pathlib import Path
 
 import pytest
 
-import bot.slack
-import bot.teams
-import cli.trace
-import services.decide
-import services.exports
-import services.reading
-import web.callbacks
-import web.reads
+import countersign.bot.slack
+import countersign.bot.teams
+import countersign.cli.trace
+import countersign.services.decide
+import countersign.services.exports
+import countersign.services.reading
+import countersign.web.callbacks
+import countersign.web.reads
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = {
-    "bot.slack": "bot/slack.py",
-    "bot.slack_events": "bot/slack_events.py",
-    "bot.teams": "bot/teams.py",
-    "bot.answers": "bot/answers.py",
-    "web.callbacks": "web/callbacks.py",
-    "web.reads": "web/reads.py",
-    "web.health": "web/health.py",
-    "web.errors": "web/errors.py",
+    "countersign.bot.slack": "countersign/bot/slack.py",
+    "countersign.bot.slack_events": "countersign/bot/slack_events.py",
+    "countersign.bot.teams": "countersign/bot/teams.py",
+    "countersign.bot.answers": "countersign/bot/answers.py",
+    "countersign.web.callbacks": "countersign/web/callbacks.py",
+    "countersign.web.reads": "countersign/web/reads.py",
+    "countersign.web.health": "countersign/web/health.py",
+    "countersign.web.errors": "countersign/web/errors.py",
 }
-CHAT_ADAPTERS = ("bot.slack", "bot.teams")
-DECIDING_DOORS = ("bot.slack", "bot.teams", "web.callbacks")
-CLOSE_READING_DOORS = ("bot.slack", "bot.teams", "web.reads")  # and the CLI: see the end of this file
+CHAT_ADAPTERS = ("countersign.bot.slack", "countersign.bot.teams")
+DECIDING_DOORS = ("countersign.bot.slack", "countersign.bot.teams", "countersign.web.callbacks")
+CLOSE_READING_DOORS = (
+    "countersign.bot.slack",
+    "countersign.bot.teams",
+    "countersign.web.reads",
+)  # and the CLI: see the end of this file
 
 # Database drivers, and every module of ours that runs SQL an adapter could be tempted to call.
 DATABASE_CODE = (
@@ -40,23 +44,23 @@ DATABASE_CODE = (
     "asyncpg",
     "sqlalchemy",
     "sqlmodel",
-    "audit.trace",
-    "audit.transparency_log",
-    "bot.queries",
-    "callbacks.callers",
-    "callbacks.decision_writer",
-    "callbacks.principals",
-    "engine.books",
-    "engine.runs",
-    "engine.dispatch",
-    "engine.gates",
-    "engine.gauges",
-    "engine.integrity",
-    "engine.outbox",
-    "engine.postings",
-    "engine.supervisor",
-    "engine.workflows.close.inputs",
-    "engine.workflows.close.queries",
+    "countersign.audit.trace",
+    "countersign.audit.transparency_log",
+    "countersign.bot.queries",
+    "countersign.callbacks.callers",
+    "countersign.callbacks.decision_writer",
+    "countersign.callbacks.principals",
+    "countersign.engine.books",
+    "countersign.engine.runs",
+    "countersign.engine.dispatch",
+    "countersign.engine.gates",
+    "countersign.engine.gauges",
+    "countersign.engine.integrity",
+    "countersign.engine.outbox",
+    "countersign.engine.postings",
+    "countersign.engine.supervisor",
+    "countersign.engine.workflows.close.inputs",
+    "countersign.engine.workflows.close.queries",
 )
 
 
@@ -144,54 +148,54 @@ def test_nothing_the_adapter_imports_of_ours_runs_sql_itself(module: str) -> Non
 @pytest.mark.parametrize("module", DECIDING_DOORS)
 def test_every_door_imports_the_one_decision_function(module: str) -> None:
     package = module.rpartition(".")[0]
-    assert "decide_gate" in _names_imported_from(ADAPTERS[module], "services.decide", package)
+    assert "decide_gate" in _names_imported_from(ADAPTERS[module], "countersign.services.decide", package)
 
 
 def test_the_three_doors_reach_the_same_decision_function() -> None:
-    assert bot.slack.decide_gate is services.decide.decide_gate
-    assert bot.teams.decide_gate is services.decide.decide_gate
-    assert web.callbacks.decide_gate is services.decide.decide_gate
+    assert countersign.bot.slack.decide_gate is countersign.services.decide.decide_gate
+    assert countersign.bot.teams.decide_gate is countersign.services.decide.decide_gate
+    assert countersign.web.callbacks.decide_gate is countersign.services.decide.decide_gate
 
 
 def test_slack_teams_and_the_cli_export_through_the_same_function() -> None:
     for module in CHAT_ADAPTERS:
         package = module.rpartition(".")[0]
-        assert "export_trace" in _names_imported_from(ADAPTERS[module], "services.exports", package)
-    assert bot.slack.export_trace is services.exports.export_trace
-    assert bot.teams.export_trace is services.exports.export_trace
-    assert cli.trace.export_trace is services.exports.export_trace
+        assert "export_trace" in _names_imported_from(ADAPTERS[module], "countersign.services.exports", package)
+    assert countersign.bot.slack.export_trace is countersign.services.exports.export_trace
+    assert countersign.bot.teams.export_trace is countersign.services.exports.export_trace
+    assert countersign.cli.trace.export_trace is countersign.services.exports.export_trace
 
 
 def test_slack_and_teams_check_an_export_through_the_same_function() -> None:
     for module in CHAT_ADAPTERS:
         package = module.rpartition(".")[0]
-        assert "close_to_export" in _names_imported_from(ADAPTERS[module], "services.reading", package)
+        assert "close_to_export" in _names_imported_from(ADAPTERS[module], "countersign.services.reading", package)
         assert {"export_trace", "close_to_export"} <= _called_names(ADAPTERS[module])
-    assert bot.slack.close_to_export is services.reading.close_to_export
-    assert bot.teams.close_to_export is services.reading.close_to_export
+    assert countersign.bot.slack.close_to_export is countersign.services.reading.close_to_export
+    assert countersign.bot.teams.close_to_export is countersign.services.reading.close_to_export
 
 
 @pytest.mark.parametrize("module", CLOSE_READING_DOORS)
 def test_every_door_reads_a_close_through_the_one_read_function(module: str) -> None:
     package = module.rpartition(".")[0]
-    assert "read_close_status" in _names_imported_from(ADAPTERS[module], "services.reading", package)
+    assert "read_close_status" in _names_imported_from(ADAPTERS[module], "countersign.services.reading", package)
     assert "read_close_status" in _called_names(ADAPTERS[module])
 
 
 def test_http_slack_and_teams_reach_the_same_read_functions() -> None:
-    assert web.reads.read_close_status is services.reading.read_close_status
-    assert bot.slack.read_close_status is services.reading.read_close_status
-    assert bot.teams.read_close_status is services.reading.read_close_status
-    assert bot.slack.read_payment_runs is services.reading.read_payment_runs
-    assert bot.teams.read_payment_runs is services.reading.read_payment_runs
+    assert countersign.web.reads.read_close_status is countersign.services.reading.read_close_status
+    assert countersign.bot.slack.read_close_status is countersign.services.reading.read_close_status
+    assert countersign.bot.teams.read_close_status is countersign.services.reading.read_close_status
+    assert countersign.bot.slack.read_payment_runs is countersign.services.reading.read_payment_runs
+    assert countersign.bot.teams.read_payment_runs is countersign.services.reading.read_payment_runs
 
 
 def test_one_authorisation_rule_and_no_door_checks_roles_itself() -> None:
-    """`services.reading.authorize` is the only caller of the role table; a door that called `access_for` or
+    """`countersign.services.reading.authorize` is the only caller of the role table; a door that called `access_for` or
     `check_access` would be writing the rule a second time."""
     for module, path in ADAPTERS.items():
         assert not _called_names(path) & {"access_for", "check_access", "allowed_roles"}, module
-    assert "access_for" in _called_names("services/reading.py")
+    assert "access_for" in _called_names("countersign/services/reading.py")
 
 
 def _called_names(path: str) -> set[str]:
@@ -207,23 +211,25 @@ def _called_names(path: str) -> set[str]:
 
 
 def test_every_door_starts_a_close_through_the_one_use_case() -> None:
-    """The CLI calls `services.starting.start_close_on_books`; the server (for Slack's `/close start`) calls the
+    """The CLI calls `countersign.services.starting.start_close_on_books`; the server (for Slack's `/close start`)
+    calls the
     runtime's `start_close_with_books`, which is that use case under the runtime's rules. No door opens a close or
     picks its books by itself, and the chat adapter only asks its services."""
-    assert "start_close_on_books" in _called_names("cli/close.py")
-    assert "start_close_on_books" in _called_names("countersign/runtime.py")
-    assert "start_close_with_books" in _called_names("countersign/app.py")
-    for door in ("cli/close.py", "countersign/app.py", "countersign/runtime.py"):
+    assert "start_close_on_books" in _called_names("countersign/cli/close.py")
+    assert "start_close_on_books" in _called_names("countersign/bootstrap/runtime.py")
+    assert "start_close_with_books" in _called_names("countersign/bootstrap/app.py")
+    for door in ("countersign/cli/close.py", "countersign/bootstrap/app.py", "countersign/bootstrap/runtime.py"):
         assert not _called_names(door) & {"start_close", "books_for_close", "load_books"}, door
     for module in CHAT_ADAPTERS:
         assert not _called_names(ADAPTERS[module]) & {"start_close_with_books", "books_for_close", "load_books"}
-    assert "start_close" in _called_names(ADAPTERS["bot.slack"])  # `services.start_close(...)`
+    assert "start_close" in _called_names(ADAPTERS["countersign.bot.slack"])  # `services.start_close(...)`
 
 
 # --- the CLI door ------------------------------------------------------------------------------------------------
 # The command line is a door too: `countersign close status` and `countersign trace export` call the same services
-# as the chat and HTTP doors, as the local operator (`services.reading.LOCAL_OPERATOR`, no role check). The CLI is
-# scanned as files, not imported, so a split of cli/ into modules changes nothing here.
+# as the chat and HTTP doors, as the local operator (`countersign.services.reading.LOCAL_OPERATOR`, no role check). The
+# CLI is
+# scanned as files, not imported, so a split of countersign/cli/ into modules changes nothing here.
 
 
 def _cli_files() -> list[str]:
@@ -245,5 +251,5 @@ def _cli_calls() -> set[str]:
 
 
 def test_the_cli_reads_a_close_and_checks_an_export_through_the_same_functions() -> None:
-    assert {"read_close_status", "close_to_export", "LOCAL_OPERATOR"} <= _cli_imports("services.reading")
+    assert {"read_close_status", "close_to_export", "LOCAL_OPERATOR"} <= _cli_imports("countersign.services.reading")
     assert {"read_close_status", "close_to_export"} <= _cli_calls()

@@ -3,7 +3,8 @@ delivery, updated by the server's inline delivery after a decision, answered by 
 payment-runs cards both doors answer with.
 
 Each test runs twice: with the default locale (en_GB) and with de_CH. The expected text is worked out with
-`money.formatting.format_money` from an amount in the gate's own summary, and the other locale's writing of the same
+`countersign.money.formatting.format_money` from an amount in the gate's own summary, and the other locale's writing of
+the same
 amount must not appear, so a locale dropped anywhere between the settings and the renderer fails the test.
 """
 
@@ -18,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from bot.delivery import deliver_due
-from bot.queries import load_gate
-from callbacks.principals import upsert_principals
-from countersign.chat import build_senders
-from countersign.runtime import Runtime, engine_context
-from engine.orchestrator import advance
-from engine.runs import close_status
-from engine.workflows.certificates.runs import payment_run_status
-from money.formatting import format_money
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import Runtime, engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.bot.queries import load_gate
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.engine.workflows.certificates.runs import payment_run_status
+from countersign.money.formatting import format_money
 from tests.bot.conftest import PEOPLE, decision_form, slack_headers, slash_command, wait_until
 from tests.bot.test_access import _replies
 from tests.bot.test_payments_command import PERIOD, payment_month

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from audit.person_proof import public_key_text
-from engine.runs import close_status
-from records.states import ProofKind
+from countersign.audit.person_proof import public_key_text
+from countersign.engine.runs import close_status
+from countersign.store.states import ProofKind
 from tests.bot.conftest import (
     TEAM,
     TEAMS_APP_ID,
@@ -59,7 +59,7 @@ ROLES = {"controller": ["alice.chen", "bob.osei"], "cfo": ["bob.osei", "carol.ma
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "countersign.cli.main", *args], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done
@@ -96,7 +96,7 @@ async def test_a_close_runs_from_slash_command_to_signoff_over_signed_platform_r
     people.write_text(PRINCIPALS)
     _cli(env, "principals", "import", str(people))
     server = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
+        [sys.executable, "-m", "countersign.cli.main", "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

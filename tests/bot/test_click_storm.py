@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import psycopg
 
-from callbacks.principals import upsert_principals
-from engine.runs import close_status
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.runs import close_status
 from tests.bot.conftest import (
     PEOPLE,
     TEAMS_APP_ID,
@@ -61,7 +61,7 @@ async def test_five_hundred_identical_decisions_per_door_record_one_each(
     await upsert_principals(conn, PEOPLE)
     # Quorum 2 everywhere, so each gate stays open after the one vote the storm may record.
     worker = subprocess.run(
-        [sys.executable, "-m", "cli.main", "worker", "--once"],
+        [sys.executable, "-m", "countersign.cli.main", "worker", "--once"],
         env=env,
         capture_output=True,
         text=True,
@@ -77,7 +77,7 @@ async def test_five_hundred_identical_decisions_per_door_record_one_each(
     by_task = {g["task"]: g["gate_id"] for g in status["gates"]}
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--header-read-timeout-s", "300"],
+        [sys.executable, "-m", "countersign.cli.main", "serve", "--port", str(port), "--header-read-timeout-s", "300"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

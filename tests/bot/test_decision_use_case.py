@@ -1,4 +1,5 @@
-"""One decision use case for every door (`services.decide.decide_gate`), on real PostgreSQL as the callbacks role:
+"""One decision use case for every door (`countersign.services.decide.decide_gate`), on real PostgreSQL as the
+callbacks role:
 the decision and its card updates commit in one transaction, or neither does."""
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from bot.delivery import deliver_due
-from callbacks.principals import upsert_principals
-from countersign.chat import build_senders
-from countersign.database import Database
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.outbox import enqueue_card_updates
-from engine.runs import close_status
-from records.gates import read_gate
-from services.decide import DecisionRefused, PlatformIdentity, decide_gate
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.runtime import engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.outbox import enqueue_card_updates
+from countersign.engine.runs import close_status
+from countersign.services.decide import DecisionRefused, PlatformIdentity, decide_gate
+from countersign.store.gates import read_gate
 from tests.bot.conftest import PEOPLE, TEAM, wait_until
 from tests.support import count, post_decision, start_default_close
 
@@ -163,7 +164,8 @@ async def test_the_card_state_key_is_the_one_the_deliverer_stores(
     conn: Any, callbacks_conn: Any, posted_gate: str
 ) -> None:
     """The outbox (which card moved on) and the deliverer (what a sent card shows) key a card's state by one
-    definition, `records.gates.card_state`: a posted card is announced again only once its gate has moved on."""
+    definition, `countersign.store.gates.card_state`: a posted card is announced again only once its gate has moved
+    on."""
     gate = await read_gate(conn, posted_gate)
     assert gate is not None and gate.card_state == "open:0:0"
     async with conn.cursor() as cur:

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from cli.outbox import BadOption, outbox_app, parse_gate, parse_platform, parse_since
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.cli.outbox import BadOption, outbox_app, parse_gate, parse_platform, parse_since
 
 NOTICE = (
     "INSERT INTO outbox_message (dedupe_key, platform, channel, kind, payload, template, status, dead_lettered_at)"
@@ -90,17 +90,19 @@ def test_the_worker_delivers_with_the_configured_budget(
     database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """COUNTERSIGN_OUTBOX_BUDGET_HOURS reaches the worker's deliverer (not the 24 h default)."""
-    import bot.delivery
-    from cli.main import app
+    import countersign.bot.delivery
+    from countersign.cli.main import app
 
     seen: list[float] = []
-    deliver_due = bot.delivery.deliver_due
+    deliver_due = countersign.bot.delivery.deliver_due
 
-    async def recording(*args: Any, budget_hours: float = bot.delivery.DEFAULT_BUDGET_HOURS, **kwargs: Any) -> Any:
+    async def recording(
+        *args: Any, budget_hours: float = countersign.bot.delivery.DEFAULT_BUDGET_HOURS, **kwargs: Any
+    ) -> Any:
         seen.append(budget_hours)
         return await deliver_due(*args, budget_hours=budget_hours, **kwargs)
 
-    monkeypatch.setattr(bot.delivery, "deliver_due", recording)
+    monkeypatch.setattr(countersign.bot.delivery, "deliver_due", recording)
     env = {
         "DATABASE_URL": database.url,
         "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"),

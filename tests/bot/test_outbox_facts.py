@@ -1,4 +1,5 @@
-"""The outbox carries facts, never text: whatever either service role writes, the bot posts only what `cards/`
+"""The outbox carries facts, never text: whatever either service role writes, the bot posts only what
+`countersign/cards/`
 renders from the tables.
 
 Issue 9: the callbacks role inserted a free-text outbox notice ("please re-approve at https://evil.example") and the
@@ -14,13 +15,13 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from bot.delivery import deliver_due
-from callbacks.principals import upsert_principals
-from countersign.chat import build_senders
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.outbox import ChannelTarget, NotAFact, enqueue_notices
-from engine.runs import close_status
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.outbox import ChannelTarget, NotAFact, enqueue_notices
+from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, SLACK_CHANNEL
 from tests.support import count, start_default_close
 

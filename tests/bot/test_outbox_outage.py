@@ -18,13 +18,13 @@ import psycopg
 import pytest
 import respx
 
-from bot.delivery import deliver_due
-from countersign.chat import build_senders
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.outbox import BACKOFF_CAP_S, enqueue_card_updates, redrive_dead_letters
-from engine.runs import close_status
-from records.gates import card_state
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.engine.orchestrator import advance
+from countersign.engine.outbox import BACKOFF_CAP_S, enqueue_card_updates, redrive_dead_letters
+from countersign.engine.runs import close_status
+from countersign.store.gates import card_state
 from tests.bot.conftest import SERVICE_URL, TOKEN_URL
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, start_default_close

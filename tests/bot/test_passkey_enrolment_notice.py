@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from bot.delivery import deliver_due
-from callbacks.principals import Identity, Principal, upsert_principals
-from countersign.chat import build_senders
-from engine.outbox import NotAFact, enqueue_notices
+from countersign.bootstrap.chat import build_senders
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.principals import Identity, Principal, upsert_principals
+from countersign.engine.outbox import NotAFact, enqueue_notices
 from tests.bot.conftest import PEOPLE, TENANT
 from tests.support import count
 

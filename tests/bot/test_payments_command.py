@@ -1,5 +1,6 @@
 """`/close payments [YYYY-MM]` in Slack and `close payments [YYYY-MM]` in Teams: the payment-runs card, shown only
-to the people who may see a close (policy/command_roles.py), through the same signed doors as `/close status`."""
+to the people who may see a close (countersign/policy/command_roles.py), through the same signed doors as
+`/close status`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
-from callbacks.principals import upsert_principals
-from scenarios.demo_certificates import run_certificates_demo
+from countersign.callbacks.principals import upsert_principals
+from countersign.scenarios.demo_certificates import run_certificates_demo
 from tests.bot.conftest import PEOPLE, TENANT, slack_headers, slash_command, wait_until
 from tests.bot.test_access import _refusals, _replies
 from tests.bot.test_teams import _auth, message

@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from services.construction_input import read_construction_input
-from services.loading import load_construction_input
+from countersign.services.construction_input import read_construction_input
+from countersign.services.loading import load_construction_input
 from tests.bot.conftest import TENANT, slack_headers, slash_command, wait_until
 from tests.bot.test_access import _refusals, _replies
 from tests.bot.test_teams import _auth, message

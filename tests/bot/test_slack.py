@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from bot.delivery import deliver_due
-from bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
-from callbacks.principals import upsert_principals
-from countersign.chat import build_senders
-from countersign.runtime import engine_context
-from countersign.settings import PROJECT_ROOT
-from engine.orchestrator import advance
-from engine.outbox import enqueue_card_updates
-from engine.runs import close_status
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import engine_context
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.bot.delivery import deliver_due
+from countersign.bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.outbox import enqueue_card_updates
+from countersign.engine.runs import close_status
 from tests.bot.conftest import (
     PEOPLE,
     SLACK_CHANNEL,
@@ -261,7 +261,7 @@ async def test_trace_export_uploads_one_file_equal_to_the_cli_export(
     assert len(fake_slack.uploads) == 1
     uploaded = next(iter(fake_slack.uploads.values()))
     cli = subprocess.run(
-        [sys.executable, "-m", "cli.main", "trace", "export", "--close", close_id, "--format", "csv"],
+        [sys.executable, "-m", "countersign.cli.main", "trace", "export", "--close", close_id, "--format", "csv"],
         env={**os.environ, "DATABASE_URL": database.url, "COUNTERSIGN_CONFIG_DIR": str(PROJECT_ROOT / "config")},
         capture_output=True,
         timeout=120,

@@ -2,7 +2,7 @@
 
 Seen as a flaky click storm (`tests/bot/test_click_storm.py`): bolt's single-workspace authorization sends
 `auth.test` for every request that arrives before the first answer, and when Slack is slow to answer that many the
-burst turns into 500s. `bot/slack_auth.py` makes the first caller's call the only one.
+burst turns into 500s. `countersign/bot/slack_auth.py` makes the first caller's call the only one.
 """
 
 from __future__ import annotations

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from bot.delivery import deliver_due
-from callbacks.callers import issue_token
-from callbacks.principals import upsert_principals
-from countersign.chat import build_senders
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.callers import issue_token
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, decision_form, slack_headers, wait_until
 from tests.bot.test_teams import _auth, invoke
 from tests.support import count, rewrite_gate_as_owner, start_default_close

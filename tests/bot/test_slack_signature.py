@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
+from countersign.bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
 
 # Slack's documented example (python-slack-sdk tests/slack_sdk/signature/test_signature_verifier.py).
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.delivery import deliver_due
-from callbacks.principals import upsert_principals
-from countersign.app import MissingSecret, create_app
-from countersign.chat import build_senders
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.bootstrap.app import MissingSecret, create_app
+from countersign.bootstrap.chat import build_senders
+from countersign.bootstrap.runtime import engine_context
+from countersign.bot.delivery import deliver_due
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TENANT
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 

@@ -17,8 +17,8 @@ from urllib.parse import parse_qs, urlencode
 import httpx
 import pytest
 
-from countersign.app import create_app
-from countersign.runtime import Runtime
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.runtime import Runtime
 from tests.bot.conftest import button_click, decision_form, slack_headers, wait_until
 from tests.bot.test_teams import _auth, _gate, invoke, message
 from tests.support import count

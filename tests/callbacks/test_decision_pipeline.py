@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from callbacks.decision_writer import DecisionRefused, DecisionRequest, record_decision
-from callbacks.person_signature import ed25519_proof
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.callbacks.decision_writer import DecisionRefused, DecisionRequest, record_decision
+from countersign.callbacks.person_signature import ed25519_proof
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.support import count, person_signature, start_default_close
 
 

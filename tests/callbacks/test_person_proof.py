@@ -18,9 +18,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from psycopg.types.json import Jsonb
 
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.support import (
     APPROVERS,
     count,

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from callbacks.principals import (
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.callbacks.principals import (
     PrincipalFileError,
     find_principal,
     normalise_identity,
@@ -18,7 +19,6 @@ from callbacks.principals import (
     resolve_identity,
     upsert_principals,
 )
-from countersign.settings import PROJECT_ROOT
 
 YAML = """
 principals:

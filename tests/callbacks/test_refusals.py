@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.support import count, person_signature, post_decision, rewrite_gate_as_owner, start_default_close
 
 
@@ -40,8 +40,8 @@ async def test_the_person_who_started_the_close_cannot_approve_its_work(
 async def test_a_close_started_by_a_person_records_them_as_requester(
     conn: Any, runtime: Any, engine_ctx: Any, api: Any, default_books: Any
 ) -> None:
-    from engine.books import load_books
-    from engine.runs import start_close
+    from countersign.engine.books import load_books
+    from countersign.engine.runs import start_close
     from tests.support import import_default_principals
 
     await import_default_principals(conn)
@@ -115,8 +115,8 @@ async def test_a_nonce_committed_meanwhile_for_another_gate_is_a_conflict_and_re
     import psycopg
     from psycopg.types.json import Jsonb
 
-    from callbacks.decision_writer import DecisionConflict, DecisionRequest, record_decision
-    from callbacks.person_signature import ed25519_proof
+    from countersign.callbacks.decision_writer import DecisionConflict, DecisionRequest, record_decision
+    from countersign.callbacks.person_signature import ed25519_proof
 
     close_id, gate_id = close_and_gate
     async with conn.cursor() as cur:

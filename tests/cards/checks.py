@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft6Validator
 from slack_sdk.models.blocks import Block
 
-from cards import teams
+from countersign.cards import teams
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "data" / "adaptive-card-1.5.schema.json"
 _SLACK_DATE_TOKEN = re.compile(r"<!date\^\d+\^\{date_short_pretty\} at \{time\}\|[^<>|]+>")

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from cards import slack, teams
-from cards.evidence import evidence_for
-from cards.model import StatusCard
-from cards.payments import payments_card, slack_payments_message, teams_payments_card
+from countersign.cards import slack, teams
+from countersign.cards.evidence import evidence_for
+from countersign.cards.model import StatusCard
+from countersign.cards.payments import payments_card, slack_payments_message, teams_payments_card
 from tests.cards.fixtures import open_gate_cards
 from tests.cards.test_certificate_cards import slack_text, teams_text
 from tests.cards.test_payments_card import run_row

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from slack_sdk.models.views import View
 
-from cards import slack, teams
-from cards.links import gate_page_url
-from cards.model import CardDataError, GateCard, Viewer
-from cards.platform_limits import TEAMS_USERS_PER_REFRESH
-from cards.refusals import person_key_needed
+from countersign.cards import slack, teams
+from countersign.cards.links import gate_page_url
+from countersign.cards.model import CardDataError, GateCard, Viewer
+from countersign.cards.platform_limits import TEAMS_USERS_PER_REFRESH
+from countersign.cards.refusals import person_key_needed
 from tests.cards.checks import assert_adaptive_card_valid, assert_slack_message_valid, slack_actions, walk
 from tests.cards.fixtures import decided_cards, escalation_cards, open_gate_cards
 

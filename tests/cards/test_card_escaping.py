@@ -22,9 +22,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cards import slack, teams
-from cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
-from cards.payments import payments_card, slack_payments_message, teams_payments_card
+from countersign.cards import slack, teams
+from countersign.cards.model import DecisionLine, GateCard, StatusCard, TraceExportCard
+from countersign.cards.payments import payments_card, slack_payments_message, teams_payments_card
 from tests.cards.checks import assert_adaptive_card_valid, assert_mrkdwn_escaped, assert_slack_message_valid, walk
 from tests.cards.fixtures import DEMO_STATUS, escalation_cards, open_gate_cards
 from tests.cards.test_certificate_cards import full_certificate, payment_gate

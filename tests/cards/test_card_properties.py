@@ -7,8 +7,8 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cards import slack, teams
-from cards.model import DecisionLine, StatusCard
+from countersign.cards import slack, teams
+from countersign.cards.model import DecisionLine, StatusCard
 from tests.cards.checks import assert_adaptive_card_valid, assert_slack_message_valid, slack_actions
 from tests.cards.fixtures import DEMO_STATUS, escalation_cards, open_gate_cards
 

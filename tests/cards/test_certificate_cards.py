@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cards import certificates, slack, teams
-from cards.certificates import ClauseRef, Hold, certificate_summary
-from cards.model import CardDataError, GateCard
-from certificates import INVARIANTS
-from policy.wording import in_words
+from countersign.cards import certificates, slack, teams
+from countersign.cards.certificates import ClauseRef, Hold, certificate_summary
+from countersign.cards.model import CardDataError, GateCard
+from countersign.certificates import INVARIANTS
+from countersign.policy.wording import in_words
 from tests.cards.checks import (
     assert_adaptive_card_valid,
     assert_slack_message_valid,
@@ -333,7 +333,8 @@ def test_hostile_text_is_escaped_in_slack_the_way_other_cards_escape() -> None:
     message = slack.gate_message(payment_gate(hostile_certificate()))
     assert_slack_message_valid(message)  # no raw < or > and no bare & in any mrkdwn
     text = slack_text(message)
-    # Slack's formatting characters in data show as look-alikes (cards/escape.py), so "*pay now*" cannot turn bold.
+    # Slack's formatting characters in data show as look-alikes (countersign/cards/escape.py), so "*pay now*" cannot
+    # turn bold.
     assert (
         "&lt;!channel&gt; \u2217pay now\u2217 &lt;https://evil.example|click&gt; &amp; @here \u2217Amounts:\u2217 none"
         in text

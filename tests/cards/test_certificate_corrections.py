@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from cards import slack, teams
-from cards.certificates import (
+from countersign.cards import slack, teams
+from countersign.cards.certificates import (
     certificate_summary,
     slack_certificate_blocks,
     teams_certificate_elements,
 )
-from cards.model import CardDataError
+from countersign.cards.model import CardDataError
 from tests.cards.checks import assert_adaptive_card_valid, assert_slack_message_valid
 from tests.cards.test_certificate_cards import full_certificate, payment_gate, slack_text, teams_text
 

@@ -5,8 +5,8 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards.evidence import Fact, evidence_for, halt_reason
-from cards.formatting import money, share_percent, utc_time
+from countersign.cards.evidence import Fact, evidence_for, halt_reason
+from countersign.cards.formatting import money, share_percent, utc_time
 from tests.cards.fixtures import BANK_HALT_GATE_ID, SUMMARY_BY_GATE, open_gate_cards
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cards.model import CardDataError, StatusCard
+from countersign.cards.model import CardDataError, StatusCard
 from tests.cards.fixtures import DEMO_STATUS, SIGNOFF_GATE_ID, open_gate_cards
 
 

@@ -1,8 +1,8 @@
-"""The overdue reminder's words come from cards/notices.py alone; this pins them."""
+"""The overdue reminder's words come from countersign/cards/notices.py alone; this pins them."""
 
 import datetime as dt
 
-from cards.notices import overdue_reminder, passkey_enrolled_notice
+from countersign.cards.notices import overdue_reminder, passkey_enrolled_notice
 
 DUE = dt.datetime(2025, 7, 3, 9, 30, tzinfo=dt.UTC)
 

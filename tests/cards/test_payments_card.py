@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from cards.model import CardDataError
-from cards.payments import (
+from countersign.cards.model import CardDataError
+from countersign.cards.payments import (
     SLACK_RUNS_SHOWN_MAX,
     payments_card,
     slack_payments_message,

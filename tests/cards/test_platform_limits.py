@@ -1,8 +1,9 @@
-"""The platform limits in cards/platform_limits.py are Slack's own, as slack_sdk's block models enforce them."""
+"""The platform limits in countersign/cards/platform_limits.py are Slack's own, as slack_sdk's block models enforce
+them."""
 
 from slack_sdk.models.blocks import Block, ButtonElement, ContextBlock, HeaderBlock, SectionBlock
 
-from cards import platform_limits as limits
+from countersign.cards import platform_limits as limits
 
 
 def test_slack_limits_match_the_slack_sdk_block_models() -> None:

@@ -7,9 +7,9 @@ import pytest
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block
 
-from cards import slack
-from cards.model import CardDataError
-from cards.refusals import REFUSAL_WORDING, UNKNOWN_REFUSAL
+from countersign.cards import slack
+from countersign.cards.model import CardDataError
+from countersign.cards.refusals import REFUSAL_WORDING, UNKNOWN_REFUSAL
 from tests.cards.checks import assert_slack_message_valid, slack_actions, walk
 from tests.cards.fixtures import (
     BANK_HALT_GATE_ID,

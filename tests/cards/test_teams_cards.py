@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft6Validator, ValidationError
 
-from cards import teams
+from countersign.cards import teams
 from tests.cards.checks import (
     SCHEMA_PATH,
     adaptive_card_validator,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from certificates import Certificate, Contract
-from certificates.model import ApplicationNumbering, Conventions, RetentionRelease
-from certificates.pipeline import submission_order
+from countersign.certificates import Certificate, Contract
+from countersign.certificates.model import ApplicationNumbering, Conventions, RetentionRelease
+from countersign.certificates.pipeline import submission_order
 
 
 class Variation(StrEnum):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from certificates import Certificate, Contract
-from countersign.settings import PROJECT_ROOT
-from evals.certificate_files import read_certificates, read_contracts, read_ground_truth
-from evals.certificates import GroundTruth
-from synthetic.construction import generate_construction
-from synthetic.construction_profile import load_construction_profile
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.certificates import Certificate, Contract
+from countersign.evals.certificate_files import read_certificates, read_contracts, read_ground_truth
+from countersign.evals.certificates import GroundTruth
+from countersign.synthetic.construction import generate_construction
+from countersign.synthetic.construction_profile import load_construction_profile
 
 PROFILE = PROJECT_ROOT / "config" / "profiles" / "construction.yaml"
 TUNED_SEEDS = (1, 2)

@@ -11,7 +11,7 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from synthetic.clause_topics import TOPIC_KEYS
+from countersign.synthetic.clause_topics import TOPIC_KEYS
 
 CONTRACT: dict[str, Any] = {
     "id": "CT-T",

@@ -14,7 +14,7 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from synthetic.clause_topics import TOPIC_KEYS
+from countersign.synthetic.clause_topics import TOPIC_KEYS
 from tests.certificates.history import minor, money
 
 RETENTION_RATE = Decimal("0.05")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from certificates import assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.assessment import CertificateAssessment
+from countersign.certificates import assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.assessment import CertificateAssessment
 from tests.certificates.history import minor
 from tests.certificates.statements import Period, contract, honest_history, restate, variation
 

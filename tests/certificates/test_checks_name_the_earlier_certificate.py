@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from certificates import invariants as inv
+from countersign.certificates import invariants as inv
 from tests.certificates.history import history
 from tests.certificates.test_invariants import CRAFTED, assess, result
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from certificates import invariants as inv
-from synthetic.clause_topics import TOPIC_KEYS
+from countersign.certificates import invariants as inv
+from countersign.synthetic.clause_topics import TOPIC_KEYS
 
 
 def test_every_invariant_names_only_known_clause_topics() -> None:

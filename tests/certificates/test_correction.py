@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certificates import assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.correction import Correction, reconstructed_amount_due
-from certificates.mutations import MUTATIONS
-from certificates.pipeline import run_pipeline
+from countersign.certificates import assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.correction import Correction, reconstructed_amount_due
+from countersign.certificates.mutations import MUTATIONS
+from countersign.certificates.pipeline import run_pipeline
 from tests.certificates.generated import generate
 from tests.certificates.history import CONTRACT, history, money, refoot
 from tests.certificates.statements import contract as honest_contract

@@ -12,10 +12,16 @@ from datetime import date, timedelta
 
 import pytest
 
-from certificates import Certificate, Contract, parse_certificate, parse_contract
-from certificates.duplicates import Thresholds, detect, normalise_vendor, vendor_identity, window_days
-from certificates.model import ApplicationNumbering, CertificateTotals, Conventions, PaymentTerms, RetentionRelease
-from certificates.pipeline import run_pipeline
+from countersign.certificates import Certificate, Contract, parse_certificate, parse_contract
+from countersign.certificates.duplicates import Thresholds, detect, normalise_vendor, vendor_identity, window_days
+from countersign.certificates.model import (
+    ApplicationNumbering,
+    CertificateTotals,
+    Conventions,
+    PaymentTerms,
+    RetentionRelease,
+)
+from countersign.certificates.pipeline import run_pipeline
 from tests.certificates.history import CONTRACT, history
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from certificates.duplicates import Thresholds
-from certificates.pipeline import run_pipeline
+from countersign.certificates.duplicates import Thresholds
+from countersign.certificates.pipeline import run_pipeline
 from tests.certificates.duplicate_variations import LookAlike, Variation, VariedSet, vary
 from tests.certificates.generated import TUNED_SEEDS, generate
 

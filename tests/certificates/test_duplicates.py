@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from certificates import detect, parse_certificate, sweep
-from certificates.duplicates import (
+from countersign.certificates import detect, parse_certificate, sweep
+from countersign.certificates.duplicates import (
     AMOUNT_TOLERANCE,
     DATE_WINDOW_DAYS,
     SIMILARITY_THRESHOLD,

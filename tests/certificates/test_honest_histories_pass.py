@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certificates import assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.correction import reconstructed_amount_due
+from countersign.certificates import assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.correction import reconstructed_amount_due
 from tests.certificates.history import money
 from tests.certificates.statements import Period, contract, honest_history, materials, restate, variation
 

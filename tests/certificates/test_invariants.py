@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from certificates import INVARIANTS, assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.assessment import CertificateAssessment
+from countersign.certificates import INVARIANTS, assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.assessment import CertificateAssessment
 from tests.certificates.history import CONTRACT, history, refoot
 
 Edit = Callable[[list[dict[str, Any]]], int]

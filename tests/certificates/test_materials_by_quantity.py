@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from certificates import assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.assessment import CertificateAssessment
+from countersign.certificates import assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.assessment import CertificateAssessment
 from tests.certificates.statements import Period, contract, honest_history, materials, restate, variation
 
 OTHER_STOCK_FIRST = {"conventions": {"materials_consumption": "other_stock_first"}}

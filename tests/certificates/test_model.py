@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from certificates import CertificateDataError, parse_certificate, parse_contract
-from certificates.model import amount_text, fraction_of, value_of
-from money.formatting import format_money
+from countersign.certificates import CertificateDataError, parse_certificate, parse_contract
+from countersign.certificates.model import amount_text, fraction_of, value_of
+from countersign.money.formatting import format_money
 from tests.certificates.history import CERTIFICATE_2, CONTRACT
 
 

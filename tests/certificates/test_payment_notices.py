@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from certificates import CertificateDataError, parse_contract
-from certificates.model import PaymentTerms
-from certificates.payment_notices import NoticeGround, PayLessNotice, pay_less_notice, payment_dates
+from countersign.certificates import CertificateDataError, parse_contract
+from countersign.certificates.model import PaymentTerms
+from countersign.certificates.payment_notices import NoticeGround, PayLessNotice, pay_less_notice, payment_dates
 from tests.certificates.history import CONTRACT
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from certificates import assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.correction import reconstructed_amount_due
-from certificates.reconstruction import advance_position
+from countersign.certificates import assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.correction import reconstructed_amount_due
+from countersign.certificates.reconstruction import advance_position
 from tests.certificates.history import CONTRACT, history
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "certificates"
 CONTRACT_NAME = "certificates domain is pure"

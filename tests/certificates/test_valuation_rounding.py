@@ -11,10 +11,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from certificates import assess_contract, parse_certificate, parse_contract
-from certificates import invariants as inv
-from certificates.assessment import CertificateAssessment
-from certificates.correction import reconstructed_amount_due
+from countersign.certificates import assess_contract, parse_certificate, parse_contract
+from countersign.certificates import invariants as inv
+from countersign.certificates.assessment import CertificateAssessment
+from countersign.certificates.correction import reconstructed_amount_due
 from tests.certificates.history import minor, money
 from tests.certificates.statements import Period, contract, honest_history, restate
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from countersign.cli.main import app
 from tests.cli.test_cli import cli
 from tests.shared_schemas import CAMT053_XSD
 from tests.support import count

@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from callbacks.decision_writer import DecisionRequest, record_decision
-from callbacks.person_signature import ed25519_proof
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.callbacks.decision_writer import DecisionRequest, record_decision
+from countersign.callbacks.person_signature import ed25519_proof
 from tests.support import import_default_principals, person_signature
 
 
@@ -29,7 +29,7 @@ def cli(database: Any, tmp_path: Path, *args: str, config_dir: Path | None = Non
         "COLUMNS": "200",
     }
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "countersign.cli.main", *args], env=env, capture_output=True, text=True, timeout=300
     )
 
 

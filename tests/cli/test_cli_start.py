@@ -49,9 +49,9 @@ HEAVY_OURS = (
     "bot",
     "callbacks",
     "certificates",
-    "countersign.app",
-    "countersign.migrate",
-    "countersign.runtime",
+    "countersign.bootstrap.app",
+    "countersign.bootstrap.migrate",
+    "countersign.bootstrap.runtime",
     "engine",
     "evals",
     "importers",
@@ -68,7 +68,7 @@ HEAVY_OURS = (
 DRIVER = r"""
 import contextlib, importlib, io, json, pkgutil, sys
 
-import cli
+from countersign import cli
 
 def step(label, action):
     before = set(sys.modules)
@@ -86,7 +86,7 @@ for name in ["common", *[n for n in names if n not in ("common", "main")], "main
     step(f"import cli.{name}", lambda name=name: importlib.import_module(f"cli.{name}") and 0)
 
 import typer.main
-from cli.main import app
+from countersign.cli.main import app
 
 def paths(command, prefix):
     yield prefix
@@ -158,7 +158,7 @@ def test_every_group_and_command_answered_its_help(steps: list[dict[str, Any]]) 
 def test_the_guard_names_a_heavy_import_and_the_step_that_made_it() -> None:
     """Negative control: the check itself flags a step that pulled in fastapi, naming both."""
     steps = [
-        {"step": "import cli.common", "new": ["rich", "typer"], "code": 0, "help": False},
+        {"step": "import countersign.cli.common", "new": ["rich", "typer"], "code": 0, "help": False},
         {"step": "countersign serve --help", "new": ["fastapi", "fastapi.routing", "starlette"], "code": 0, "help": 1},
     ]
     assert heavy_imports(steps) == ["`countersign serve --help` imported fastapi, starlette"]
@@ -185,7 +185,7 @@ def test_help_needs_no_configuration_but_the_command_still_refuses_it() -> None:
     command itself still refuses in one line; `--` makes a later `--help` an argument, not a request for help."""
     from typer.testing import CliRunner
 
-    from cli.main import app
+    from countersign.cli.main import app
 
     bad = {"TEAMS_APP_TYPE": "Single", "COLUMNS": "200"}
     helped = CliRunner().invoke(app, ["close", "status", "--help"], env=bad)

@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 from typer.testing import CliRunner
 
-from cli.main import app
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.cli.main import app
 
 SECRET_ENV = {
     "SLACK_BOT_TOKEN": "xoxb-0123456789-abcdefWXYZ",
@@ -73,7 +73,7 @@ def test_an_unreachable_database_is_one_line_naming_host_port_and_role(tmp_path:
         "COLUMNS": "80",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "close", "status"],
+        [sys.executable, "-m", "countersign.cli.main", "close", "status"],
         env=env,
         capture_output=True,
         text=True,
@@ -176,7 +176,7 @@ def test_a_non_numeric_port_is_one_line_from_a_real_process(tmp_path: Path) -> N
     (bad, line) = _unusable_inputs(tmp_path)["non-numeric port"]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COUNTERSIGN_", "DATABASE_URL"))}
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "close", "status"],
+        [sys.executable, "-m", "countersign.cli.main", "close", "status"],
         env={**base, "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"), **bad, "COLUMNS": "80"},
         capture_output=True,
         text=True,

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from certificates import parse_certificate, parse_contract
-from certificates.pipeline import run_pipeline, submission_order
+from countersign.certificates import parse_certificate, parse_contract
+from countersign.certificates.pipeline import run_pipeline, submission_order
 from tests.cli.test_cli import PROJECT_ROOT
 
 APPLICATIONS = Path(__file__).resolve().parents[1] / "data" / "applications"
@@ -27,7 +27,7 @@ def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "200",
     }
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "countersign.cli.main", *args], env=env, capture_output=True, text=True, timeout=300
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from scenarios.demo_certificates import run_certificates_demo
+from countersign.scenarios.demo_certificates import run_certificates_demo
 from tests.cli.test_cli import cli
 
 PERIOD = "2025-06"

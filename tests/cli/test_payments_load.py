@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from services.loading import load_construction
+from countersign.services.loading import load_construction
 from tests.cli.test_cli import cli
 from tests.support import count
 

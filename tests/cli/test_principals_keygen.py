@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from audit.person_proof import load_private_key, parse_public_key, public_key_raw
+from countersign.audit.person_proof import load_private_key, parse_public_key, public_key_raw
 from tests.cli.test_cli import cli
 
 

@@ -1,4 +1,5 @@
-"""Progress on long commands (cli/progress.py): on stderr when it is a terminal, nothing when it is not, and stdout the
+"""Progress on long commands (countersign/cli/progress.py): on stderr when it is a terminal, nothing when it is not,
+and stdout the
 same byte for byte either way."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-import cli.progress
-from cli.main import app
-from cli.progress import counter, spinner
+import countersign.cli.progress
+from countersign.cli.main import app
+from countersign.cli.progress import counter, spinner
 
 
 def terminal() -> tuple[Console, io.StringIO]:
@@ -63,7 +64,7 @@ def test_synth_reports_progress_on_a_terminal_stderr_and_leaves_stdout_unchanged
     assert plain_stderr == ""
 
     console, shown = terminal()
-    monkeypatch.setattr(cli.progress, "err", console)
+    monkeypatch.setattr(countersign.cli.progress, "err", console)
     code, stdout, _stderr = synth(tmp_path / "terminal")
     assert code == 0
     assert "synthesizing GL lines" in shown.getvalue()

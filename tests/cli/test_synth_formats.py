@@ -12,7 +12,7 @@ import openpyxl
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
+from countersign.cli.main import app
 
 EXPORTED = {
     "bank.camt053.xml",

@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 
-from audit.merkle import verify_consistency, verify_inclusion
-from countersign.settings import PROJECT_ROOT
-from models import cassette_set_hash
-from retrieval import load_corpus
+from countersign.audit.merkle import verify_consistency, verify_inclusion
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.llm import cassette_set_hash
+from countersign.retrieval import load_corpus
 from tests.cli.test_cli import cli
 
 

@@ -85,7 +85,7 @@ class RootRewrite:
 
 
 def specialist_app(name: str, base_url: str, token: str) -> Any:
-    from specialists.server import build_specialists_app
+    from countersign.specialists.server import build_specialists_app
 
     if "root_agent" in inspect.signature(build_specialists_app).parameters:
         return build_specialists_app(base_url, token=token, root_agent=name)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from countersign.settings import PROJECT_ROOT, Settings, variable
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings, variable
 
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
 IMAGE_STATE_DIR = "/var/lib/countersign"  # the image's COUNTERSIGN_STATE_DIR (Dockerfile); the `state` volume
@@ -242,7 +242,7 @@ def problems(compose: Mapping[str, Any], dockerfile: str | None = None) -> list[
             elif environment[key] != expected[key]:
                 found.append(f"{service}: {key} is {environment[key]!r}, the topology test ran with {expected[key]!r}")
         for key in sorted(environment.keys() - known):
-            found.append(f"{service}: {key} is not a Countersign setting (countersign/settings.py)")
+            found.append(f"{service}: {key} is not a Countersign setting (countersign/bootstrap/settings.py)")
         if service != "migrate":
             for key, value in environment.items():
                 if key in OWNER_VARIABLES or variables["POSTGRES_PASSWORD"] in value:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
 from tests.deploy import compose
 
 

@@ -11,11 +11,18 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from countersign import migrate
-from countersign.database import CALLBACKS_ROLE, ENGINE_ROLE, Database, MissingRoleURL, NoOwnerCredentials, with_user
-from countersign.runtime import PasswordFileUnreadable, role_passwords
-from countersign.settings import SettingsError, default_config_dir, load_settings
+from countersign.bootstrap import migrate
+from countersign.bootstrap.database import (
+    CALLBACKS_ROLE,
+    ENGINE_ROLE,
+    Database,
+    MissingRoleURL,
+    NoOwnerCredentials,
+    with_user,
+)
+from countersign.bootstrap.runtime import PasswordFileUnreadable, role_passwords
+from countersign.bootstrap.settings import SettingsError, default_config_dir, load_settings
+from countersign.cli.main import app
 
 
 def _invoke(*args: str, env: dict[str, str | None]) -> Any:

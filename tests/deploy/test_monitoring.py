@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from countersign.metrics import ServeMetrics, WorkerMetrics
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.metrics import ServeMetrics, WorkerMetrics
+from countersign.bootstrap.settings import PROJECT_ROOT
 
 PROMETHEUS = PROJECT_ROOT / "deploy" / "prometheus"
 RULES = PROMETHEUS / "alerts.yml"

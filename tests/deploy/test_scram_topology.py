@@ -24,10 +24,10 @@ import httpx
 import psycopg
 import pytest
 
-from audit.checkpoint import parse_signer_key
-from audit.person_proof import public_key_text
-from audit.trace import verify_chain
-from engine.runs import close_status
+from countersign.audit.checkpoint import parse_signer_key
+from countersign.audit.person_proof import public_key_text
+from countersign.audit.trace import verify_chain
+from countersign.engine.runs import close_status
 from tests.deploy import compose
 from tests.deploy.postgres import ScramServer, free_port, scram_postgres
 from tests.support import decision_body, person_public_key, signed_headers
@@ -94,7 +94,7 @@ class Topology:
     def command(self, service: str, instance: str | None = None) -> list[str]:
         ports = self.ports.get(instance or service, {})
         args = compose.service_command(self.compose, service, ports, self.hosts)
-        return [sys.executable, "-m", "cli.main", *args]
+        return [sys.executable, "-m", "countersign.cli.main", *args]
 
     def healthcheck(self, service: str, instance: str | None = None) -> list[str]:
         return compose.healthcheck_command(self.compose, service, self.ports[instance or service])
@@ -102,7 +102,7 @@ class Topology:
     def run(self, service: str, *args: str) -> subprocess.CompletedProcess[str]:
         """`docker compose run --rm SERVICE ARGS...`: a one-off command with the service's environment."""
         done = subprocess.run(
-            [sys.executable, "-m", "cli.main", *args],
+            [sys.executable, "-m", "countersign.cli.main", *args],
             env=self.environment(service),
             capture_output=True,
             text=True,
@@ -252,7 +252,7 @@ async def test_the_compose_topology_closes_a_close_over_scram_with_least_privile
         assert {d["principal"] for d in decisions} <= set(PEOPLE)
         assert (await verify_chain(owner)).ok
         # Every checkpoint, whichever worker signed it, verifies against the one key in the shared state volume.
-        from audit.checkpoint import open_checkpoint
+        from countersign.audit.checkpoint import open_checkpoint
 
         key = parse_signer_key((topology.state / "keys" / "trace-signer.key").read_text().strip()).verifier()
         notes = await (await owner.execute("SELECT note FROM trace_checkpoint")).fetchall()

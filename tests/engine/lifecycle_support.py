@@ -17,8 +17,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
-from countersign.database import Database, with_database_name
-from countersign.migrate import harden_database
+from countersign.bootstrap.database import Database, with_database_name
+from countersign.bootstrap.migrate import harden_database
 
 APPROVER = "carol.main"  # a human with the cfo role and a registered key
 

@@ -13,10 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from countersign.settings import PROJECT_ROOT
-from retrieval import Retriever, load_corpus
-from synthetic.construction import generate_construction
-from synthetic.construction_profile import load_construction_profile
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.retrieval import Retriever, load_corpus
+from countersign.synthetic.construction import generate_construction
+from countersign.synthetic.construction_profile import load_construction_profile
 
 CORPUS_PATH = PROJECT_ROOT / "config" / "clauses" / "corpus.json"
 SEED = 7

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from audit.checkpoint import generate_signer
-from audit.trace import append_event, seal_pending
-from audit.transparency_log import latest_checkpoint, sign_log_checkpoint
-from engine import orchestrator
-from engine.context import AdvanceReport
-from engine.integrity import closing_checkpoint_problems
-from engine.orchestrator import _sign_closing_checkpoint
-from engine.outbox import ChannelTarget
-from engine.runs import load_close
+from countersign.audit.checkpoint import generate_signer
+from countersign.audit.trace import append_event, seal_pending
+from countersign.audit.transparency_log import latest_checkpoint, sign_log_checkpoint
+from countersign.engine import orchestrator
+from countersign.engine.context import AdvanceReport
+from countersign.engine.integrity import closing_checkpoint_problems
+from countersign.engine.orchestrator import _sign_closing_checkpoint
+from countersign.engine.outbox import ChannelTarget
+from countersign.engine.runs import load_close
 from tests.support import start_default_close
 
 CHANNEL = ChannelTarget("slack", "C0CLOSE")

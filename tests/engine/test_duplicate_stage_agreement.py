@@ -15,11 +15,16 @@ from typing import Any
 
 import pytest
 
-from certificates import Certificate, Contract
-from certificates.duplicates import Thresholds
-from certificates.pipeline import run_pipeline, submission_order
-from engine.construction import certificates_in_set, contract_records, load_construction_set, prior_certificates
-from engine.workflows.certificates.duplicate_check import best_hold, rejected_at_payment_gate
+from countersign.certificates import Certificate, Contract
+from countersign.certificates.duplicates import Thresholds
+from countersign.certificates.pipeline import run_pipeline, submission_order
+from countersign.engine.construction import (
+    certificates_in_set,
+    contract_records,
+    load_construction_set,
+    prior_certificates,
+)
+from countersign.engine.workflows.certificates.duplicate_check import best_hold, rejected_at_payment_gate
 from tests.certificates.duplicate_variations import vary
 from tests.certificates.generated import generate
 from tests.engine import payment_run_support as support

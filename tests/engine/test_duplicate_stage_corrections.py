@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from psycopg import AsyncConnection
 
-from cards.certificates import CertificateSummary, certificate_summary
-from engine.construction import load_construction_set
-from engine.orchestrator import EngineContext, advance
-from engine.runs import close_status
-from engine.workflows import shipped_handlers
-from engine.workflows.certificates.duplicate_check import rejected_at_payment_gate
-from engine.workflows.certificates.runs import start_payment_run
-from policy import Workflow
-from specialists.client import open_in_process
+from countersign.cards.certificates import CertificateSummary, certificate_summary
+from countersign.engine.construction import load_construction_set
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.engine.runs import close_status
+from countersign.engine.workflows import shipped_handlers
+from countersign.engine.workflows.certificates.duplicate_check import rejected_at_payment_gate
+from countersign.engine.workflows.certificates.runs import start_payment_run
+from countersign.policy import Workflow
+from countersign.specialists.client import open_in_process
 from tests.engine import payment_run_support as support
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import APPROVERS, import_default_principals, post_decision

@@ -7,8 +7,8 @@ from email.utils import format_datetime
 
 import pytest
 
-from bot.delivery import _retry_after
-from engine import dispatch, outbox
+from countersign.bot.delivery import _retry_after
+from countersign.engine import dispatch, outbox
 
 SAMPLES = 200
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from countersign.migrate import seed_policy_async
-from countersign.settings import default_config_dir
-from engine.books import load_books
-from engine.runs import close_status, start_close
-from policy import Policy, Workflow, load_workflow, load_workflows
+from countersign.bootstrap.migrate import seed_policy_async
+from countersign.bootstrap.settings import default_config_dir
+from countersign.engine.books import load_books
+from countersign.engine.runs import close_status, start_close
+from countersign.policy import Policy, Workflow, load_workflow, load_workflows
 from tests.support import APPROVERS, import_default_principals, post_decision
 
 

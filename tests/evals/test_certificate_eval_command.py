@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from certificates.duplicates import SweepRow
-from cli.eval_certificates import print_sweep
-from cli.evals import eval_app
-from countersign.settings import PROJECT_ROOT
-from synthetic.construction_profile import load_construction_profile
-from synthetic.construction_second_style import generate_second_style
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.certificates.duplicates import SweepRow
+from countersign.cli.eval_certificates import print_sweep
+from countersign.cli.evals import eval_app
+from countersign.synthetic.construction_profile import load_construction_profile
+from countersign.synthetic.construction_second_style import generate_second_style
 from tests.certificates.generated import generate
 
 SMALL = ("--style", "first", "--contracts", "80", "--months", "20")

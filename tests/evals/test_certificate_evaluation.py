@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from certificates import INVARIANTS
-from evals.certificates import CLASS_INVARIANTS, TARGET_PRECISION, TARGET_RECALL, evaluate
-from synthetic.construction import FAULT_CLASSES
+from countersign.certificates import INVARIANTS
+from countersign.evals.certificates import CLASS_INVARIANTS, TARGET_PRECISION, TARGET_RECALL, evaluate
+from countersign.synthetic.construction import FAULT_CLASSES
 from tests.certificates.generated import TUNED_SEEDS, Dataset, generate
 
 HELD_OUT_SEEDS = (7, 2026)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from certificates import INVARIANTS, Certificate, Contract
-from certificates import invariants as inv
-from countersign.settings import PROJECT_ROOT
-from evals.certificate_files import read_certificates, read_contracts, read_ground_truth
-from evals.certificates import (
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.certificates import INVARIANTS, Certificate, Contract
+from countersign.certificates import invariants as inv
+from countersign.evals.certificate_files import read_certificates, read_contracts, read_ground_truth
+from countersign.evals.certificates import (
     CLASS_INVARIANTS,
     TARGET_PRECISION,
     TARGET_RECALL,
@@ -26,9 +26,9 @@ from evals.certificates import (
     negative_control_invariant,
     parse_ground_truth,
 )
-from synthetic.construction import FAULT_CLASSES as FIRST_STYLE_CLASSES
-from synthetic.construction_profile import load_construction_profile
-from synthetic.construction_second_style import DUPLICATE_KINDS, FAULT_CLASSES, generate_second_style
+from countersign.synthetic.construction import FAULT_CLASSES as FIRST_STYLE_CLASSES
+from countersign.synthetic.construction_profile import load_construction_profile
+from countersign.synthetic.construction_second_style import DUPLICATE_KINDS, FAULT_CLASSES, generate_second_style
 
 PROFILE = PROJECT_ROOT / "config" / "profiles" / "construction-second-style-small.yaml"
 TRIED_SEEDS = (3, 4, 5, 11, 12, 13)

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.evals import eval_app
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.cli.evals import eval_app
 
 SHIPPED_CASES = PROJECT_ROOT / "config" / "evals" / "gate_cases.yaml"
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.evals import eval_app
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.cli.evals import eval_app
 
 SHIPPED_TABLE = PROJECT_ROOT / "config" / "evals" / "narratives" / "scenarios.yaml"
 CONTROL_ONLY_CATCHES = ("variance_loops_until_step_bound", "variance_overruns_token_ceiling")

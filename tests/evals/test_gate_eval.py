@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evals.gates import (
+from countersign.evals.gates import (
     GateSpec,
     load_cases,
     negative_control,
@@ -17,7 +17,7 @@ from evals.gates import (
     run_gate_eval,
     without_one_gate,
 )
-from policy import (
+from countersign.policy import (
     EscalationReason,
     GateInputError,
     Policy,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evals.narratives import (
+from countersign.evals.narratives import (
     GUARDS,
     PATHS,
     NarrativeEvalReport,
@@ -26,8 +26,8 @@ from evals.narratives import (
     untraced_calls,
     write_hand_cassettes,
 )
-from models import Message, ModelRequest, ModelResponse
-from policy.errors import PolicyError
+from countersign.llm import Message, ModelRequest, ModelResponse
+from countersign.policy.errors import PolicyError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_TABLE = PROJECT_ROOT / "config" / "evals" / "narratives" / "scenarios.yaml"

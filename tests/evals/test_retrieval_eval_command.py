@@ -11,10 +11,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli import evals as eval_cli
-from cli.evals import eval_app
-from evals.retrieval import LabelledQuery, load_queries, shuffled_labels
-from retrieval import DEFAULT_TUNING, Expansion, Tuning, load_corpus
+from countersign.cli import evals as eval_cli
+from countersign.cli.evals import eval_app
+from countersign.evals.retrieval import LabelledQuery, load_queries, shuffled_labels
+from countersign.retrieval import DEFAULT_TUNING, Expansion, Tuning, load_corpus
 from tests.retrieval.corpus_files import REAL_CORPUS, REAL_QUERIES, real_retriever
 
 

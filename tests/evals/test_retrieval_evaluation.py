@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evals.retrieval import (
+from countersign.evals.retrieval import (
     FUSED_RECALL_AT_5_TARGET,
     PARAPHRASE_RECALL_AT_5_TARGET,
     ArmReport,
@@ -27,8 +27,8 @@ from evals.retrieval import (
     shuffled_labels,
     sweep,
 )
-from retrieval import DEFAULT_TUNING, Expansion, Hit, Retrieval, Retriever, Tuning, load_corpus
-from retrieval.corpus import ClauseCorpus, parse_corpus
+from countersign.retrieval import DEFAULT_TUNING, Expansion, Hit, Retrieval, Retriever, Tuning, load_corpus
+from countersign.retrieval.corpus import ClauseCorpus, parse_corpus
 from tests.retrieval.corpus_files import (
     REAL_CORPUS,
     REAL_HELDOUT_QUERIES,

@@ -1,12 +1,12 @@
-"""evals/scoring.py: one confusion count, exact scores, and the summary line every harness reports in."""
+"""countersign/evals/scoring.py: one confusion count, exact scores, and the summary line every harness reports in."""
 
 from decimal import Decimal
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evals import gates
-from evals.scoring import Confusion, Summary, all_passed, ratio, reaches, render, score_text
+from countersign.evals import gates
+from countersign.evals.scoring import Confusion, Summary, all_passed, ratio, reaches, render, score_text
 from tests.evals.test_gate_eval import CASES_PATH, SHIPPED_CHECKLIST, SHIPPED_POLICY
 
 

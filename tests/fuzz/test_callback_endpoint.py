@@ -17,12 +17,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from callbacks.signature import sign
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.callbacks.signature import sign
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.web.callbacks import BodyInvalid, parse_body
 from tests.fuzz.strategies import FUZZ, JSON_DATA, TEXT, mutated
 from tests.support import SECRET, count, person_signature, signed_headers, start_default_close
-from web.callbacks import BodyInvalid, parse_body
 
 PEOPLE = ["alice.chen", "bob.osei", "carol.main", "dana.reyes", "orchestrator", "test-starter"]
 REAL_GATE = "<the accruals gate>"

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from callbacks.principals import upsert_principals
-from countersign.runtime import engine_context
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.bootstrap.runtime import engine_context
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, button_click, slack_headers, slash_command
 from tests.bot.test_teams import _auth, invoke, message
 from tests.fuzz.strategies import FUZZ, JSON_DATA, TEXT, mutated

@@ -20,9 +20,9 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from callbacks.principals import CSV_COLUMNS, Principal, PrincipalFileError, parse_principals
-from countersign.settings import PROJECT_ROOT
-from engine.books import (
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.callbacks.principals import CSV_COLUMNS, Principal, PrincipalFileError, parse_principals
+from countersign.engine.books import (
     ACCOUNTS,
     AP_ITEMS,
     BANK_LINES_COLUMNS,
@@ -35,7 +35,7 @@ from engine.books import (
     _date,
     read_rows,
 )
-from policy import (
+from countersign.policy import (
     EscalationReason,
     Policy,
     PolicyError,
@@ -45,7 +45,7 @@ from policy import (
     parse_policy,
     parse_workflow,
 )
-from synthetic import Profile, ProfileError, load_profile, parse_profile
+from countersign.synthetic import Profile, ProfileError, load_profile, parse_profile
 from tests.fuzz.strategies import FUZZ, PLAIN_DATA, TEXT, mutated
 
 CONFIG = PROJECT_ROOT / "config"

@@ -18,10 +18,10 @@ from hypothesis import settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.python import asgi
 
-from countersign.app import create_app
-from countersign.database import Database
-from countersign.runtime import Runtime, load_rules_all
-from countersign.settings import PROJECT_ROOT, Settings
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.database import Database
+from countersign.bootstrap.runtime import Runtime, load_rules_all
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings
 from tests.fuzz.strategies import FUZZ
 
 

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
-from callbacks.person_signature import MAX_SIGNED_AT
-from callbacks.signature import WINDOW_S, SignatureRejected, sign, verify
+from countersign.bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
+from countersign.callbacks.person_signature import MAX_SIGNED_AT
+from countersign.callbacks.signature import WINDOW_S, SignatureRejected, sign, verify
+from countersign.web.callbacks import MAX_SIGNATURE_CHARS, MAX_TEXT_CHARS, BodyInvalid, parse_body
 from tests.fuzz.strategies import FUZZ, JSON_DATA, mutated
-from web.callbacks import MAX_SIGNATURE_CHARS, MAX_TEXT_CHARS, BodyInvalid, parse_body
 
 NOW_S = 1_790_000_000.0
 VALID_BODY = {

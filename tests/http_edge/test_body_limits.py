@@ -26,14 +26,15 @@ import pytest_asyncio
 from a2a.types import Role
 from google.protobuf.json_format import MessageToDict
 
-from callbacks.principals import upsert_principals
-from countersign.app import create_app
-from countersign.limits import DOOR_BODY_LIMITS, SLACK_MAX_BODY_BYTES, TEAMS_MAX_BODY_BYTES
-from countersign.runtime import Runtime, engine_context
-from engine.orchestrator import advance
-from engine.runs import close_status
-from http_edge.limits import MIB, BodyLimit, BodyLimitMiddleware
-from specialists.server import SPECIALIST_MAX_BODY_BYTES, build_specialists_app
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.limits import DOOR_BODY_LIMITS, SLACK_MAX_BODY_BYTES, TEAMS_MAX_BODY_BYTES
+from countersign.bootstrap.runtime import Runtime, engine_context
+from countersign.callbacks.principals import upsert_principals
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.http_edge.limits import MIB, BodyLimit, BodyLimitMiddleware
+from countersign.specialists.server import SPECIALIST_MAX_BODY_BYTES, build_specialists_app
+from countersign.web.callbacks import MAX_BODY_BYTES as CALLBACK_MAX_BODY_BYTES
 from tests.bot.conftest import (  # noqa: F401  (fixtures)
     PEOPLE,
     SERVICE_URL,
@@ -51,7 +52,6 @@ from tests.bot.conftest import (  # noqa: F401  (fixtures)
 from tests.bot.test_teams import invoke
 from tests.fakes.teams_connector import FakeTeamsConnector
 from tests.support import count, decision_body, signed_headers, start_default_close
-from web.callbacks import MAX_BODY_BYTES as CALLBACK_MAX_BODY_BYTES
 
 CHUNK_BYTES = 16 * 1024
 SPECIALIST_TOKEN = "specialist-token-for-tests"
@@ -320,7 +320,7 @@ def connector() -> Iterator[FakeTeamsConnector]:
 
 def _process(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "countersign.cli.main", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
 
 

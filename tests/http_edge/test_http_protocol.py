@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from http_edge.protocol import ConnectionBounds, bounded_protocol
+from countersign.http_edge.protocol import ConnectionBounds, bounded_protocol
 
 BOUNDS = ConnectionBounds(
     max_header_bytes=1024,

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from importers.amounts import parse_amount
+from countersign.importers.amounts import parse_amount
 
 
 @pytest.mark.parametrize(

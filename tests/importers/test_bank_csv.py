@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from importers.bank_csv import read_bank_csv
-from importers.errors import ImportFileError
-from importers.mapping import BankCsvLayout, Sign, load_mapping
-from importers.statement import StatementFormat
+from countersign.importers.bank_csv import read_bank_csv
+from countersign.importers.errors import ImportFileError
+from countersign.importers.mapping import BankCsvLayout, Sign, load_mapping
+from countersign.importers.statement import StatementFormat
 
 TABLES = Path(__file__).resolve().parent / "data" / "tables"
 

@@ -1,7 +1,8 @@
 """The books format's JSON Schemas (docs/schemas/books/) say what the loader reads, and what we write passes them.
 
 The schemas are documentation a controller or an ERP integrator builds against; these tests keep them true: their
-columns are the loader's (engine/books.py), the generator's books pass them row by row, and a bad row fails them.
+columns are the loader's (countersign/engine/books.py), the generator's books pass them row by row, and a bad row fails
+them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from engine.books import (
+from countersign.engine.books import (
     ACCOUNTS,
     AP_ITEMS,
     AR_ITEMS,
@@ -28,7 +29,7 @@ from engine.books import (
     RATES,
     SUPPLIER_BANK_CHANGES,
 )
-from synthetic import generate_books, load_profile
+from countersign.synthetic import generate_books, load_profile
 from tests.synthetic.books_fixture import DEFAULT_PROFILE
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "books"

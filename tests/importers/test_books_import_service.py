@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
-from importers.errors import ImportFileError
-from services.books_import import BooksImport, import_books
+from countersign.cli.main import app
+from countersign.importers.errors import ImportFileError
+from countersign.services.books_import import BooksImport, import_books
 from tests.shared_schemas import CAMT053_XSD
 
 CAMT_XSD = CAMT053_XSD

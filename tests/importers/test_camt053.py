@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from importers import camt053
-from importers.camt053 import read_camt053
-from importers.errors import ImportFileError
-from importers.statement import BankStatement, StatementFormat
+from countersign.importers import camt053
+from countersign.importers.camt053 import read_camt053
+from countersign.importers.errors import ImportFileError
+from countersign.importers.statement import BankStatement, StatementFormat
 from tests.shared_schemas import CAMT053_XSD, SCHEMAS_DIR
 
 DATA = Path(__file__).resolve().parent / "data" / "camt053"

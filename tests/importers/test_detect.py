@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from importers.detect import detect_statement_format
-from importers.errors import ImportFileError
-from importers.statement import StatementFormat
+from countersign.importers.detect import detect_statement_format
+from countersign.importers.errors import ImportFileError
+from countersign.importers.statement import StatementFormat
 
 CAMT = b'<?xml version="1.0"?>\n<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt/>'
 

@@ -20,17 +20,17 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from audit.bundle import verify_bundle
-from audit.checkpoint import generate_signer
-from cli.main import app
-from countersign.runtime import connection
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
-from engine.worker import run_worker_pass
-from importers.mapping import load_mapping
-from services.books_import import BooksImport, import_books, read_statements, write_bank_feed
-from services.exports import export_bundle
+from countersign.audit.bundle import verify_bundle
+from countersign.audit.checkpoint import generate_signer
+from countersign.bootstrap.runtime import connection
+from countersign.cli.main import app
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.engine.worker import run_worker_pass
+from countersign.importers.mapping import load_mapping
+from countersign.services.books_import import BooksImport, import_books, read_statements, write_bank_feed
+from countersign.services.exports import export_bundle
 from tests.engine.workflow_support import approve_open_gates
 from tests.shared_schemas import CAMT053_XSD
 from tests.support import count, start_default_close

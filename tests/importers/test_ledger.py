@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from openpyxl import Workbook
 
-from importers.errors import ImportFileError
-from importers.ledger import AccountType, Chart, GlLine, read_chart, read_gl, read_open_items
-from importers.mapping import ImportMapping, Sign, TableLayout, default_mapping, load_mapping
-from synthetic import generate_books, load_profile
+from countersign.importers.errors import ImportFileError
+from countersign.importers.ledger import AccountType, Chart, GlLine, read_chart, read_gl, read_open_items
+from countersign.importers.mapping import ImportMapping, Sign, TableLayout, default_mapping, load_mapping
+from countersign.synthetic import generate_books, load_profile
 
 TABLES = Path(__file__).resolve().parent / "data" / "tables"
 DEFAULT_PROFILE = Path(__file__).resolve().parents[2] / "config" / "profiles" / "default.yaml"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from importers.errors import ImportFileError
-from importers.mapping import (
+from countersign.importers.errors import ImportFileError
+from countersign.importers.mapping import (
     ChartLayout,
     ImportMapping,
     Sign,

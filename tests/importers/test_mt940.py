@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from importers.errors import ImportFileError
-from importers.mt940 import read_mt940
-from importers.statement import BankStatement, StatementFormat
+from countersign.importers.errors import ImportFileError
+from countersign.importers.mt940 import read_mt940
+from countersign.importers.statement import BankStatement, StatementFormat
 
 DATA = Path(__file__).resolve().parent / "data" / "mt940"
 TWO_DAYS = DATA / "two_days_cp1252.sta"

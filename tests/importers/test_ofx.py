@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from ofxtools.models.base import Aggregate
 from ofxtools.Parser import OFXTree
 
-from importers.errors import ImportFileError
-from importers.ofx import read_ofx
-from importers.statement import BankStatement, StatementFormat
+from countersign.importers.errors import ImportFileError
+from countersign.importers.ofx import read_ofx
+from countersign.importers.statement import BankStatement, StatementFormat
 
 DATA = Path(__file__).resolve().parent / "data" / "ofx"
 BANK = DATA / "bank_102_cp1252.ofx"

@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openpyxl import Workbook
 
-from importers.amounts import parse_amount
-from importers.errors import ImportFileError
-from importers.mapping import TableLayout
-from importers.tabular import Cells, TableRow, read_table
+from countersign.importers.amounts import parse_amount
+from countersign.importers.errors import ImportFileError
+from countersign.importers.mapping import TableLayout
+from countersign.importers.tabular import Cells, TableRow, read_table
 
 TABLES = Path(__file__).resolve().parent / "data" / "tables"
 QB = TableLayout(
@@ -346,7 +346,7 @@ def test_amounts_in_any_declared_style_parse_back_exactly(
     value=st.decimals(min_value=-(10**13) + 1, max_value=10**13 - 1, places=2, allow_nan=False, allow_infinity=False)
 )
 def test_xlsx_numbers_to_the_cent_are_read_exactly(value: Decimal) -> None:
-    from importers.tabular import _xlsx_cell
+    from countersign.importers.tabular import _xlsx_cell
 
     cell = _xlsx_cell(float(value))  # what openpyxl hands over for a numeric cell
     assert isinstance(cell, Decimal)
@@ -354,7 +354,7 @@ def test_xlsx_numbers_to_the_cent_are_read_exactly(value: Decimal) -> None:
 
 
 def test_an_xlsx_number_too_long_for_a_double_is_refused_not_rounded() -> None:
-    from importers.tabular import _xlsx_cell
+    from countersign.importers.tabular import _xlsx_cell
 
     cell = _xlsx_cell(80031758194659.68)  # 16 digits: the nearest double reads back as ...659.69
     with pytest.raises(ImportFileError) as caught:

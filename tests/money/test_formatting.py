@@ -1,4 +1,5 @@
-"""money/formatting.py: the currency code always shown, amounts to ISO 4217 minor units, in a CLDR locale."""
+"""countersign/money/formatting.py: the currency code always shown, amounts to ISO 4217 minor units, in a CLDR
+locale."""
 
 import re
 from decimal import Decimal
@@ -7,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cards.formatting import money
-from cards.payments import payments_card, slack_payments_message, teams_payments_card
-from money.formatting import UnknownMoneyLocale, format_money, minor_units
+from countersign.cards.formatting import money
+from countersign.cards.payments import payments_card, slack_payments_message, teams_payments_card
+from countersign.money.formatting import UnknownMoneyLocale, format_money, minor_units
 from tests.cards.test_payments_card import run_row, slack_text, teams_text
 
 

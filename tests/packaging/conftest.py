@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
 from tests.packaging.docker_context import Built, build_wheel_as_the_image_does
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 # The CLI in a fresh process where `import pgserver` fails, as it does where the extra is not installed.
-WITHOUT_PGSERVER = "import sys; sys.modules['pgserver'] = None; from cli.main import main; main()"
+WITHOUT_PGSERVER = "import sys; sys.modules['pgserver'] = None; from countersign.cli.main import main; main()"
 
 
 def test_no_database_url_and_no_embedded_extra_is_one_line_and_exit_2(tmp_path: Path) -> None:

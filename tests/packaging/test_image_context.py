@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
 from tests.packaging.docker_context import (
     Built,
     ContextError,
@@ -61,7 +61,8 @@ def test_the_build_stage_copies_every_package_pyproject_lists() -> None:
 
 
 def test_a_package_without_its_copy_line_is_named() -> None:
-    # Negative control: the Dockerfile of issue 24 (no models/, retrieval/ or certificates/), and one line removed.
+    # Negative control: the Dockerfile of issue 24 (no countersign/llm/, countersign/retrieval/ or
+    # countersign/certificates/), and one line removed.
     issue_24 = DOCKERFILE
     for name in ("models", "retrieval", "certificates"):
         issue_24 = without_copy_of(issue_24, name)
@@ -158,7 +159,7 @@ found = {}
 for name in sys.argv[1:]:
     module = importlib.import_module(name)
     found[name] = getattr(module, "__file__", None) or list(module.__path__)[0]
-from countersign import migrate
+from countersign.bootstrap import migrate
 found["head"] = migrate.head_revision()
 found["migrations_dir"] = str(migrate.MIGRATIONS_DIR)
 print(json.dumps(found))
@@ -176,7 +177,11 @@ def test_the_installed_wheel_imports_every_package_and_finds_its_runtime_files(i
     assert found["migrations_dir"] == str(installed / "migrations")
     assert found["head"] == newest.split("_")[0] or newest.startswith(found["head"]), (found["head"], newest)
     # What package-data ships: the board's templates and assets, alembic's template, config/ as countersign._config.
-    for relative in ("board/templates/base.html", "board/static/board.css", "migrations/script.py.mako"):
+    for relative in (
+        "countersign/board/templates/base.html",
+        "countersign/board/static/board.css",
+        "countersign/migrations/script.py.mako",
+    ):
         assert (installed / relative).is_file(), relative
     shipped = {p.relative_to(PROJECT_ROOT / "config") for p in (PROJECT_ROOT / "config").rglob("*") if p.is_file()}
     assert {p for p in shipped if not (installed / "countersign" / "_config" / p).is_file()} == set()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from uv import find_uv_bin
 
-from countersign.settings import PROJECT_ROOT
+from countersign.bootstrap.settings import PROJECT_ROOT
 from tests.packaging.docker_context import Built
 
 # Every top-level package the wheel lists, read from pyproject.toml: a room added to the house is built and checked

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policy import Policy, load_policy
+from countersign.policy import Policy, load_policy
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 RISK_PATH = CONFIG_DIR / "risk.yaml"

@@ -1,6 +1,6 @@
 """Policy for real entities: always-human accounts and events, per-entity materiality and functional currency, and
 amounts compared with the global thresholds after conversion at a recorded rate (risk.yaml `always_human`,
-`entities`; policy/fx.py)."""
+`entities`; countersign/policy/fx.py)."""
 
 import copy
 from datetime import date, datetime
@@ -13,7 +13,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import (
+from countersign.policy import (
     AlwaysHumanEvent,
     AlwaysHumanReason,
     EntityPolicy,

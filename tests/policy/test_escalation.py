@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from policy import (
+from countersign.policy import (
     APPROVAL,
     ESCALATION,
     EscalationReason,
@@ -16,7 +16,7 @@ from policy import (
     derive_gate,
     parse_policy,
 )
-from policy.wording import in_words
+from countersign.policy.wording import in_words
 
 SOURCE = "config/risk.yaml"
 EXPECTED_REASONS = {

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import (
+from countersign.policy import (
     EscalationReason,
     GateInputError,
     Policy,
@@ -15,7 +15,7 @@ from policy import (
     effective_tier,
     load_policy,
 )
-from policy.wording import in_words
+from countersign.policy.wording import in_words
 from tests.policy.conftest import RISK_PATH
 
 SHIPPED_POLICY = load_policy(RISK_PATH)  # hypothesis tests cannot use function-scoped fixtures

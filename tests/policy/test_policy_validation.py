@@ -7,7 +7,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import PolicyError, load_policy, parse_policy
+from countersign.policy import PolicyError, load_policy, parse_policy
 from tests.policy.conftest import RISK_PATH
 
 SOURCE = "config/risk.yaml"
@@ -178,7 +178,7 @@ def test_a_malformed_findings_section_is_a_policy_error_even_with_a_date_in_it(
 def test_a_tier_lists_only_known_proofs_and_omitting_them_accepts_only_a_persons_key(
     policy_data: dict[str, Any],
 ) -> None:
-    from policy.model import PERSON_KEY_PROOFS
+    from countersign.policy.model import PERSON_KEY_PROOFS
 
     tiers = policy_data["tiers"]
     medium = next(t for t in tiers if t["name"] == "medium")

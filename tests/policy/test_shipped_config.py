@@ -1,6 +1,6 @@
 import hashlib
 
-from policy import Policy, gates_for_workflow, load_policy, load_workflow, parse_policy, parse_workflow
+from countersign.policy import Policy, gates_for_workflow, load_policy, load_workflow, parse_policy, parse_workflow
 from tests.policy.conftest import CLOSE_WORKFLOW_PATH, RISK_PATH
 
 EXPECTED_TASKS = (

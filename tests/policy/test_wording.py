@@ -1,4 +1,4 @@
-"""policy/wording.py: every code a person meets has words, and every escalation reason in particular."""
+"""countersign/policy/wording.py: every code a person meets has words, and every escalation reason in particular."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from enum import StrEnum
 
 import pytest
 
-from engine.lifecycle import GateLifecycle, RunState, TaskState
-from policy import EscalationReason
-from policy.wording import WORDS, in_words
-from records.states import Decision, GateStatus, ProofKind
+from countersign.engine.lifecycle import GateLifecycle, RunState, TaskState
+from countersign.policy import EscalationReason
+from countersign.policy.wording import WORDS, in_words
+from countersign.store.states import Decision, GateStatus, ProofKind
 
 
 def without_words(codes: type[StrEnum] | tuple[str, ...]) -> list[str]:
@@ -18,7 +18,8 @@ def without_words(codes: type[StrEnum] | tuple[str, ...]) -> list[str]:
 
 
 def test_every_escalation_reason_has_words_of_its_own() -> None:
-    """Fails when a reason is added to policy/escalation.py without words in policy/wording.py."""
+    """Fails when a reason is added to countersign/policy/escalation.py without words in
+    countersign/policy/wording.py."""
     assert without_words(EscalationReason) == []
     for reason in EscalationReason:
         assert in_words(reason) != reason.value.replace("_", " "), reason
@@ -40,9 +41,9 @@ def test_every_state_people_see_has_words(states: type[StrEnum]) -> None:
 
 
 def test_every_decision_channel_and_gate_kind_has_words() -> None:
-    from callbacks.person_signature import SIGNED_CALLBACK
-    from callbacks.principals import CHANNELS
-    from policy import APPROVAL, ESCALATION
+    from countersign.callbacks.person_signature import SIGNED_CALLBACK
+    from countersign.callbacks.principals import CHANNELS
+    from countersign.policy import APPROVAL, ESCALATION
 
     assert without_words((*CHANNELS, SIGNED_CALLBACK, "board", APPROVAL, ESCALATION)) == []
     assert in_words("signed_callback") == "a signed callback"

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policy import Policy, PolicyError, UnknownTaskError, Workflow, WorkflowTask, load_workflow
+from countersign.policy import Policy, PolicyError, UnknownTaskError, Workflow, WorkflowTask, load_workflow
 from tests.policy.conftest import CLOSE_WORKFLOW_PATH
 
 

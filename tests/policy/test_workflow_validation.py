@@ -4,7 +4,14 @@ from typing import Any
 
 import pytest
 
-from policy import Policy, PolicyError, WorkflowPolicyMismatch, load_workflow, load_workflows, parse_workflow
+from countersign.policy import (
+    Policy,
+    PolicyError,
+    WorkflowPolicyMismatch,
+    load_workflow,
+    load_workflows,
+    parse_workflow,
+)
 from tests.policy.conftest import CLOSE_WORKFLOW_PATH, WORKFLOWS_DIR
 
 SOURCE = "config/workflows/close.yaml"

@@ -1,5 +1,6 @@
 """A small clause corpus in the contract's file format, with hashes computed here from the contract's own words
-(not by `retrieval.corpus`), so the loader's verification is checked against an independent implementation."""
+(not by `countersign.retrieval.corpus`), so the loader's verification is checked against an independent
+implementation."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from countersign.settings import PROJECT_ROOT
-from retrieval import Retriever, load_corpus
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.retrieval import Retriever, load_corpus
 
 REAL_CORPUS = PROJECT_ROOT / "config" / "clauses" / "corpus.json"
 REAL_QUERIES = PROJECT_ROOT / "config" / "evals" / "retrieval_queries.yaml"

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from retrieval.analysis import DefinedTerms, clause_references, stem, without_clause_references, words
+from countersign.retrieval.analysis import DefinedTerms, clause_references, stem, without_clause_references, words
 
 
 def test_words_are_stemmed_so_tested_meets_test() -> None:

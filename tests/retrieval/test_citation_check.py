@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval.citations import citations_outside, cited_ids
+from countersign.retrieval.citations import citations_outside, cited_ids
 
 RETRIEVED = frozenset({"CSB-4.6", "CSB-4.7", "CSB-4.8"})
 

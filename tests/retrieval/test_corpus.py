@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval import CorpusError, load_corpus
-from retrieval.corpus import Clause, ClauseCorpus, parse_corpus
+from countersign.retrieval import CorpusError, load_corpus
+from countersign.retrieval.corpus import Clause, ClauseCorpus, parse_corpus
 from tests.retrieval.corpus_files import (
     REAL_CORPUS,
     clause_sha256,

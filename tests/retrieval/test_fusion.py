@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.fusion import DENSE_WEIGHT, LEXICAL_WEIGHT, RRF_K, reciprocal_rank_fusion
+from countersign.retrieval.fusion import DENSE_WEIGHT, LEXICAL_WEIGHT, RRF_K, reciprocal_rank_fusion
 
 
 def test_rrf_matches_a_hand_computed_example() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import Clause, ClauseCorpus, Retriever
-from retrieval.corpus import ContractForm
-from retrieval.expansion import Expansion, QueryExpander
-from retrieval.lexical import LexicalIndex, document_tokens
+from countersign.retrieval import Clause, ClauseCorpus, Retriever
+from countersign.retrieval.corpus import ContractForm
+from countersign.retrieval.expansion import Expansion, QueryExpander
+from countersign.retrieval.lexical import LexicalIndex, document_tokens
 from tests.retrieval.corpus_files import real_retriever
 
 FORM = ContractForm("CSB", "Countersign Standard Building Contract", "2024", "Employer", "Architect", "Bill")

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from retrieval import DEFAULT_TUNING, MAX_K, MAX_QUERY_CHARS, Retriever, dense
-from retrieval.corpus import ClauseCorpus, parse_corpus
-from retrieval.fusion import reciprocal_rank_fusion
+from countersign.retrieval import DEFAULT_TUNING, MAX_K, MAX_QUERY_CHARS, Retriever, dense
+from countersign.retrieval.corpus import ClauseCorpus, parse_corpus
+from countersign.retrieval.fusion import reciprocal_rank_fusion
 from tests.retrieval.corpus_files import rehash, small_corpus_document
 
 QUERIES = (
@@ -185,7 +185,7 @@ def test_search_works_offline_with_sockets_blocked_and_no_hub_setting(
 
 def test_importing_retrieval_leaves_the_root_logger_alone() -> None:
     probe = (
-        "import logging; import retrieval, retrieval.dense; root = logging.getLogger(); "
+        "import logging; import retrieval, countersign.retrieval.dense; root = logging.getLogger(); "
         "assert root.handlers == [] and root.level == logging.WARNING, (root.handlers, root.level)"
     )
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from scenarios import demo_certificates
-from scenarios.demo_certificates import DemoRefused, run_certificates_demo
-from synthetic.construction import FAULT_CLASSES
+from countersign.scenarios import demo_certificates
+from countersign.scenarios.demo_certificates import DemoRefused, run_certificates_demo
+from countersign.synthetic.construction import FAULT_CLASSES
 from tests.cli.test_cli import cli
 from tests.support import count
 

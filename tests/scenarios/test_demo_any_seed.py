@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from scenarios.demo import run_demo
+from countersign.scenarios.demo import run_demo
 
 
 async def test_the_demo_closes_for_seed_7_with_the_deterministic_narrative_flagged(runtime: Any, conn: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scenarios.drills import IdempotencyReport, StormCounts, run_idempotency_drill, run_restart_drill
+from countersign.scenarios.drills import IdempotencyReport, StormCounts, run_idempotency_drill, run_restart_drill
 
 
 def test_the_idempotency_storm_leaves_one_posting_and_refuses_a_changed_payload(runtime: Any) -> None:
@@ -60,7 +60,7 @@ def test_a_worker_killed_at_a_kill_point_is_replaced_and_every_effect_happens_on
 def test_four_workers_carry_many_closes_with_every_effect_once(
     runtime: Any, database: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scenarios.drills import run_workers_drill
+    from countersign.scenarios.drills import run_workers_drill
 
     monkeypatch.setenv("DATABASE_URL", database.url)
     monkeypatch.setenv("COUNTERSIGN_STATE_DIR", str(runtime.settings.state_dir))
@@ -78,8 +78,8 @@ def test_the_workers_drill_fails_when_sealing_stops_keeping_up(
 
     import psycopg
 
-    from audit.trace import SEAL_LOCK
-    from scenarios.drills import run_workers_drill
+    from countersign.audit.trace import SEAL_LOCK
+    from countersign.scenarios.drills import run_workers_drill
 
     monkeypatch.setenv("DATABASE_URL", database.url)
     monkeypatch.setenv("COUNTERSIGN_STATE_DIR", str(runtime.settings.state_dir))

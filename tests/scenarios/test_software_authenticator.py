@@ -19,7 +19,7 @@ from webauthn import (
 from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
 from webauthn.helpers.structs import AttestationFormat, PublicKeyCredentialDescriptor
 
-from scenarios.software_authenticator import Misbehaviour, SoftwareAuthenticator, b64url, from_b64url
+from countersign.scenarios.software_authenticator import Misbehaviour, SoftwareAuthenticator, b64url, from_b64url
 
 RP_ID = "board.example.test"
 ORIGIN = "https://board.example.test"

@@ -1,4 +1,5 @@
-"""What `payments load` and `payments check` read from PATH (services.construction_input): the JSON directory byte for
+"""What `payments load` and `payments check` read from PATH (countersign.services.construction_input): the JSON
+directory byte for
 byte, pay applications beside a certificates.jsonl, one file with its contracts beside it; a certificate listed twice,
 a missing path and a directory with nothing to read are refused naming the file."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from applications import ApplicationError
-from engine.construction import ConstructionDataError
-from services.construction_input import parse_construction_input, read_construction_input
+from countersign.applications import ApplicationError
+from countersign.engine.construction import ConstructionDataError
+from countersign.services.construction_input import parse_construction_input, read_construction_input
 
 APPLICATIONS = Path(__file__).resolve().parents[1] / "data" / "applications"
 

@@ -16,19 +16,19 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from audit.bundle import FILES, BundleInvalid, _archive, verify_bundle
-from audit.checkpoint import generate_signer
-from audit.decision_proofs import ed25519_key_text
-from audit.person_proof import decision_challenge, decision_message, digest_of_gate, public_key_raw
-from callbacks.decision_writer import DecisionRequest, record_decision
-from callbacks.passkeys import issue_enrolment
-from countersign.runtime import Runtime, connection
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
-from records.gates import read_gate_facts
-from scenarios.software_authenticator import SoftwareAuthenticator, b64url
-from services.exports import export_bundle
+from countersign.audit.bundle import FILES, BundleInvalid, _archive, verify_bundle
+from countersign.audit.checkpoint import generate_signer
+from countersign.audit.decision_proofs import ed25519_key_text
+from countersign.audit.person_proof import decision_challenge, decision_message, digest_of_gate, public_key_raw
+from countersign.bootstrap.runtime import Runtime, connection
+from countersign.callbacks.decision_writer import DecisionRequest, record_decision
+from countersign.callbacks.passkeys import issue_enrolment
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.scenarios.software_authenticator import SoftwareAuthenticator, b64url
+from countersign.services.exports import export_bundle
+from countersign.store.gates import read_gate_facts
 from tests.cli.test_cli import cli
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import APPROVERS, count, start_default_close

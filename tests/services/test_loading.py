@@ -1,4 +1,4 @@
-"""services.loading: which books a new close runs on, and loading a construction set (issue 20)."""
+"""countersign.services.loading: which books a new close runs on, and loading a construction set (issue 20)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.books import BooksError
-from services.errors import NoBooksLoaded
-from services.loading import books_for_close, load_book_set, load_construction
+from countersign.engine.books import BooksError
+from countersign.services.errors import NoBooksLoaded
+from countersign.services.loading import books_for_close, load_book_set, load_construction
 from tests.engine import payment_run_support as support
 
 ENTITY, PERIOD = "ACME-UK", "2026-10"

@@ -1,15 +1,21 @@
-"""services.starting: a close or a month of payment runs, started under the rules the composition root gives."""
+"""countersign.services.starting: a close or a month of payment runs, started under the rules the composition root
+gives."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from countersign.runtime import Runtime, start_rules
-from engine.runs import close_status, load_close
-from engine.workflows.certificates.runs import payment_run_status
-from services.loading import load_book_set, load_construction
-from services.starting import StartRules, start_close_on_book_set, start_close_on_books, start_month_of_payment_runs
+from countersign.bootstrap.runtime import Runtime, start_rules
+from countersign.engine.runs import close_status, load_close
+from countersign.engine.workflows.certificates.runs import payment_run_status
+from countersign.services.loading import load_book_set, load_construction
+from countersign.services.starting import (
+    StartRules,
+    start_close_on_book_set,
+    start_close_on_books,
+    start_month_of_payment_runs,
+)
 from tests.engine import payment_run_support as support
 from tests.support import import_default_principals
 
@@ -30,8 +36,9 @@ async def test_a_close_starts_on_the_books_given_with_its_tasks(
 async def test_the_runtime_door_and_the_service_start_the_same_kind_of_close(
     conn: Any, runtime: Runtime, default_books: Path
 ) -> None:
-    """`countersign.runtime.start_close_with_books` (the chat doors') is the service under the runtime's rules."""
-    from countersign.runtime import start_close_with_books
+    """`countersign.bootstrap.runtime.start_close_with_books` (the chat doors') is the service under the runtime's
+    rules."""
+    from countersign.bootstrap.runtime import start_close_with_books
 
     loaded = await load_book_set(conn, default_books, loaded_by="t")
     by_runtime = await start_close_with_books(

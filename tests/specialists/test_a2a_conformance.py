@@ -15,8 +15,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from specialists.client import SpecialistContractError, SpecialistError, open_in_process
-from specialists.server import (
+from countersign.specialists.client import SpecialistContractError, SpecialistError, open_in_process
+from countersign.specialists.server import (
     NEEDS_FIELD,
     REQUEST_SCHEMAS,
     SPECIALIST_NAMES,
@@ -233,7 +233,7 @@ def test_a_root_agent_that_is_not_served_is_refused_when_building_the_app() -> N
 
 
 def test_the_cli_refuses_an_unknown_root_agent_in_one_line() -> None:
-    from cli.main import app
+    from countersign.cli.main import app
 
     result = CliRunner().invoke(
         app, ["specialists", "serve", "--root-agent", "payroll"], env={"COLUMNS": "300", "NO_COLOR": "1"}
@@ -251,7 +251,7 @@ def test_the_cli_refuses_an_unknown_root_agent_in_one_line() -> None:
 async def test_dispatch_over_a2a_still_calls_once_per_key_and_refuses_a_key_reused_for_other_input(
     conn: Any, runtime: Any, default_books: Any
 ) -> None:
-    from engine.dispatch import DispatchConflict, dispatch_key, dispatch_once, input_digest
+    from countersign.engine.dispatch import DispatchConflict, dispatch_key, dispatch_once, input_digest
     from tests.support import start_default_close
 
     close_id = await start_default_close(conn, runtime, default_books)
@@ -274,7 +274,7 @@ async def test_dispatch_over_a2a_still_calls_once_per_key_and_refuses_a_key_reus
 
 
 def test_the_cli_default_header_timeout_is_the_one_in_countersign_limits() -> None:
-    from cli import serving
-    from countersign import limits
+    from countersign.bootstrap import limits
+    from countersign.cli import serving
 
     assert serving.HEADER_READ_TIMEOUT_S == limits.HEADER_READ_TIMEOUT_S

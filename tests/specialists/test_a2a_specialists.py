@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specialists.client import SpecialistClient, SpecialistError, open_in_process
-from specialists.errors import SpecialistInputError
-from specialists.server import (
+from countersign.specialists.client import SpecialistClient, SpecialistError, open_in_process
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.server import (
     SPECIALIST_NAMES,
     Handler,
     UnknownSpecialistError,
@@ -18,7 +18,7 @@ from specialists.server import (
     current_idempotency_key,
     default_handlers,
 )
-from specialists.wire import restore_integers
+from countersign.specialists.wire import restore_integers
 
 BASE_URL = "http://specialists.test"
 TOKEN = "specialist-token-for-tests"

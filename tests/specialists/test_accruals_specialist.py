@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specialists.accruals import handle
-from specialists.errors import SpecialistInputError
+from countersign.specialists.accruals import handle
+from countersign.specialists.errors import SpecialistInputError
 
 
 def _receipt(receipt_id: str, amount: str, expense_account: str = "6400") -> dict[str, Any]:

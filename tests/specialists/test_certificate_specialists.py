@@ -15,18 +15,18 @@ from typing import Any
 import httpx
 import pytest
 
-from models import ReplayProvider
-from retrieval import load_corpus
-from specialists import adjudication, extraction
-from specialists.certificate_cassettes import (
+from countersign.llm import ReplayProvider
+from countersign.retrieval import load_corpus
+from countersign.specialists import adjudication, extraction
+from countersign.specialists.certificate_cassettes import (
     CORRUPTED_SUMMARY,
     HandAnswerProvider,
     first_sentence,
     write_certificate_cassettes,
 )
-from specialists.client import SpecialistError, open_in_process
-from specialists.narration import Narrator
-from specialists.server import SPECIALIST_NAMES, build_specialists_app, default_handlers
+from countersign.specialists.client import SpecialistError, open_in_process
+from countersign.specialists.narration import Narrator
+from countersign.specialists.server import SPECIALIST_NAMES, build_specialists_app, default_handlers
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 PROMPTS = CONFIG / "prompts"
@@ -172,7 +172,7 @@ async def test_bad_input_is_refused_naming_the_field(name: str, payload: dict[st
 
 
 def test_every_invariant_name_of_the_domain_is_accepted() -> None:
-    from certificates import INVARIANTS
+    from countersign.certificates import INVARIANTS
 
     violations = [{**RETENTION_OVER_CAP, "invariant": name} for name in INVARIANTS]
     request = adjudication.parse_request(adjudication_payload(violations=violations))
@@ -200,7 +200,7 @@ def test_the_injection_patterns_flag_the_hostile_text_by_field_and_pattern_name(
         "role_marker",
         "payment_directive",
         "suppress_finding",
-        "instruction_score",  # the scored detector (specialists/injection.py) flags it too
+        "instruction_score",  # the scored detector (countersign/specialists/injection.py) flags it too
     ]
 
 
@@ -242,8 +242,8 @@ def test_ordinary_construction_prose_is_not_flagged(text: str) -> None:
 
 
 def test_no_text_of_a_generated_construction_set_is_flagged(tmp_path: Path) -> None:
-    from synthetic import load_construction_profile
-    from synthetic.construction import generate_construction
+    from countersign.synthetic import load_construction_profile
+    from countersign.synthetic.construction import generate_construction
 
     profile = load_construction_profile(CONFIG / "profiles" / "construction.yaml")
     generate_construction(profile, 7, tmp_path, contracts=40, months=12)
@@ -362,7 +362,7 @@ async def test_negative_control_without_guards_ships_the_corrupted_summary_but_s
 
 
 def test_the_trace_summary_of_an_extraction_says_suspected_injection() -> None:
-    from engine.dispatch import summarise
+    from countersign.engine.dispatch import summarise
 
     summary = summarise(extraction.handle(EXTRACTION))
     assert (summary["suspected_injection"], summary["injection_fields"]) == (True, ["variation:V03"])
@@ -501,7 +501,7 @@ def test_a_first_sentence_is_never_cut_inside_a_number() -> None:
 
 
 async def test_answers_that_run_out_are_refused(tmp_path: Path) -> None:
-    from specialists.certificate_cassettes import HandAnswersRefused
+    from countersign.specialists.certificate_cassettes import HandAnswersRefused
 
     with pytest.raises(HandAnswersRefused):
         await record(EXTRACTION, tmp_path, "not json")

@@ -16,12 +16,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from audit.trace import append_event, iter_events, seal_pending, verify_chain
-from countersign.database import ENGINE_ROLE, Database
-from models import ModelRequest, ModelResponse, ReplayProvider, write_cassette
-from retrieval.citations import cited_ids
-from specialists.citations import CitedExplanation, build_request, explain_with_citations
-from specialists.narration import SOURCE_FALLBACK, SOURCE_MODEL, NarrationEscalation, load_template
+from countersign.audit.trace import append_event, iter_events, seal_pending, verify_chain
+from countersign.bootstrap.database import ENGINE_ROLE, Database
+from countersign.llm import ModelRequest, ModelResponse, ReplayProvider, write_cassette
+from countersign.retrieval.citations import cited_ids
+from countersign.specialists.citations import CitedExplanation, build_request, explain_with_citations
+from countersign.specialists.narration import SOURCE_FALLBACK, SOURCE_MODEL, NarrationEscalation, load_template
 
 PROMPTS = Path(__file__).resolve().parents[2] / "config" / "prompts"
 TEMPLATE = load_template(PROMPTS, "clause_explanation")

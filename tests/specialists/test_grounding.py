@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specialists.grounding import Figure, UngroundedFigureError, extract_figures, ground_figures
+from countersign.specialists.grounding import Figure, UngroundedFigureError, extract_figures, ground_figures
 
 money = st.decimals(
     min_value=Decimal("-999999999.99"),

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.orchestrator import advance
-from evals.injection import (
+from countersign.engine.orchestrator import advance
+from countersign.evals.injection import (
     MIN_BENIGN,
     MIN_HOSTILE,
     PRECISION_BAR,
@@ -23,9 +23,9 @@ from evals.injection import (
     negative_controls,
     run_injection_eval,
 )
-from specialists import extraction
-from specialists.client import open_in_process
-from specialists.injection import THRESHOLD, score_text
+from countersign.specialists import extraction
+from countersign.specialists.client import open_in_process
+from countersign.specialists.injection import THRESHOLD, score_text
 from tests.engine import payment_run_support as support
 from tests.engine.workflows.test_payment_runs import _context, _gates, _start, _summary
 
@@ -64,7 +64,7 @@ def test_the_labelled_set_is_large_split_in_halves_and_holds_none_of_the_demos_t
     for label in Label:
         halves = [t.half for t in texts if t.label is label]
         assert halves.count(Half.HELD_OUT) >= len(halves) // 3, label
-    from scenarios.demo_certificates import HOSTILE_VARIATION
+    from countersign.scenarios.demo_certificates import HOSTILE_VARIATION
     from tests.specialists.test_certificate_specialists import HOSTILE
 
     shown = {t.text for t in texts}

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
-from models import ModelResponse, ReplayProvider, write_cassette
-from specialists import reconciliation, variance
-from specialists.client import open_in_process
-from specialists.narration import Narrator
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
+from countersign.llm import ModelResponse, ReplayProvider, write_cassette
+from countersign.specialists import reconciliation, variance
+from countersign.specialists.client import open_in_process
+from countersign.specialists.narration import Narrator
 from tests.engine.workflow_support import approve_open_gates
 from tests.engine.workflows.test_close_end_to_end import _book_set
 from tests.specialists.test_narration import ScriptedProvider, said
@@ -217,8 +217,8 @@ async def _task_result(conn: Any, close_id: str, task: str) -> dict[str, Any]:
 
 
 def test_the_default_seat_replays_the_shipped_cassettes_with_no_network() -> None:
-    from countersign.runtime import build_narrator
-    from countersign.settings import load_settings
+    from countersign.bootstrap.runtime import build_narrator
+    from countersign.bootstrap.settings import load_settings
 
     settings = load_settings({})
     narrator = build_narrator(settings)
@@ -233,7 +233,7 @@ def test_the_default_seat_replays_the_shipped_cassettes_with_no_network() -> Non
 def test_a_live_provider_without_a_base_url_is_refused_at_start(tmp_path: Path) -> None:
     import pytest
 
-    from countersign.settings import SettingsError, load_settings
+    from countersign.bootstrap.settings import SettingsError, load_settings
 
     with pytest.raises(SettingsError) as refused:
         load_settings({"COUNTERSIGN_MODEL_PROVIDER": "record"})

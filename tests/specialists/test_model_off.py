@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from engine.workflows.close.reconciliation import BankReconciliation
-from models import ModelRequest, ModelResponse
-from policy import EscalationReason
-from specialists import adjudication, extraction, reconciliation
-from specialists.errors import SpecialistInputError
-from specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS, Narrator
+from countersign.engine.workflows.close.reconciliation import BankReconciliation
+from countersign.llm import ModelRequest, ModelResponse
+from countersign.policy import EscalationReason
+from countersign.specialists import adjudication, extraction, reconciliation
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS, Narrator
 from tests.specialists.test_certificate_specialists import ADJUDICATION, EXTRACTION, HOSTILE
 from tests.specialists.test_model_backed_specialists import HALTING
 

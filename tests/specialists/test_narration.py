@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from models import Limits, LoopResult, ModelRequest, ModelResponse, ReplayProvider, ToolCall
-from models.provider import ProviderError, ProviderUnavailable
-from specialists.narration import (
+from countersign.llm import Limits, LoopResult, ModelRequest, ModelResponse, ReplayProvider, ToolCall
+from countersign.llm.provider import ProviderError, ProviderUnavailable
+from countersign.specialists.narration import (
     DEFAULT_LIMITS,
     SOURCE_FALLBACK,
     SOURCE_MODEL,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specialists.errors import SpecialistInputError
-from specialists.reconciliation import CashLine, handle, match_bank_lines, normalise_reference
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.reconciliation import CashLine, handle, match_bank_lines, normalise_reference
 
 DAY = date(2026, 10, 15)
 

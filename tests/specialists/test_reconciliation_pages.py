@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from specialists.errors import SpecialistInputError
-from specialists.grounding import UngroundedFigureError, ground_figures
-from specialists.reconciliation import (
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.grounding import UngroundedFigureError, ground_figures
+from countersign.specialists.reconciliation import (
     EXPLANATION_TOLERANCE,
     LISTED_LINES,
     _unmatched_bank_lines,
@@ -19,7 +19,7 @@ from specialists.reconciliation import (
     explanation_inputs,
     handle,
 )
-from specialists.wire import pack_rows
+from countersign.specialists.wire import pack_rows
 
 
 def _line(line_id: str, amount: str, reference: str, day: int = 10) -> dict[str, str]:

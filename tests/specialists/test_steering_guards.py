@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from cards import slack, teams
-from cards.model import GateCard
-from engine.workflows.base import card_summary
-from models import ModelRequest, ModelResponse, ReplayProvider, write_cassette
-from specialists import extraction, variance
-from specialists import narration as guards
-from specialists.narration import SOURCE_FALLBACK, Narrator
+from countersign.cards import slack, teams
+from countersign.cards.model import GateCard
+from countersign.engine.workflows.base import card_summary
+from countersign.llm import ModelRequest, ModelResponse, ReplayProvider, write_cassette
+from countersign.specialists import extraction, variance
+from countersign.specialists import narration as guards
+from countersign.specialists.narration import SOURCE_FALLBACK, Narrator
 from tests.specialists.test_certificate_specialists import (
     ADJUDICATION,
     EXTRACTION,

@@ -19,9 +19,9 @@ from a2a.helpers import new_data_part, new_message
 from a2a.types import Role
 from google.protobuf.json_format import MessageToDict
 
-from specialists.errors import SpecialistInputError
-from specialists.server import build_specialists_app
-from specialists.task_store import (
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.server import build_specialists_app
+from countersign.specialists.task_store import (
     MAX_FINISHED_BYTES,
     MAX_FINISHED_TASKS,
     MAX_WAITING_BYTES,

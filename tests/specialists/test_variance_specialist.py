@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specialists import variance
-from specialists.errors import SpecialistInputError
-from specialists.grounding import UngroundedFigureError, extract_figures
-from specialists.variance import VarianceLine, handle
+from countersign.specialists import variance
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.grounding import UngroundedFigureError, extract_figures
+from countersign.specialists.variance import VarianceLine, handle
 
 
 def _line(account: str, name: str, actual: str, budget: str, prior: str = "50000.00") -> dict[str, Any]:

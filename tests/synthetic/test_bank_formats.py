@@ -20,8 +20,8 @@ import yaml
 from lxml import etree
 from ofxtools.Parser import OFXTree
 
-from synthetic import generate_books, load_profile
-from synthetic.bank_formats import (
+from countersign.synthetic import generate_books, load_profile
+from countersign.synthetic.bank_formats import (
     CAMT053_FILE,
     CAMT053_NAMESPACE,
     MT940_FILE,
@@ -384,23 +384,23 @@ def test_entity_json_is_read_for_currency_and_period(books: Path) -> None:
 @pytest.mark.parametrize("folder", ["", "corrected"])
 @pytest.mark.parametrize("name", ALL_FORMATS)
 def test_importers_read_the_exports_back_to_the_books(books: Path, export: Path, name: str, folder: str) -> None:
-    from importers.mapping import load_mapping
+    from countersign.importers.mapping import load_mapping
 
     where = export / folder
     if name == "camt053":
-        from importers.camt053 import read_camt053
+        from countersign.importers.camt053 import read_camt053
 
         statements = read_camt053(where / CAMT053_FILE, schema=XSD)
     elif name == "mt940":
-        from importers.mt940 import read_mt940
+        from countersign.importers.mt940 import read_mt940
 
         statements = read_mt940(where / MT940_FILE)
     elif name == "ofx":
-        from importers.ofx import read_ofx
+        from countersign.importers.ofx import read_ofx
 
         statements = read_ofx(where / OFX_FILE)
     else:
-        from importers.bank_csv import read_bank_csv
+        from countersign.importers.bank_csv import read_bank_csv
 
         statements = []
         for account in ("1000", "1010"):

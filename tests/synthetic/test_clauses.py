@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from synthetic import (
+from countersign.synthetic import (
     ClauseProfileError,
     ProfileError,
     canonical_corpus_bytes,
@@ -18,9 +18,9 @@ from synthetic import (
     load_clause_profile,
     write_clause_corpus,
 )
-from synthetic.clause_text import DEFINED_TERMS, TEMPLATES
-from synthetic.clause_topics import TOPIC_KEYS, TOPICS
-from synthetic.clauses import parse_clause_profile
+from countersign.synthetic.clause_text import DEFINED_TERMS, TEMPLATES
+from countersign.synthetic.clause_topics import TOPIC_KEYS, TOPICS
+from countersign.synthetic.clauses import parse_clause_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUSES_PROFILE = ROOT / "config" / "profiles" / "clauses.yaml"

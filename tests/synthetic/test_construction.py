@@ -11,21 +11,21 @@ from typing import Any
 import pytest
 import yaml
 
-from synthetic import ProfileError
-from synthetic.clause_topics import TOPIC_KEYS
-from synthetic.construction import (
+from countersign.synthetic import ProfileError
+from countersign.synthetic.clause_topics import TOPIC_KEYS
+from countersign.synthetic.construction import (
     CERTIFICATES_FILE,
     CONTRACTS_FILE,
     FAULT_CLASSES,
     ConstructionManifest,
     generate_construction,
 )
-from synthetic.construction_profile import (
+from countersign.synthetic.construction_profile import (
     ConstructionProfile,
     load_construction_profile,
     parse_construction_profile,
 )
-from synthetic.ground_truth import GROUND_TRUTH_FILE
+from countersign.synthetic.ground_truth import GROUND_TRUTH_FILE
 
 PROFILE = Path(__file__).resolve().parents[2] / "config" / "profiles" / "construction.yaml"
 FILES = (CERTIFICATES_FILE, CONTRACTS_FILE, GROUND_TRUTH_FILE)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from certificates import parse_certificate, parse_contract
-from certificates.model import ApplicationNumbering, MaterialsConsumption, ValuationRounding
-from synthetic.construction_profile import ConstructionProfile, load_construction_profile
-from synthetic.construction_second_style import (
+from countersign.certificates import parse_certificate, parse_contract
+from countersign.certificates.model import ApplicationNumbering, MaterialsConsumption, ValuationRounding
+from countersign.synthetic.construction_profile import ConstructionProfile, load_construction_profile
+from countersign.synthetic.construction_second_style import (
     CERTIFICATES_FILE,
     CONTRACTS_FILE,
     DUPLICATE_COMBINED,
@@ -32,7 +32,7 @@ from synthetic.construction_second_style import (
     generate_second_style,
     legal_form_variant,
 )
-from synthetic.ground_truth import GROUND_TRUTH_FILE
+from countersign.synthetic.ground_truth import GROUND_TRUTH_FILE
 
 PROFILES = Path(__file__).resolve().parents[2] / "config" / "profiles"
 FILES = (CERTIFICATES_FILE, CONTRACTS_FILE, GROUND_TRUTH_FILE)

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specialists.reconciliation import CashLine, match_bank_lines
-from synthetic import (
+from countersign.specialists.reconciliation import CashLine, match_bank_lines
+from countersign.synthetic import (
     Profile,
     ProfileError,
     generate_books,

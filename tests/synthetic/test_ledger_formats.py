@@ -14,8 +14,8 @@ from typing import Any, Literal
 import openpyxl
 import pytest
 
-from synthetic import generate_books, ledger_formats, load_profile
-from synthetic.ledger_formats import write_ledger_exports
+from countersign.synthetic import generate_books, ledger_formats, load_profile
+from countersign.synthetic.ledger_formats import write_ledger_exports
 from tests.synthetic.books_fixture import DEFAULT_PROFILE, read_rows
 
 PERIOD_END = datetime(2026, 10, 31, 23, 59, 59)
@@ -248,8 +248,8 @@ def test_ledger_importer_reads_the_exports_back_to_the_books(
 ) -> None:
     import yaml
 
-    from importers.ledger import read_chart, read_gl, read_open_items
-    from importers.mapping import load_mapping
+    from countersign.importers.ledger import read_chart, read_gl, read_open_items
+    from countersign.importers.mapping import load_mapping
 
     folder, sections = exports[name]
     (tmp_path / "mapping.yaml").write_text(yaml.safe_dump({"version": 1, **sections}), encoding="utf-8")

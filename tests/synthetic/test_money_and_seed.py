@@ -5,7 +5,7 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synthetic import format_minor, seed_from_name
+from countersign.synthetic import format_minor, seed_from_name
 
 
 @given(st.integers(min_value=-(10**15), max_value=10**15))

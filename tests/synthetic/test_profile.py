@@ -6,7 +6,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synthetic import BankFeedMismatch, IntercompanyMismatch, ProfileError, load_profile, parse_profile
+from countersign.synthetic import BankFeedMismatch, IntercompanyMismatch, ProfileError, load_profile, parse_profile
 from tests.synthetic.books_fixture import DEFAULT_PROFILE, LARGE_PROFILE
 
 

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from audit.person_proof import public_key_raw, read_message, sign
-from callbacks.callers import issue_token, revoke_tokens
-from countersign.app import create_app
-from countersign.settings import PROJECT_ROOT
+from countersign.audit.person_proof import public_key_raw, read_message, sign
+from countersign.bootstrap.app import create_app
+from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.callbacks.callers import issue_token, revoke_tokens
 from tests.support import count, start_default_close
 
 
@@ -112,7 +112,9 @@ async def test_openapi_pages_are_off_by_default(api: Any, runtime: Any, path: st
 
 def _cli(database: Any, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "DATABASE_URL": database.url, "COUNTERSIGN_CONFIG_DIR": str(PROJECT_ROOT / "config")}
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "countersign.cli.main", *args], env=env, capture_output=True, timeout=120
+    )
 
 
 async def test_cli_token_is_printed_once_and_reads_and_cli_export_is_a_trace_event(

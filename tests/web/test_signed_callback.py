@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.support import (
     count,
     decision_body,
@@ -201,7 +201,7 @@ async def test_oversized_body_is_refused_before_parsing(api: Any, conn: Any, gat
 async def test_the_server_refuses_to_start_without_a_callback_secret(runtime: Any) -> None:
     from dataclasses import replace
 
-    from countersign.app import MissingSecret, create_app
+    from countersign.bootstrap.app import MissingSecret, create_app
 
     with pytest.raises(MissingSecret):
         create_app(replace(runtime, settings=runtime.settings.model_copy(update=dict(callback_secret=None))))

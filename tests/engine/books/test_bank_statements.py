@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from engine.books import BooksError, load_bank_feed, load_books
+from countersign.engine.books import BooksError, load_bank_feed, load_books
 from tests.support import count
 
 SOURCE_SHA256 = "ab" * 32

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.books import BooksError, load_books
+from countersign.engine.books import BooksError, load_books
 from tests.support import count
 
 

@@ -6,10 +6,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from audit.checkpoint import generate_signer
-from audit.trace import append_event, seal_pending
-from audit.transparency_log import sign_log_checkpoint
-from engine.integrity import (
+from countersign.audit.checkpoint import generate_signer
+from countersign.audit.trace import append_event, seal_pending
+from countersign.audit.transparency_log import sign_log_checkpoint
+from countersign.engine.integrity import (
     PostingCounts,
     SealingSample,
     SealingWatch,

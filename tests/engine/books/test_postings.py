@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.postings import JournalLine, JournalRequest, PostingConflict, PostingRefused, post_journal
+from countersign.engine.postings import JournalLine, JournalRequest, PostingConflict, PostingRefused, post_journal
 from tests.support import count
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.dispatch import DispatchConflict, dispatch_key, dispatch_once, input_digest
-from specialists.client import open_in_process
+from countersign.engine.dispatch import DispatchConflict, dispatch_key, dispatch_once, input_digest
+from countersign.specialists.client import open_in_process
 from tests.support import count, start_default_close
 
 
@@ -108,7 +108,7 @@ async def test_the_idempotency_key_travels_to_the_a2a_specialist(conn: Any, clos
     seen: list[dict[str, Any]] = []
 
     def handler(payload: dict[str, Any]) -> dict[str, Any]:
-        from specialists.server import current_idempotency_key
+        from countersign.specialists.server import current_idempotency_key
 
         seen.append({"key": current_idempotency_key(), "payload": payload})
         return {"kind": "echo", "halted": False}

@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.dispatch import DispatchInFlight, _call_and_record, dispatch_key, dispatch_once, input_digest
-from engine.orchestrator import EngineContext, advance
-from specialists.client import open_in_process
+from countersign.engine.dispatch import DispatchInFlight, _call_and_record, dispatch_key, dispatch_once, input_digest
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.specialists.client import open_in_process
 from tests.support import count, start_default_close
 
 ENGINE_ROLE = "countersign_engine"

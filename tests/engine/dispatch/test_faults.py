@@ -11,13 +11,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from engine.dispatch import NotReplayable, replay_dead_letter
-from engine.orchestrator import EngineContext, advance
-from engine.postings import JournalLine, JournalRequest, post_journal
-from engine.runs import close_status
-from policy import EscalationReason
-from specialists import reconciliation
-from specialists.client import SpecialistError, open_in_process
+from countersign.engine.dispatch import NotReplayable, replay_dead_letter
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.engine.postings import JournalLine, JournalRequest, post_journal
+from countersign.engine.runs import close_status
+from countersign.policy import EscalationReason
+from countersign.specialists import reconciliation
+from countersign.specialists.client import SpecialistError, open_in_process
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, start_default_close
 
@@ -153,9 +153,9 @@ async def test_a_chat_outage_delays_cards_but_loses_none(
 ) -> None:
     from dataclasses import replace
 
-    from bot.delivery import deliver_due
-    from countersign.chat import build_senders
-    from countersign.runtime import engine_context
+    from countersign.bootstrap.chat import build_senders
+    from countersign.bootstrap.runtime import engine_context
+    from countersign.bot.delivery import deliver_due
 
     rt = replace(
         runtime,

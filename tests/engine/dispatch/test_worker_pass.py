@@ -11,9 +11,9 @@ from typing import Any
 
 import psycopg
 
-from engine.leases import Connect
-from engine.runs import runnable_close_ids
-from engine.worker import run_worker_pass
+from countersign.engine.leases import Connect
+from countersign.engine.runs import runnable_close_ids
+from countersign.engine.worker import run_worker_pass
 from tests.support import start_default_close
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from engine.orchestrator import EngineContext, advance, workflows_by_name
-from engine.runs import close_status
-from policy import EscalationReason, Workflow
-from specialists import variance
-from specialists.client import open_in_process
+from countersign.engine.orchestrator import EngineContext, advance, workflows_by_name
+from countersign.engine.runs import close_status
+from countersign.policy import EscalationReason, Workflow
+from countersign.specialists import variance
+from countersign.specialists.client import open_in_process
 from tests.support import count, start_default_close
 
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from psycopg import AsyncConnection
 
-from engine.orchestrator import EngineContext, advance
-from engine.runs import close_status
-from engine.workflows import Escalate, TaskContext, TaskHandler
-from policy import EscalationReason
-from specialists.client import open_in_process
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.engine.runs import close_status
+from countersign.engine.workflows import Escalate, TaskContext, TaskHandler
+from countersign.policy import EscalationReason
+from countersign.specialists.client import open_in_process
 from tests.engine.workflow_support import approve_open_gates, start_workflow_close, write_workflow
 from tests.support import count
 

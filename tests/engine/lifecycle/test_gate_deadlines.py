@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 
 

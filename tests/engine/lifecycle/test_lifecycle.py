@@ -1,4 +1,4 @@
-"""Every illegal transition of every machine is refused twice: by `engine.lifecycle` and by the database.
+"""Every illegal transition of every machine is refused twice: by `countersign.engine.lifecycle` and by the database.
 
 The illegal cases are generated from the transition table, so a move added to or removed from the table changes the
 cases here. The database cases run as the engine's role, by raw SQL, the way a process bypassing Python would.
@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from countersign.database import Database
-from engine.lifecycle import (
+from countersign.bootstrap.database import Database
+from countersign.engine.lifecycle import (
     STATES,
     TRANSITIONS,
     IllegalTransition,
@@ -22,7 +22,7 @@ from engine.lifecycle import (
     check_transition,
     illegal_pairs,
 )
-from policy import EscalationReason
+from countersign.policy import EscalationReason
 from tests.engine.lifecycle_support import cloned_database, decide, new_close, put_gate, put_task, seed_approver
 
 ILLEGAL = [(machine, source, target) for machine in Machine for source, target in illegal_pairs(machine)]

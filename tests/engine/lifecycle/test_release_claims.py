@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.dispatch import release_dispatch_leases
-from engine.outbox import claim_due, enqueue, release_outbox_claims
+from countersign.engine.dispatch import release_dispatch_leases
+from countersign.engine.outbox import claim_due, enqueue, release_outbox_claims
 from tests.support import count, start_default_close
 
 OURS = "host-a:101:"

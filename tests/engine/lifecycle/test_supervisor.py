@@ -1,4 +1,5 @@
-"""`engine.supervisor` moves rows only along the table, returns False when another worker moved them first, and
+"""`countersign.engine.supervisor` moves rows only along the table, returns False when another worker moved them first,
+and
 raises `IllegalTransition` (before the database would refuse) when the move is illegal."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import psycopg
 import pytest
 import pytest_asyncio
 
-from countersign.database import Database
-from engine.lifecycle import GateLifecycle, IllegalTransition, RunState, TaskState
-from engine.supervisor import move_gate, move_run, move_task
+from countersign.bootstrap.database import Database
+from countersign.engine.lifecycle import GateLifecycle, IllegalTransition, RunState, TaskState
+from countersign.engine.supervisor import move_gate, move_run, move_task
 from tests.engine.lifecycle_support import decide, new_close, put_gate, put_task, seed_approver
 
 

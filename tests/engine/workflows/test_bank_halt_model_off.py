@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from audit.trace import iter_events
-from countersign.runtime import engine_context
-from countersign.settings import PROJECT_ROOT, Settings
-from engine.orchestrator import advance
-from engine.runs import task_rows
-from specialists.narration import MODEL_OFF_FIELD
+from countersign.audit.trace import iter_events
+from countersign.bootstrap.runtime import engine_context
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import task_rows
+from countersign.specialists.narration import MODEL_OFF_FIELD
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import start_default_close
 

@@ -17,16 +17,16 @@ from typing import Any
 import orjson
 import pytest
 
-from engine.close_session import CloseSession
-from engine.dispatch import DispatchConflict, input_digest
-from engine.leases import connect_to
-from engine.orchestrator import advance
-from engine.runs import load_close, task_rows
-from engine.workflows import TaskContext
-from engine.workflows.close import bank_pages, inputs
-from engine.workflows.close.reconciliation import BankReconciliation
-from specialists.reconciliation import LISTED_LINES
-from specialists.wire import pack_rows, unpack_rows
+from countersign.engine.close_session import CloseSession
+from countersign.engine.dispatch import DispatchConflict, input_digest
+from countersign.engine.leases import connect_to
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import load_close, task_rows
+from countersign.engine.workflows import TaskContext
+from countersign.engine.workflows.close import bank_pages, inputs
+from countersign.engine.workflows.close.reconciliation import BankReconciliation
+from countersign.specialists.reconciliation import LISTED_LINES
+from countersign.specialists.wire import pack_rows, unpack_rows
 from tests.support import count, start_default_close
 
 BANK = "bank_reconciliation"

@@ -18,17 +18,17 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from bot.delivery import notice_text
-from cards.certificates import certificate_summary
-from certificates.model import PaymentTerms
-from certificates.payment_notices import payment_dates
-from engine.construction import load_construction_set
-from engine.orchestrator import EngineContext, advance
-from engine.outbox import ChannelTarget, OutboxMessage
-from engine.runs import close_status
-from engine.workflows import shipped_handlers
-from engine.workflows.certificates.runs import start_payment_run
-from specialists.client import open_in_process
+from countersign.bot.delivery import notice_text
+from countersign.cards.certificates import certificate_summary
+from countersign.certificates.model import PaymentTerms
+from countersign.certificates.payment_notices import payment_dates
+from countersign.engine.construction import load_construction_set
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.engine.outbox import ChannelTarget, OutboxMessage
+from countersign.engine.runs import close_status
+from countersign.engine.workflows import shipped_handlers
+from countersign.engine.workflows.certificates.runs import start_payment_run
+from countersign.specialists.client import open_in_process
 from tests.engine import payment_run_support as support
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import APPROVERS, count, import_default_principals, post_decision

@@ -5,9 +5,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from engine.books import load_bank_feed
-from engine.orchestrator import advance
-from engine.runs import close_status
+from countersign.engine.books import load_bank_feed
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, post_decision, start_default_close
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from policy import SPECIALISTS
+from countersign.policy import SPECIALISTS
 
 ROOT = Path(__file__).resolve().parents[3]
 ENGINE = ROOT / "engine"
@@ -76,4 +76,4 @@ def test_a_task_named_in_engine_code_would_be_found() -> None:
 
 def test_the_orchestrator_stays_small() -> None:
     lines = (ENGINE / "orchestrator.py").read_text(encoding="utf-8").count("\n")
-    assert lines < 300, f"engine/orchestrator.py has {lines} lines"
+    assert lines < 300, f"countersign/engine/orchestrator.py has {lines} lines"

@@ -15,20 +15,20 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from audit.trace import iter_events
-from cards.evidence import MODEL_NOT_ASKED_NOTE, NARRATIVE_FALLBACK_NOTE, narrative_note
-from countersign.runtime import engine_context
-from countersign.settings import PROJECT_ROOT, Settings
-from engine import task_runner
-from engine.books import load_bank_feed
-from engine.dispatch import dispatch_key, input_digest
-from engine.orchestrator import advance
-from engine.runs import close_status, load_close, task_rows
-from engine.workflows.close import inputs
-from models import ModelRequest, ModelResponse
-from specialists import variance
-from specialists.errors import SpecialistInputError
-from specialists.narration import MODEL_OFF_FIELD, Narrator
+from countersign.audit.trace import iter_events
+from countersign.bootstrap.runtime import engine_context
+from countersign.bootstrap.settings import PROJECT_ROOT, Settings
+from countersign.cards.evidence import MODEL_NOT_ASKED_NOTE, NARRATIVE_FALLBACK_NOTE, narrative_note
+from countersign.engine import task_runner
+from countersign.engine.books import load_bank_feed
+from countersign.engine.dispatch import dispatch_key, input_digest
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import close_status, load_close, task_rows
+from countersign.engine.workflows.close import inputs
+from countersign.llm import ModelRequest, ModelResponse
+from countersign.specialists import variance
+from countersign.specialists.errors import SpecialistInputError
+from countersign.specialists.narration import MODEL_OFF_FIELD, Narrator
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import start_default_close
 

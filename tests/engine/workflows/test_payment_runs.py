@@ -17,18 +17,23 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from audit.trace import verify_chain
-from cards.certificates import certificate_summary
-from engine.construction import ConstructionDataError, certificates_in_set, load_construction_set, prior_certificates
-from engine.lifecycle import IllegalTransition, Machine, TaskState, check_transition, illegal_pairs
-from engine.orchestrator import EngineContext, advance
-from engine.runs import close_status
-from engine.supervisor import move_task
-from engine.workflows import shipped_handlers
-from engine.workflows.certificates.runs import payment_run_status, start_payment_run, start_payment_runs
-from engine.workflows.certificates.stages import STAGES
-from policy import Workflow
-from specialists.client import open_in_process
+from countersign.audit.trace import verify_chain
+from countersign.cards.certificates import certificate_summary
+from countersign.engine.construction import (
+    ConstructionDataError,
+    certificates_in_set,
+    load_construction_set,
+    prior_certificates,
+)
+from countersign.engine.lifecycle import IllegalTransition, Machine, TaskState, check_transition, illegal_pairs
+from countersign.engine.orchestrator import EngineContext, advance
+from countersign.engine.runs import close_status
+from countersign.engine.supervisor import move_task
+from countersign.engine.workflows import shipped_handlers
+from countersign.engine.workflows.certificates.runs import payment_run_status, start_payment_run, start_payment_runs
+from countersign.engine.workflows.certificates.stages import STAGES
+from countersign.policy import Workflow
+from countersign.specialists.client import open_in_process
 from tests.engine import payment_run_support as support
 from tests.engine.lifecycle_support import cloned_database, new_close, put_task
 from tests.engine.workflow_support import approve_open_gates

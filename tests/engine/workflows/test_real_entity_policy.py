@@ -18,13 +18,13 @@ from typing import Any
 
 import yaml
 
-from cards.evidence import evidence_for
-from countersign.migrate import seed_policy_async
-from countersign.settings import default_config_dir
-from engine.books import load_books
-from engine.orchestrator import advance
-from engine.runs import start_close
-from policy import Policy, load_workflows, parse_policy
+from countersign.bootstrap.migrate import seed_policy_async
+from countersign.bootstrap.settings import default_config_dir
+from countersign.cards.evidence import evidence_for
+from countersign.engine.books import load_books
+from countersign.engine.orchestrator import advance
+from countersign.engine.runs import start_close
+from countersign.policy import Policy, load_workflows, parse_policy
 from tests.support import import_default_principals
 
 RISK = default_config_dir() / "risk.yaml"

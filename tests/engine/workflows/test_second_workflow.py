@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from psycopg import AsyncConnection
 
-from audit.trace import append_event, verify_chain
-from engine.orchestrator import EngineContext, UnknownWorkflow, advance
-from engine.runs import close_status
-from engine.workflows import TaskContext, TaskHandler, UnknownHandler
-from policy import PolicyError
-from specialists.client import open_in_process
+from countersign.audit.trace import append_event, verify_chain
+from countersign.engine.orchestrator import EngineContext, UnknownWorkflow, advance
+from countersign.engine.runs import close_status
+from countersign.engine.workflows import TaskContext, TaskHandler, UnknownHandler
+from countersign.policy import PolicyError
+from countersign.specialists.client import open_in_process
 from tests.engine.workflow_support import approve_open_gates, start_workflow_close, write_workflow
 from tests.support import count
 

@@ -1,0 +1,513 @@
+"""The only code that writes gate decisions.
+
+A decision is recorded only for a known human principal holding the role the gate's tier requires, once per
+(gate, principal), with a unique nonce. Every refusal is traced with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from psycopg import AsyncConnection, errors
+from psycopg.rows import class_row, scalar_row
+from psycopg.types.json import Jsonb
+
+from countersign.audit.person_proof import digest_of_gate
+from countersign.audit.trace import append_event, seal_pending
+from countersign.callbacks.person_signature import (
+    BOARD,
+    SIGNED_CALLBACK,
+    PersonProofRejected,
+    check_passkey_assertion,
+    check_person_signature,
+)
+from countersign.callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
+from countersign.store.gates import GateFacts, GateRecord, read_gate
+from countersign.store.states import DECIDED, Decision, GateStatus, ProofKind
+
+DECISIONS = tuple(decision.value for decision in Decision)
+# What each door's decision carries as proof (the database maps channels to proofs the same way: migration 0017).
+CHANNEL_PROOF = {
+    "slack": ProofKind.PLATFORM_IDENTITY,
+    "teams": ProofKind.PLATFORM_IDENTITY,
+    SIGNED_CALLBACK: ProofKind.ED25519,
+    BOARD: ProofKind.PASSKEY,
+}
+
+
+class GateNotFound(LookupError):
+    def __init__(self, gate_id: str) -> None:
+        super().__init__(f"no gate with id {gate_id!r}")
+        self.gate_id = gate_id
+
+
+class DecisionRefused(Exception):
+    """The responder may not decide this gate. `code` is stable; the message is for people."""
+
+    def __init__(self, gate_id: str, principal: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.gate_id = gate_id
+        self.principal = principal
+        self.code = code
+
+
+class DecisionConflict(Exception):
+    def __init__(self, gate_id: str, principal: str, message: str) -> None:
+        super().__init__(message)
+        self.gate_id = gate_id
+        self.principal = principal
+
+
+@dataclass(frozen=True)
+class DecisionRequest:
+    gate_id: str
+    principal: str
+    decision: str
+    reason: str
+    nonce: str
+    channel: str
+    proof: dict[str, Any] = field(default_factory=dict)
+    """Person-level proof: an Ed25519 signature for signed callbacks, a passkey assertion for the board, the platform
+    identity for Slack and Teams."""
+
+    def digest(self) -> str:
+        body = f"{self.gate_id}\n{normalise_identity(self.principal)}\n{self.decision}\n{self.reason}\n{self.nonce}"
+        if self.proof:  # a replay under the same nonce with another proof is a different request
+            body += "\n" + json.dumps(self.proof, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The gate as its one typed read (`countersign.store.gates`) shows it after a request, and whether the request
+    wrote."""
+
+    gate: GateRecord
+    recorded: bool
+
+    @property
+    def gate_id(self) -> str:
+        return self.gate.gate_id
+
+    @property
+    def status(self) -> GateStatus:
+        return self.gate.status
+
+    @property
+    def quorum(self) -> int:
+        return self.gate.quorum
+
+    @property
+    def approvals(self) -> int:
+        return self.gate.approvals
+
+    @property
+    def rejections(self) -> int:
+        return self.gate.rejections
+
+    @property
+    def decisions(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "principal": d.principal_id,
+                "decision": d.decision.value,
+                "reason": d.reason,
+                "decided_at": d.decided_at.isoformat(),
+                "channel": d.channel,
+            }
+            for d in self.gate.decisions
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gate_id": self.gate_id,
+            "status": self.status.value,
+            "quorum": self.quorum,
+            "approvals": self.approvals,
+            "rejections": self.rejections,
+            "recorded": self.recorded,
+            "decisions": self.decisions,
+        }
+
+
+def check_may_decide(
+    request: DecisionRequest,
+    principal: Principal | None,
+    *,
+    status: GateStatus,
+    role: str,
+    tier: str,
+    preparers: set[str],
+) -> None:
+    """The runtime layer of the decision boundary: raise DecisionRefused (or DecisionConflict) with the reason."""
+    who = normalise_identity(request.principal)
+    gate = request.gate_id
+    if principal is None:
+        raise DecisionRefused(gate, who, "unknown_principal", f"principal {who!r} is not known")
+    if not principal.is_human:
+        raise DecisionRefused(
+            gate, who, "machine_principal", f"principal {who!r} is a machine; only humans decide gates"
+        )
+    if role not in principal.roles:
+        raise DecisionRefused(
+            gate, who, "missing_role", f"principal {who!r} lacks role {role!r} required by tier {tier}"
+        )
+    if principal.principal_id in preparers:
+        raise DecisionRefused(
+            gate,
+            who,
+            "preparer",
+            f"principal {who!r} prepared or requested the work under this gate; someone else must decide it",
+        )
+    if status is GateStatus.EXPIRED:
+        raise DecisionRefused(gate, who, "gate_expired", "the gate expired undecided; the work will be redone")
+    if status is GateStatus.CANCELLED:
+        raise DecisionRefused(gate, who, "gate_cancelled", "the gate was cancelled")
+    if status in DECIDED:
+        if status is not Decision(request.decision).outcome:
+            raise DecisionConflict(gate, who, f"gate already {status}")
+        raise DecisionRefused(gate, who, "already_decided", f"gate already {status}; nothing to add")
+
+
+def _second_vote(request: DecisionRequest, principal_id: str, previous: str) -> DecisionRefused:
+    return DecisionRefused(
+        request.gate_id,
+        principal_id,
+        "already_voted",
+        f"principal {principal_id!r} already decided this gate ({previous})",
+    )
+
+
+def _lock_key(gate_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"gate:{gate_id}".encode()).digest()[:8], "big", signed=True)
+
+
+async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
+    """The gate's state and every decision on it, in the order they were made (one query: `countersign.store.gates`)."""
+    gate = await read_gate(conn, gate_id)
+    if gate is None:
+        raise GateNotFound(gate_id)
+    return GateOutcome(gate, recorded)
+
+
+Seal = Callable[[], Awaitable[object]]
+OnRecorded = Callable[[AsyncConnection[Any], str], Awaitable[list[int]]]
+"""Run on the decision's connection, inside its transaction, once a new decision is written: (conn, gate_id) ->
+the outbox message ids it enqueued (the composition root passes `countersign.engine.outbox.enqueue_card_updates`)."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A decision's outcome and the outbox messages committed with it (to deliver now)."""
+
+    outcome: GateOutcome
+    message_ids: tuple[int, ...] = ()
+
+
+async def record_decision(
+    conn: AsyncConnection[Any], request: DecisionRequest, *, seal: Seal | None = None
+) -> GateOutcome:
+    """Record one decision, or raise. `conn` must be in autocommit mode; this opens its own transaction.
+
+    The decision (or refusal) and its trace event commit together; the event is then sealed into the chain before
+    this returns, by `seal_pending` on `conn`, or by `seal` (a server passes its
+    `countersign.audit.sealer.GroupSealer`).
+    """
+    return (await record_and_announce(conn, request, seal=seal)).outcome
+
+
+async def record_and_announce(
+    conn: AsyncConnection[Any],
+    request: DecisionRequest,
+    *,
+    seal: Seal | None = None,
+    on_recorded: OnRecorded | None = None,
+) -> Recorded:
+    """`record_decision`, and `on_recorded` in the same transaction when a new decision was written: the decision,
+    its trace event and what `on_recorded` writes (the card updates) commit together or not at all. A replay writes
+    nothing and announces nothing.
+
+    The transaction runs in one pipeline (`psycopg` pipeline mode): the statements whose answers nothing waits for
+    travel with the next one that is awaited, so a decision costs four round trips (lock and context; the insert and
+    the gate's new state; `on_recorded`; the commit), every check and every statement unchanged."""
+    if request.decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, not {request.decision!r}")
+    message_ids: list[int] = []
+    try:
+        async with conn.pipeline(), conn.transaction():
+            try:
+                outcome = await _record(conn, request)
+            except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
+                detail = exc.diag.message_primary or str(exc)
+                raise DecisionRefused(
+                    request.gate_id, normalise_identity(request.principal), "refused_by_database", detail
+                ) from None
+            if outcome.recorded and on_recorded is not None:
+                message_ids = await on_recorded(conn, request.gate_id)
+    except DecisionRefused as refused:
+        await _trace_refusal(conn, request, refused)
+        raise
+    finally:
+        await (seal() if seal is not None else seal_pending(conn))
+    return Recorded(outcome, tuple(message_ids))
+
+
+async def refuse(
+    conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str, *, seal: Seal | None = None
+) -> DecisionRefused:
+    """Trace a refusal decided before a principal could be resolved (e.g. a platform says the user is a bot)."""
+    refused = DecisionRefused(request.gate_id, normalise_identity(request.principal), code, message)
+    await _trace_refusal(conn, request, refused)
+    await (seal() if seal is not None else seal_pending(conn))
+    return refused
+
+
+async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, refused: DecisionRefused) -> None:
+    async with conn.transaction():
+        await append_event(
+            conn,
+            actor="callbacks",
+            close_id=await _close_of(conn, request.gate_id),
+            kind="decision_refused",
+            payload={
+                "gate_id": request.gate_id,
+                "principal": request.principal,
+                "decision": request.decision,
+                "code": refused.code,
+                "reason": str(refused),
+                "channel": request.channel,
+            },
+        )
+
+
+async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT close_id::text FROM gate WHERE gate_id = %s", (gate_id,))
+        close_id: str | None = await cur.fetchone()
+    return close_id
+
+
+# Everything a decision is judged on, read in one round trip under the gate's lock. Always exactly one row: the nonce,
+# the gate and (gate, principal) are unique, and the principal lookup is LIMIT 1.
+_DECISION_CONTEXT = (
+    "SELECT r.gate_id::text AS replay_gate, r.request_digest AS replay_digest,"
+    " s.status, g.approver_role AS role, g.tier, g.prepared_by, g.requested_by, g.accepted_proofs,"
+    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision AS previous, p.public_key,"
+    " k.public_key AS passkey_public_key, k.sign_count AS passkey_sign_count,"
+    " g.close_id::text AS close_id, g.task, g.attempt, g.kind AS gate_kind, g.quorum, g.rule, g.subject, g.amount,"
+    " coalesce(g.summary, 'null'::jsonb)::text AS summary_json"
+    " FROM (SELECT 1) AS one"
+    " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
+    " LEFT JOIN gate g ON g.gate_id = %(gate)s"
+    " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
+    f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
+    " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
+    " LEFT JOIN principal_passkey k ON k.credential_id = %(credential)s AND k.principal_id = p.principal_id"
+    "  AND k.revoked_at IS NULL"
+)
+
+
+@dataclass(frozen=True)
+class _DecisionContext:
+    """One row of `_DECISION_CONTEXT`: a replayed nonce's request, the gate, the principal and their earlier vote."""
+
+    replay_gate: str | None
+    replay_digest: str | None
+    status: str | None
+    role: str | None
+    tier: str | None
+    prepared_by: str | None
+    requested_by: list[str] | None
+    accepted_proofs: list[str] | None
+    principal_id: str | None
+    kind: str | None
+    display_name: str | None
+    roles: list[str] | None
+    previous: str | None
+    public_key: bytes | None
+    passkey_public_key: bytes | None
+    passkey_sign_count: int | None
+    close_id: str | None
+    task: str | None
+    attempt: int | None
+    gate_kind: str | None
+    quorum: int | None
+    rule: str | None
+    subject: str | None
+    amount: Decimal | None
+    summary_json: str | None
+
+    @property
+    def principal(self) -> Principal | None:
+        if self.principal_id is None:
+            return None
+        return Principal(self.principal_id, self.kind or "", self.display_name or "", tuple(self.roles or ()))
+
+    def gate_facts(self, gate_id: str) -> GateFacts:
+        """The gate's signed columns (`countersign.store.gates.GateFacts`), read in the same statement as the rest."""
+        assert self.close_id is not None and self.task is not None and self.attempt is not None  # the gate was found
+        assert self.gate_kind is not None and self.quorum is not None and self.rule is not None
+        assert self.role is not None and self.tier is not None
+        assert self.subject is not None and self.summary_json is not None
+        return GateFacts(
+            gate_id,
+            self.close_id,
+            self.task,
+            self.attempt,
+            self.gate_kind,
+            self.tier,
+            self.quorum,
+            self.role,
+            self.rule,
+            self.subject,
+            self.amount,
+            self.summary_json,
+        )
+
+
+async def _check_person_proof(
+    conn: AsyncConnection[Any], request: DecisionRequest, principal: Principal, row: _DecisionContext
+) -> None:
+    """A signed-callback decision carries the person's own Ed25519 signature, a board decision their passkey's
+    assertion (countersign/callbacks/person_signature.py), each over the digest of the gate's summary as the database
+    holds it."""
+    facts = row.gate_facts(request.gate_id)
+    digest = digest_of_gate(facts.digest_fields(), facts.summary_json)
+    try:
+        if request.channel == SIGNED_CALLBACK:
+            check_person_signature(
+                gate_id=request.gate_id,
+                principal=request.principal,
+                principal_id=principal.principal_id,
+                decision=request.decision,
+                reason=request.reason,
+                nonce=request.nonce,
+                proof=request.proof,
+                public_key=row.public_key,
+                summary_digest=digest,
+            )
+            return
+        count = check_passkey_assertion(
+            gate_id=request.gate_id,
+            principal_id=principal.principal_id,
+            decision=request.decision,
+            reason=request.reason,
+            nonce=request.nonce,
+            proof=request.proof,
+            passkey_public_key=row.passkey_public_key,
+            sign_count=row.passkey_sign_count or 0,
+            summary_digest=digest,
+        )
+    except PersonProofRejected as rejected:
+        raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
+    async with conn.cursor() as cur:  # the count only rises: a replayed assertion is refused here by the database
+        await cur.execute("SELECT record_passkey_use(%s, %s)", (request.proof["credential_id"], count))
+
+
+def _check_proof_strength(request: DecisionRequest, row: _DecisionContext) -> None:
+    """The gate's accepted proofs (frozen from risk.yaml when it opened) admit this door's proof; the database
+    checks the same, whoever connects. A rejection says why."""
+    who = normalise_identity(request.principal)
+    proof = CHANNEL_PROOF.get(request.channel)
+    accepted = tuple(row.accepted_proofs or ())
+    if proof is None or proof not in accepted:
+        raise DecisionRefused(
+            request.gate_id,
+            who,
+            "needs_person_key",
+            f"this {row.tier} gate must be signed with the person's own key ({', '.join(accepted)}); a"
+            f" {request.channel} decision cannot decide it: review and sign it on the Close Board",
+        )
+    if request.decision == Decision.REJECT and not request.reason.strip():
+        raise DecisionRefused(request.gate_id, who, "reason_required", "a rejection needs the person's reason")
+
+
+def stored_proof(request: DecisionRequest) -> dict[str, Any]:
+    """The proof as the database checks it: platform identities normalised the way `principal_identity` stores them."""
+    proof = dict(request.proof)
+    if request.channel in ("slack", "teams"):
+        for key in ("tenant", "external_id"):
+            if isinstance(proof.get(key), str):
+                proof[key] = normalise_identity(proof[key])
+    return proof
+
+
+async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
+    digest = request.digest()
+    async with conn.cursor() as cur:  # in a pipeline, sent with the context query (its own statement and snapshot)
+        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(request.gate_id),))
+    async with conn.cursor(row_factory=class_row(_DecisionContext)) as cur:
+        await cur.execute(
+            _DECISION_CONTEXT,
+            {
+                "nonce": request.nonce,
+                "gate": request.gate_id,
+                "key": normalise_identity(request.principal),
+                "credential": request.proof.get("credential_id") if request.channel == BOARD else None,
+            },
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    if row.replay_gate is not None:
+        if row.replay_digest != digest or row.replay_gate != request.gate_id:
+            raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
+        return await gate_outcome(conn, request.gate_id)
+    if row.status is None:
+        raise GateNotFound(request.gate_id)
+    assert row.role is not None and row.tier is not None and row.prepared_by is not None
+    principal = row.principal
+    if principal is not None and principal.is_human and request.channel in (SIGNED_CALLBACK, BOARD):
+        await _check_person_proof(conn, request, principal, row)
+    check_may_decide(
+        request,
+        principal,
+        status=GateStatus(row.status),
+        role=row.role,
+        tier=row.tier,
+        preparers={row.prepared_by, *(row.requested_by or ())},
+    )
+    assert principal is not None
+    if row.previous is not None:
+        raise _second_vote(request, principal.principal_id, row.previous)
+    _check_proof_strength(request, row)
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO gate_decision"
+            " (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
+            (
+                request.gate_id,
+                principal.principal_id,
+                request.decision,
+                request.reason,
+                request.nonce,
+                digest,
+                request.channel,
+                Jsonb(stored_proof(request)),
+            ),
+        )
+        # In a pipeline the gate's read travels with the insert; a refusal by the database surfaces here either way.
+        outcome = await gate_outcome(conn, request.gate_id, recorded=True)
+        inserted = await cur.fetchone()
+    if inserted is None:  # a unique key held: the same nonce committed meanwhile for another gate
+        raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
+    # The database traces the decision itself (`gate_decided`, from the row it admitted: migration 0015).
+    return outcome
+
+
+@dataclass(frozen=True)
+class ChannelCount:
+    channel: str
+    decisions: int
+
+
+async def decisions_by_channel(conn: AsyncConnection[Any]) -> dict[str, int]:
+    """How many decisions each door has recorded (the metrics endpoint reads it)."""
+    async with conn.cursor(row_factory=class_row(ChannelCount)) as cur:
+        await cur.execute("SELECT channel, count(*) AS decisions FROM gate_decision GROUP BY channel")
+        return {row.channel: row.decisions for row in await cur.fetchall()}

@@ -1,0 +1,265 @@
+"""Plain data the chat adapters fill in and the renderers turn into Slack or Teams cards."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+GATE_KINDS = ("approval", "escalation")
+GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled")
+DECISIONS = ("approve", "reject")
+REASON_MAX_CHARS = 1000  # our cap on a reason typed into a chat door (a Slack modal, a Teams card's input)
+
+# Who a card is shown to, when a door renders one card per person (a Teams refresh): what that person may still do.
+MAY_DECIDE = "may_decide"  # the gate waits on them
+APPROVED_BY_VIEWER = "approved"
+REJECTED_BY_VIEWER = "rejected"
+PREPARED_BY_VIEWER = "prepared"  # they prepared or requested the work: someone else decides
+NOT_ENTITLED = "not_entitled"  # not a known person, or without the gate's role
+VIEWER_STATES = (MAY_DECIDE, APPROVED_BY_VIEWER, REJECTED_BY_VIEWER, PREPARED_BY_VIEWER, NOT_ENTITLED)
+
+
+class CardDataError(ValueError):
+    """Card data that cannot be shown. `field` is a path such as `gates[2].quorum`."""
+
+    def __init__(self, field: str, reason: str, source: str = "card data") -> None:
+        super().__init__(f"{source}: {field}: {reason}")
+        self.source = source
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class DecisionLine:
+    principal: str
+    name: str
+    decision: str
+    reason: str
+    decided_at: str
+    channel: str
+
+    def __post_init__(self) -> None:
+        if self.decision not in DECISIONS:
+            raise CardDataError("decision", f"expected one of {DECISIONS}, got {self.decision!r}", "DecisionLine")
+
+
+@dataclass(frozen=True)
+class GateCard:
+    gate_id: str
+    close_id: str
+    entity: str
+    period: str
+    task: str
+    task_title: str
+    kind: str
+    tier: str
+    rule: str
+    quorum: int
+    approvals: int
+    approver_role: str
+    status: str
+    due_at: str
+    overdue: bool
+    summary: Mapping[str, Any] = field(default_factory=dict)
+    decisions: tuple[DecisionLine, ...] = ()
+    page_url: str = (
+        ""  # the gate's page on the Close Board (countersign.cards.links.gate_page_url); "" for a status line's gate
+    )
+    needs_person_key: bool = False  # the gate accepts only a person's own key: decided on the board, never one tap
+
+    def __post_init__(self) -> None:
+        if not self.gate_id:
+            raise CardDataError("gate_id", "must not be empty", "GateCard")
+        if self.needs_person_key and not self.page_url:
+            raise CardDataError("page_url", "a gate that needs a person's own key must link to its page", "GateCard")
+        if self.kind not in GATE_KINDS:
+            raise CardDataError("kind", f"expected one of {GATE_KINDS}, got {self.kind!r}", "GateCard")
+        if self.status not in GATE_STATUSES:
+            raise CardDataError("status", f"expected one of {GATE_STATUSES}, got {self.status!r}", "GateCard")
+        if self.quorum < 1:
+            raise CardDataError("quorum", f"must be at least 1, got {self.quorum}", "GateCard")
+        if self.approvals < 0:
+            raise CardDataError("approvals", f"must not be negative, got {self.approvals}", "GateCard")
+
+    @property
+    def approvals_missing(self) -> int:
+        return max(self.quorum - self.approvals, 0)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The one person a card is rendered for, and a word for them (`prompt`: e.g. a rejection needs a reason)."""
+
+    state: str
+    prompt: str = ""
+
+    def __post_init__(self) -> None:
+        if self.state not in VIEWER_STATES:
+            raise CardDataError("state", f"expected one of {VIEWER_STATES}, got {self.state!r}", "Viewer")
+
+    @property
+    def may_decide(self) -> bool:
+        return self.state == MAY_DECIDE
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    task: str
+    status: str
+    attempt: int
+    reason: str | None = None
+    title: str = ""  # the workflow file's title; the task id when the close recorded none
+
+    @property
+    def display_title(self) -> str:
+        return self.title or self.task
+
+
+@dataclass(frozen=True)
+class StatusCard:
+    close_id: str
+    entity: str
+    period: str
+    status: str
+    status_reason: str | None
+    tasks: tuple[TaskLine, ...]
+    gates: tuple[GateCard, ...]
+
+    @classmethod
+    def from_status_json(cls, d: Mapping[str, Any]) -> StatusCard:
+        """Build from the `close status --json` object. Its gates carry no summary: they get an empty one.
+
+        Task titles come from the object (the workflow file's, recorded when the close started); a task without one
+        is shown by its id.
+        """
+        reader = _Reader(d, "", "close status JSON")
+        entity = reader.text("entity")
+        period = reader.text("period")
+        close_id = reader.text("close_id")
+        tasks = tuple(
+            TaskLine(
+                task=t.text("task"),
+                status=t.text("status"),
+                attempt=t.integer("attempt"),
+                reason=t.optional_text("reason"),
+                title=t.optional_text("title") or "",
+            )
+            for t in reader.objects("tasks")
+        )
+        gates = tuple(_gate_from_status(g, close_id, entity, period) for g in reader.objects("gates"))
+        return cls(
+            close_id=close_id,
+            entity=entity,
+            period=period,
+            status=reader.text("status"),
+            status_reason=reader.optional_text("status_reason"),
+            tasks=tasks,
+            gates=gates,
+        )
+
+
+@dataclass(frozen=True)
+class TraceExportCard:
+    close_id: str
+    entity: str
+    period: str
+    format: str
+    events: int
+    first_seq: int
+    last_seq: int
+    head_hash_hex: str
+    filename: str
+
+
+def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str) -> GateCard:
+    task = g.text("task")
+    decisions = tuple(
+        DecisionLine(
+            principal=d.text("principal"),
+            name=d.optional_text("name") or d.text("principal"),
+            decision=d.choice("decision", DECISIONS),
+            reason=d.optional_text("reason") or "",
+            decided_at=d.text("decided_at"),
+            channel=d.optional_text("channel") or "",
+        )
+        for d in g.objects("decisions", required=False)
+    )
+    return GateCard(
+        gate_id=g.text("gate_id"),
+        close_id=close_id,
+        entity=entity,
+        period=period,
+        task=task,
+        task_title=g.optional_text("title") or task,
+        kind=g.choice("kind", GATE_KINDS),
+        tier=g.text("tier"),
+        rule=g.optional_text("rule") or "",
+        quorum=g.integer("quorum", minimum=1),
+        approvals=g.integer("approvals"),
+        approver_role=g.text("approver_role"),
+        status=g.choice("status", GATE_STATUSES),
+        due_at=g.text("due_at"),
+        overdue=g.flag("overdue"),
+        summary={},
+        decisions=decisions,
+    )
+
+
+class _Reader:
+    """Typed access to one JSON object, naming the field path in every error."""
+
+    def __init__(self, value: object, path: str, source: str) -> None:
+        if not isinstance(value, Mapping):
+            raise CardDataError(path or "$", f"expected an object, got {type(value).__name__}", source)
+        self._value: Mapping[str, Any] = value
+        self._path = path
+        self._source = source
+
+    def _where(self, key: str) -> str:
+        return f"{self._path}.{key}" if self._path else key
+
+    def _error(self, key: str, reason: str) -> CardDataError:
+        return CardDataError(self._where(key), reason, self._source)
+
+    def text(self, key: str) -> str:
+        value = self._value.get(key)
+        if not isinstance(value, str) or not value:
+            raise self._error(key, f"expected a non-empty string, got {value!r}")
+        return value
+
+    def optional_text(self, key: str) -> str | None:
+        value = self._value.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise self._error(key, f"expected a string or null, got {value!r}")
+        return value
+
+    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
+        value = self._value.get(key)
+        if value not in allowed:
+            raise self._error(key, f"expected one of {allowed}, got {value!r}")
+        return str(value)
+
+    def integer(self, key: str, minimum: int = 0) -> int:
+        value = self._value.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._error(key, f"expected an integer, got {value!r}")
+        if value < minimum:
+            raise self._error(key, f"must be at least {minimum}, got {value}")
+        return value
+
+    def flag(self, key: str) -> bool:
+        value = self._value.get(key, False)
+        if not isinstance(value, bool):
+            raise self._error(key, f"expected true or false, got {value!r}")
+        return value
+
+    def objects(self, key: str, required: bool = True) -> list[_Reader]:
+        value = self._value.get(key)
+        if value is None and not required:
+            return []
+        if not isinstance(value, list):
+            raise self._error(key, f"expected a list, got {type(value).__name__}")
+        return [_Reader(item, f"{self._where(key)}[{i}]", self._source) for i, item in enumerate(value)]

@@ -1,0 +1,117 @@
+"""Plain-text notices posted in a close's channels (or to one person), rendered from facts the deliverer read from
+the tables.
+
+The outbox names a template (`gate_overdue`, `checkpoint`, `passkey_enrolled`) and its ids and numbers; these
+functions are the only place the words come from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Protocol
+
+from countersign.cards.escape import slack_data, slack_own
+from countersign.cards.platform_limits import SLACK_SECTION_TEXT_CHARS
+from countersign.cards.text import fit, one_line
+from countersign.money.formatting import format_money
+
+
+def _utc(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def overdue_reminder(
+    *,
+    task_title: str,
+    entity: str,
+    period: str,
+    role: str,
+    missing: int,
+    due_at: dt.datetime,
+    expires_at: dt.datetime | None,
+) -> str:
+    expiry = f" If nobody decides by {_utc(expires_at)}, it expires and the task runs again." if expires_at else ""
+    text = (
+        f"Reminder for role {role}: the {task_title} gate of {entity} {period} was due {_utc(due_at)} and still"
+        f" needs {max(missing, 0)} approval(s). Waiting never approves it.{expiry}"
+    )
+    return fit(text, SLACK_SECTION_TEXT_CHARS)
+
+
+class OverdueGate(Protocol):
+    """What a reminder names, read from a gate row (`countersign.store.gates.GateRecord` has these attributes)."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def entity(self) -> str: ...
+    @property
+    def period(self) -> str: ...
+    @property
+    def approver_role(self) -> str: ...
+    @property
+    def missing(self) -> int: ...
+    @property
+    def due_at(self) -> dt.datetime: ...
+    @property
+    def expires_at(self) -> dt.datetime | None: ...
+
+
+def overdue_reminder_for(gate: OverdueGate) -> str:
+    """The reminder for one overdue gate: the words the channel gets and the trace records."""
+    return overdue_reminder(
+        task_title=gate.title or gate.task,
+        entity=gate.entity,
+        period=gate.period,
+        role=gate.approver_role,
+        missing=gate.missing,
+        due_at=gate.due_at,
+        expires_at=gate.expires_at,
+    )
+
+
+def checkpoint_notice(*, note: str, entity: str | None, period: str | None) -> str:
+    after = f" after sign-off of {entity} {period}" if entity and period else ""
+    return fit(
+        f"Close trace checkpoint{after}. Keep this message: it witnesses the log.\n```\n{note}```",
+        SLACK_SECTION_TEXT_CHARS,
+    )
+
+
+def passkey_enrolled_notice(*, label: str, created_at: dt.datetime, board_url: str) -> str:
+    """The direct message telling a person a passkey was enrolled for them; the label is Slack data, on one line."""
+    passkeys_url = slack_own(f"{board_url.rstrip('/')}/board/passkeys")
+    return fit(
+        f"A passkey named “{one_line(slack_data(label))}” was enrolled for you on the Close Board at"
+        f" {_utc(created_at)}. If this was not you, revoke it at {passkeys_url} and tell your Countersign owner.",
+        SLACK_SECTION_TEXT_CHARS,
+    )
+
+
+def pay_less_notice_post(
+    *,
+    certificate_id: str,
+    currency: str,
+    notified_sum: Decimal,
+    sum_to_pay: Decimal,
+    deadline: dt.date,
+    served_in_time: bool,
+    sha256: str,
+    document: str,
+    locale: str | None = None,
+) -> str:
+    """The channel's copy of a pay-less notice: what it pays, by when it had to be given, then the document itself."""
+    when = (
+        f"given in time (deadline {deadline.isoformat()})"
+        if served_in_time
+        else f"given LATE (deadline {deadline.isoformat()}): the notified sum is payable in full"
+    )
+    head = (
+        f"Pay-less notice for certificate {one_line(certificate_id)}: pays"
+        f" {format_money(sum_to_pay, currency, locale=locale)} of the"
+        f" {format_money(notified_sum, currency, locale=locale)} applied for, {when}. Document SHA-256 {sha256[:16]}…"
+    )
+    return fit(f"{head}\n```\n{document}```", SLACK_SECTION_TEXT_CHARS)

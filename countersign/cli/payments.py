@@ -1,0 +1,298 @@
+"""`countersign payments`: load a month's pay applications, check them without a database, start their runs, and
+read the runs' status.
+
+`load` and `check` read the same inputs (countersign.services.construction_input): a construction data directory in the
+documented JSON format, or CSV, XLSX and text-PDF pay applications with their contracts.json. A bad input is one
+line naming the file, the row (or sheet and row, or page) and the field, exit 2, and nothing is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from countersign.cli.common import console, err, fail, run, runtime
+
+if TYPE_CHECKING:
+    from countersign.services.checking import CheckReport
+    from countersign.services.construction_input import ConstructionInput, ParsedConstruction
+    from countersign.services.starting import StartedPaymentRuns
+
+payments_app = typer.Typer(
+    help="Payment runs: load pay applications, check them, start a month's runs (one per certificate), status.",
+    no_args_is_help=True,
+)
+
+CERTIFICATES_WORKFLOW = "certificates"
+EXIT_HELD = 1
+_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+
+PathArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="A directory (contracts.json with certificates.jsonl and/or .csv, .xlsx, .pdf pay applications), "
+        "or one certificates.jsonl, .csv, .xlsx or .pdf file with the contracts.json beside it."
+    ),
+]
+ContractsOption = Annotated[
+    Path | None, typer.Option("--contracts", help="The contracts.json to use instead of the one beside PATH.")
+]
+
+
+@contextmanager
+def _progress() -> Iterator[Progress]:
+    """Progress on stderr, so stdout stays the tables (or the JSON)."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,  # a pipe or a log gets the one-line error alone
+    ) as progress:
+        yield progress
+
+
+def _read_input(path: Path, contracts: Path | None) -> tuple[ConstructionInput, ParsedConstruction]:
+    """PATH read and parsed, with progress per file; a bad input fails with its one line and exit 2."""
+    from countersign.services.construction_input import INPUT_ERRORS, parse_construction_input, read_construction_input
+
+    with _progress() as progress:
+        task = progress.add_task(f"reading {escape(path.name)}", total=None)
+
+        def read_one(name: str) -> None:
+            progress.update(task, description=f"read {escape(name)}")
+
+        try:
+            construction = read_construction_input(path, contracts_file=contracts, on_file=read_one)
+            progress.update(task, description="checking every record")
+            return construction, parse_construction_input(construction)
+        except INPUT_ERRORS as exc:
+            progress.stop()
+            fail(str(exc))
+            raise AssertionError("unreachable") from exc
+
+
+def _origin(sources: Any, fallback: str) -> str:
+    """Where a certificate came from: the file (and sheet or page) of its id, or the JSON file it was listed in."""
+    where = str(sources.get("id", "")) if sources else ""
+    return where or fallback
+
+
+@payments_app.command("load")
+def payments_load(
+    path: PathArgument,
+    contracts: ContractsOption = None,
+    by: Annotated[str, typer.Option(help="Who loads it (recorded in the trace).")] = "countersign-cli",
+) -> None:
+    """Load pay applications as a construction set: everything is read and checked before anything is written."""
+    from countersign.bootstrap.runtime import connection
+    from countersign.services.construction_input import INPUT_ERRORS
+    from countersign.services.loading import load_construction_input
+
+    construction, parsed = _read_input(path, contracts)
+    rt = runtime()
+
+    async def go() -> int:
+        async with connection(rt) as conn:
+            return await load_construction_input(conn, construction, loaded_by=by)
+
+    with _progress() as progress:
+        progress.add_task(f"loading {len(parsed.certificates)} certificates", total=None)
+        try:
+            set_id = run(go)
+        except INPUT_ERRORS as exc:
+            progress.stop()
+            fail(str(exc))
+            return
+    table = Table("certificate", "contract", "no.", "period", "date", "amount due", "read from")
+    for certificate in parsed.certificates:
+        currency = parsed.contracts[certificate.contract].currency
+        due = Decimal(certificate.totals.amount_due_minor).scaleb(-2)
+        table.add_row(
+            escape(certificate.id),
+            escape(certificate.contract),
+            str(certificate.number),
+            certificate.period,
+            certificate.date.isoformat(),
+            _amount(due, currency, rt.settings.locale),
+            escape(_origin(certificate.sources, "certificates.jsonl")),
+        )
+    console.print(
+        f"loaded construction set [bold]{set_id}[/] from {escape(construction.source)}: "
+        f"{len(parsed.contracts)} contracts, {len(parsed.certificates)} certificates "
+        f"({', '.join(escape(name) for name in construction.files)})",
+        highlight=False,
+    )
+    console.print(table)
+
+
+@payments_app.command("check")
+def payments_check(
+    path: PathArgument,
+    contracts: ContractsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The checks alone, with no database and nothing started: exit 0 when nothing is held, 1 when something is,
+    2 on bad input."""
+    from countersign.services.checking import check_certificates
+
+    _construction, parsed = _read_input(path, contracts)
+    report = check_certificates(parsed.contracts, parsed.certificates)
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_json(), indent=2) + "\n")
+    else:
+        _print_check(report)
+    if report.held:
+        raise typer.Exit(EXIT_HELD)
+
+
+def _print_check(report: CheckReport) -> None:
+    from countersign.policy.wording import in_words
+    from countersign.services.checking import CheckVerdict
+
+    table = Table("certificate", "contract", "no.", "date", "amount due", "verdict", "why", title="in submission order")
+    for c in report.certificates:
+        if c.duplicate is not None:
+            why = f"duplicate of {c.duplicate.other_certificate}"
+        else:
+            why = ", ".join(in_words(v.invariant) for v in c.violations)
+        table.add_row(
+            escape(c.certificate_id),
+            escape(c.contract_id),
+            str(c.number),
+            c.submitted_on.isoformat(),
+            str(c.amount_due),
+            "[bold red]held[/]" if c.verdict == CheckVerdict.HELD else "clear",
+            escape(why),
+        )
+    console.print(
+        f"[bold]{len(report.certificates)} certificates checked[/]: {len(report.held)} held, "
+        f"{len(report.certificates) - len(report.held)} clear",
+        highlight=False,
+    )
+    console.print(table)
+    for c in report.held:
+        console.print(f"[bold]{escape(c.certificate_id)}[/] ({escape(c.contract_id)} no. {c.number}) held:")
+        if c.duplicate is not None:
+            console.print(
+                f"  duplicate of [bold]{escape(c.duplicate.other_certificate)}[/] line "
+                f"{escape(c.duplicate.other_line)}, overlap {c.duplicate.overlap}: {escape(c.duplicate.explanation)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        for v in c.violations:
+            amounts = "; ".join(f"{name} {money}" for name, money in v.amounts.items())
+            console.print(
+                f"  {escape(v.invariant)}: {escape(v.explanation)}" + (f" — {escape(amounts)}" if amounts else ""),
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
+@payments_app.command("start")
+def payments_start(
+    period: Annotated[str, typer.Option("--period", help="Month YYYY-MM whose certificates get their runs.")],
+    set_id: Annotated[
+        int | None, typer.Option("--set", help="Construction set id (default: the latest with the month).")
+    ] = None,
+    by: Annotated[str, typer.Option(help="Who starts them (recorded in the trace).")] = "countersign-cli",
+) -> None:
+    """Start one payment run per certificate submitted in the month; refuses a month already started."""
+    from countersign.bootstrap.runtime import connection, start_rules
+    from countersign.engine.workflows.certificates.runs import UnknownConstructionSet
+    from countersign.services.starting import start_payment_runs_for_month
+
+    if not _MONTH.fullmatch(period):
+        fail(f"--period must be a month YYYY-MM, got {period!r}")
+    rt = runtime()
+
+    async def go() -> StartedPaymentRuns:
+        async with connection(rt) as conn:
+            return await start_payment_runs_for_month(
+                conn, start_rules(rt, CERTIFICATES_WORKFLOW), period=period, set_id=set_id, started_by=by
+            )
+
+    try:
+        started = run(go)
+    except UnknownConstructionSet as exc:
+        fail(str(exc))
+        return
+    console.print(
+        f"started [bold]{len(started.close_ids)}[/] payment runs for {started.period} "
+        f"on construction set {started.set_id}; `countersign worker` (or `close advance --close ID`) runs them",
+        highlight=False,
+    )
+    table = Table("payment run (close id)")
+    for close_id in started.close_ids:
+        table.add_row(close_id)
+    console.print(table)
+
+
+@payments_app.command("status")
+def payments_status_command(
+    period: Annotated[str | None, typer.Option("--period", help="Month YYYY-MM (default: every month).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """One line per certificate: amount to certify, stage, gate tier and status, escalation, certified."""
+    from countersign.bootstrap.runtime import connection
+    from countersign.cards.model import CardDataError
+    from countersign.cards.payments import payments_card
+    from countersign.engine.workflows.certificates.runs import payment_run_status
+    from countersign.policy.wording import in_words
+
+    if period is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
+        fail(f"--period must be a month YYYY-MM, got {period!r}")
+    rt = runtime()
+
+    async def go() -> list[dict[str, Any]]:
+        async with connection(rt) as conn:
+            return await payment_run_status(conn, period=period)
+
+    rows = run(go)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    try:
+        card = payments_card(rows, period)
+    except CardDataError as exc:
+        fail(str(exc))
+        return
+    table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
+    for line in card.runs:
+        amount = (
+            "—"
+            if line.amount_to_certify is None
+            else _amount(line.amount_to_certify, line.currency, rt.settings.locale)
+        )
+        gate = "—" if line.gate_status is None else f"{line.gate_tier}: {in_words(line.gate_status)}"
+        table.add_row(
+            escape(line.certificate_id),
+            escape(line.contract_id),
+            amount.strip(),
+            escape(in_words(line.stage)),
+            escape(gate),
+            in_words(line.escalation or ""),
+            "yes" if line.certified else "no",
+        )
+    console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")
+    console.print(table)
+
+
+def _amount(amount: Decimal, currency: str | None, locale: str) -> str:
+    """The amount with its currency in the locale, as the payment card shows it; a run without a currency shows the
+    figure alone."""
+    from countersign.money.formatting import format_amount, format_money
+
+    return format_amount(amount) if currency is None else format_money(amount, currency, locale=locale)

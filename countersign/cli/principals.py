@@ -1,0 +1,131 @@
+"""`countersign principals`: import people and machines, make a person's key pair, issue API tokens."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from countersign.cli.common import console, fail, run, runtime
+
+principals_app = typer.Typer(help="People and machines that act on closes.", no_args_is_help=True)
+
+
+@principals_app.command("import")
+def principals_import(
+    file: Annotated[Path, typer.Argument(help="YAML file with a `principals` list, or a CSV file.")],
+) -> None:
+    """Load or refresh principals (humans and machines), their roles and public keys (`public_key`, base64)."""
+    from countersign.bootstrap.runtime import connection
+    from countersign.callbacks.principals import parse_principals, upsert_principals
+
+    rt = runtime()
+
+    async def go() -> int:
+        async with connection(rt, "owner") as conn:
+            return await upsert_principals(conn, parse_principals(file))
+
+    console.print(f"imported {run(go)} principals")
+
+
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+
+
+@principals_app.command("keygen")
+def principals_keygen(
+    name: Annotated[str, typer.Argument(help="The principal the key belongs to (becomes NAME.key and NAME.pub).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the key files.")] = Path("."),
+) -> None:
+    """Write a person's Ed25519 key pair: NAME.key (private, PKCS8 PEM, mode 0600) and NAME.pub (base64)."""
+    from countersign.audit.person_proof import generate_key_pair, public_key_text
+
+    if not KEY_NAME.fullmatch(name):
+        fail(f"NAME {name!r} must be 1-128 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")
+        return
+    private_path, public_path = out / f"{name}.key", out / f"{name}.pub"
+    for path in (private_path, public_path):
+        if path.exists():
+            fail(f"{path} already exists; refusing to overwrite a key")
+            return
+    private_pem, public_raw = generate_key_pair()
+    public_text = public_key_text(public_raw)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(private_pem)
+        public_path.write_text(public_text + "\n")
+    except OSError as exc:
+        fail(f"cannot write the key files in {out}: {exc.strerror or exc}")
+        return
+    console.print(f"private key: {escape(str(private_path))} (keep it with {escape(name)}; never share it)")
+    console.print(f"public key:  {public_text}")
+    console.print(
+        "Register it: add `public_key: "
+        + public_text
+        + f"` to {escape(name)}'s entry in your principals YAML (or the public_key column of the CSV),"
+        " then run `countersign principals import FILE`. Signed-callback decisions by this person must then carry"
+        " a signature by this key."
+    )
+
+
+@principals_app.command("enroll")
+def principals_enroll(
+    name: Annotated[str, typer.Argument(help="The person who will enrol a passkey (an active human principal).")],
+    hours: Annotated[int, typer.Option("--hours", min=1, max=168, help="How long the link works.")] = 24,
+) -> None:
+    """Print a one-time link with which NAME enrols a passkey on the Close Board (as the owner; traced)."""
+    from countersign.audit.trace import seal_pending
+    from countersign.bootstrap.runtime import connection
+    from countersign.callbacks.passkeys import PasskeyRefused, issue_enrolment
+    from countersign.callbacks.principals import normalise_identity
+
+    rt = runtime()
+    principal = normalise_identity(name)
+
+    async def go() -> str:
+        async with connection(rt, "owner") as conn:
+            async with conn.transaction():
+                token = await issue_enrolment(conn, principal, issued_by="countersign-cli", hours=hours)
+            await seal_pending(conn)
+            return token
+
+    try:
+        token = run(go)
+    except PasskeyRefused as exc:
+        fail(str(exc))
+        return
+    link = f"{rt.settings.board_url.rstrip('/')}/board/enrol#token={token}"
+    console.print(f"enrolment link for {escape(principal)} (works once, for {hours} h):")
+    print(link)  # plain, so it can be copied or piped; the token is after '#', so no server ever logs it
+    console.print(
+        "Give it to the person over a channel you trust. Whoever opens it first enrols a key for them: the"
+        " enrolment is traced and shown on their passkey page, where they can revoke a key they do not know."
+    )
+
+
+@principals_app.command("token")
+def principals_token(
+    name: Annotated[str, typer.Argument(help="The principal the token reads as.")],
+    revoke: Annotated[bool, typer.Option("--revoke", help="Revoke every live token of NAME instead.")] = False,
+) -> None:
+    """Print a new API token for `GET /closes/{id}` (shown once; only its SHA-256 is stored), or revoke them."""
+    from countersign.bootstrap.runtime import connection
+    from countersign.callbacks.callers import issue_token, revoke_tokens
+
+    rt = runtime()
+
+    async def go() -> str | int:
+        async with connection(rt, "owner") as conn:
+            return await (revoke_tokens(conn, name) if revoke else issue_token(conn, name))
+
+    result = run(go)
+    if revoke:
+        console.print(f"revoked {result} token(s) of {name}")
+    else:
+        sys.stdout.write(f"{result}\n")

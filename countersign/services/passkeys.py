@@ -1,0 +1,301 @@
+"""Passkey ceremonies for the Close Board: enrol with an owner's one-time link, sign in, and sign a decision.
+
+Each ceremony is two steps: options (a fresh challenge, stored and usable once) and the browser's response, verified
+with the `webauthn` library against this board's relying-party id and origin (`BoardOrigin`). A decision's challenge
+is not random: it is the SHA-256 of the canonical decision message (`countersign.audit.person_proof.decision_message`),
+and that
+message carries the digest of the gate's summary, so what the person saw is what the person signed. The decision
+writer verifies the assertion again before it records the row, and the engine once more before the decision counts.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from psycopg import AsyncConnection
+from webauthn import (
+    generate_authentication_options,
+    generate_registration_options,
+    options_to_json,
+    verify_authentication_response,
+    verify_registration_response,
+)
+from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
+from webauthn.helpers.exceptions import WebAuthnException
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from countersign.audit.person_proof import decision_challenge, decision_message, digest_of_gate
+from countersign.callbacks import passkeys as store
+from countersign.callbacks.callers import Caller
+from countersign.callbacks.decision_writer import DecisionRequest, OnRecorded, Recorded, Seal, record_and_announce
+from countersign.callbacks.passkeys import PasskeyRefused, Session
+from countersign.store.gates import read_gate
+from countersign.store.states import Decision, GateStatus
+
+__all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
+
+RP_NAME = "Countersign Close Board"
+MAX_RESPONSE_CHARS = 16_384
+MAX_LABEL_CHARS = 80
+MAX_REASON_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class BoardOrigin:
+    """Where the board is served: the passkeys' relying-party id (its host) and the origin browsers report."""
+
+    rp_id: str
+    origin: str
+
+    @classmethod
+    def from_url(cls, board_url: str) -> BoardOrigin:
+        parts = urlsplit(board_url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"COUNTERSIGN_BOARD_URL must be an http(s) URL with a host, got {board_url!r}")
+        if parts.scheme == "http" and parts.hostname != "localhost":
+            raise ValueError(f"COUNTERSIGN_BOARD_URL must be https (passkeys need a secure origin), got {board_url!r}")
+        return cls(rp_id=parts.hostname, origin=f"{parts.scheme}://{parts.netloc}")
+
+
+def _response(text: Any) -> dict[str, Any]:
+    """A browser's PublicKeyCredential JSON, bounded; PasskeyRefused naming what is wrong otherwise."""
+    if isinstance(text, str):
+        if len(text) > MAX_RESPONSE_CHARS:
+            raise PasskeyRefused("the passkey response is larger than any authenticator sends")
+        try:
+            text = json.loads(text)
+        except json.JSONDecodeError:
+            raise PasskeyRefused("the passkey response is not JSON") from None
+    if not isinstance(text, dict) or not isinstance(text.get("id"), str) or not isinstance(text.get("response"), dict):
+        raise PasskeyRefused("the passkey response has no credential id or response")
+    if len(json.dumps(text)) > MAX_RESPONSE_CHARS:
+        raise PasskeyRefused("the passkey response is larger than any authenticator sends")
+    return text
+
+
+def _challenge_of(response: dict[str, Any]) -> bytes:
+    """The challenge the browser says it answered (the signature covers it; the store says whether we issued it)."""
+    try:
+        client_data = json.loads(base64url_to_bytes(str(response["response"]["clientDataJSON"])))
+        return base64url_to_bytes(str(client_data["challenge"]))
+    except (KeyError, TypeError, ValueError):
+        raise PasskeyRefused("the passkey response carries no readable client data") from None
+
+
+# --- enrolment -----------------------------------------------------------------------------------------------------
+
+
+async def enrolment_options(conn: AsyncConnection[Any], token: str, board: BoardOrigin) -> dict[str, Any]:
+    """Creation options for the person the token names; PasskeyRefused when the link is used, expired or unknown."""
+    enrolment = await store.enrolment_for(conn, token)
+    if enrolment is None:
+        raise PasskeyRefused("this enrolment link is unknown, already used or expired: ask the owner for a new one")
+    existing = await store.passkeys_of(conn, enrolment.principal_id)
+    options = generate_registration_options(
+        rp_id=board.rp_id,
+        rp_name=RP_NAME,
+        user_id=enrolment.user_handle,
+        user_name=enrolment.principal_id,
+        user_display_name=enrolment.display_name,
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.REQUIRED, user_verification=UserVerificationRequirement.REQUIRED
+        ),
+        exclude_credentials=[
+            PublicKeyCredentialDescriptor(id=base64url_to_bytes(k.credential_id)) for k in existing if not k.revoked_at
+        ],
+    )
+    await store.store_challenge(conn, options.challenge, "enrol", principal_id=enrolment.principal_id)
+    return {"options": json.loads(options_to_json(options)), "display_name": enrolment.display_name}
+
+
+async def complete_enrolment(
+    conn: AsyncConnection[Any], token: str, response_text: Any, label: str, board: BoardOrigin
+) -> str:
+    """Verify the new credential and redeem the token with it (one transaction); returns the principal enrolled."""
+    response = _response(response_text)
+    label = " ".join(str(label or "").split())[:MAX_LABEL_CHARS] or "passkey"
+    async with conn.transaction():
+        challenge = await store.use_challenge(conn, _challenge_of(response), "enrol")
+        enrolment = await store.enrolment_for(conn, token)
+        if enrolment is None or enrolment.principal_id != challenge.principal_id:
+            raise PasskeyRefused("this passkey was not created for this enrolment link")
+        try:
+            verified = verify_registration_response(
+                credential=response,
+                expected_challenge=challenge.challenge,
+                expected_rp_id=board.rp_id,
+                expected_origin=board.origin,
+                require_user_verification=True,
+            )
+        except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
+            raise PasskeyRefused(f"the new passkey does not verify: {exc}") from None
+        return await store.redeem_enrolment(
+            conn,
+            token,
+            credential_id=bytes_to_base64url(verified.credential_id),
+            public_key=verified.credential_public_key,
+            label=label,
+        )
+
+
+# --- sign-in -------------------------------------------------------------------------------------------------------
+
+
+async def sign_in_options(conn: AsyncConnection[Any], board: BoardOrigin) -> dict[str, Any]:
+    """Request options for a discoverable passkey: the person picks theirs, no name is typed."""
+    options = generate_authentication_options(rp_id=board.rp_id, user_verification=UserVerificationRequirement.REQUIRED)
+    await store.store_challenge(conn, options.challenge, "sign_in")
+    return {"options": json.loads(options_to_json(options))}
+
+
+def _verify_assertion(response: dict[str, Any], challenge: bytes, passkey: store.Passkey, board: BoardOrigin) -> int:
+    try:
+        verified = verify_authentication_response(
+            credential=response,
+            expected_challenge=challenge,
+            expected_rp_id=board.rp_id,
+            expected_origin=board.origin,
+            credential_public_key=passkey.public_key,
+            credential_current_sign_count=passkey.sign_count,
+            require_user_verification=True,
+        )
+    except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
+        raise PasskeyRefused(f"the passkey assertion does not verify: {exc}") from None
+    return int(verified.new_sign_count)
+
+
+async def complete_sign_in(conn: AsyncConnection[Any], response_text: Any, board: BoardOrigin) -> Session:
+    """Verify the assertion and open a session for its person (one transaction)."""
+    response = _response(response_text)
+    async with conn.transaction():
+        challenge = await store.use_challenge(conn, _challenge_of(response), "sign_in")
+        passkey = await store.live_passkey(conn, str(response["id"]))
+        if passkey is None:
+            raise PasskeyRefused("this passkey is not enrolled, or it was revoked, or its person is no longer active")
+        count = _verify_assertion(response, challenge.challenge, passkey, board)
+        await store.record_use(conn, passkey.credential_id, count)
+        return await store.open_session(conn, passkey.principal_id, passkey.credential_id)
+
+
+async def viewer_for(conn: AsyncConnection[Any], token: str | None) -> tuple[Caller, str] | None:
+    """The signed-in person and their session's CSRF token, or None."""
+    return None if not token else await store.session_viewer(conn, token)
+
+
+async def sign_out(conn: AsyncConnection[Any], token: str) -> None:
+    await store.end_session(conn, token)
+
+
+async def passkeys_of(conn: AsyncConnection[Any], principal_id: str) -> list[store.Passkey]:
+    return await store.passkeys_of(conn, principal_id)
+
+
+async def revoke_passkey(conn: AsyncConnection[Any], principal_id: str, credential_id: str) -> bool:
+    """Revoke one of the person's own passkeys (and end the sessions it opened); False when it was not theirs."""
+    return await store.revoke(conn, principal_id, credential_id)
+
+
+# --- a decision signed with a passkey --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecisionToSign:
+    """What the person is asked to sign: the options for the browser and the message, shown in words."""
+
+    options: dict[str, Any]
+    message: dict[str, Any]
+
+
+async def decision_options(
+    conn: AsyncConnection[Any], viewer: Caller, gate_id: str, decision: str, reason: str, board: BoardOrigin
+) -> DecisionToSign:
+    """The canonical decision message for this person, gate, decision and reason, and request options whose challenge
+    is its SHA-256, limited to the person's own passkeys. Nothing is recorded until the signed response returns."""
+    if decision not in tuple(d.value for d in Decision):
+        raise PasskeyRefused(f"decision must be approve or reject, not {decision!r}")
+    reason = str(reason or "").strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise PasskeyRefused(f"the reason is longer than {MAX_REASON_CHARS} characters")
+    if decision == Decision.REJECT and not reason:
+        raise PasskeyRefused("a rejection needs your reason")
+    gate = await read_gate(conn, gate_id)
+    if gate is None:
+        raise PasskeyRefused("there is no such gate")
+    if gate.status is not GateStatus.OPEN:
+        raise PasskeyRefused(f"this gate is {gate.status.value}; there is nothing to sign")
+    own = [k for k in await store.passkeys_of(conn, viewer.principal_id) if k.revoked_at is None]
+    if not own:
+        raise PasskeyRefused("you hold no passkey: ask the owner for an enrolment link")
+    fields = {
+        "gate_id": gate.gate_id,
+        "principal": viewer.principal_id,
+        "decision": decision,
+        "reason": reason,
+        "nonce": f"board-{secrets.token_hex(16)}",
+        "signed_at": int(time.time()),
+        "summary_digest": digest_of_gate(gate.facts.digest_fields(), gate.facts.summary_json),
+    }
+    message = decision_message(**fields)  # type: ignore[arg-type]
+    challenge = decision_challenge(message)
+    options = generate_authentication_options(
+        rp_id=board.rp_id,
+        challenge=challenge,
+        allow_credentials=[PublicKeyCredentialDescriptor(id=base64url_to_bytes(k.credential_id)) for k in own],
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    await store.store_challenge(
+        conn, challenge, "decide", principal_id=viewer.principal_id, gate_id=gate.gate_id, message=message
+    )
+    return DecisionToSign(json.loads(options_to_json(options)), fields)
+
+
+async def complete_decision(
+    conn: AsyncConnection[Any],
+    viewer: Caller,
+    gate_id: str,
+    response_text: Any,
+    board: BoardOrigin,
+    *,
+    seal: Seal | None = None,
+    on_recorded: OnRecorded | None = None,
+) -> Recorded:
+    """Record the decision the person signed: the challenge must be one this board issued to this person for this
+    gate, unused (a replayed assertion is refused); the decision writer verifies the assertion before the row."""
+    response = _response(response_text)
+    challenge = await store.use_challenge(conn, _challenge_of(response), "decide")
+    if challenge.principal_id != viewer.principal_id or challenge.gate_id != gate_id or challenge.message is None:
+        raise PasskeyRefused("this signature was asked for another person or another gate")
+    fields = json.loads(challenge.message)
+    inner = response["response"]
+    proof = {
+        "kind": "passkey",
+        "credential_id": str(response["id"]),
+        "authenticator_data": str(inner.get("authenticatorData", "")),
+        "client_data_json": str(inner.get("clientDataJSON", "")),
+        "signature": str(inner.get("signature", "")),
+        "signed_at": int(fields["signed_at"]),
+        "rp_id": board.rp_id,
+        "origin": board.origin,
+    }
+    if isinstance(inner.get("userHandle"), str):
+        proof["user_handle"] = inner["userHandle"]
+    request = DecisionRequest(
+        gate_id=gate_id,
+        principal=viewer.principal_id,
+        decision=str(fields["decision"]),
+        reason=str(fields["reason"]),
+        nonce=str(fields["nonce"]),
+        channel="board",
+        proof=proof,
+    )
+    return await record_and_announce(conn, request, seal=seal, on_recorded=on_recorded)

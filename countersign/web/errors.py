@@ -1,0 +1,62 @@
+"""The HTTP door's one table from use-case errors to answers: status code, error code, detail.
+
+Every web router answers a service error through `error_response`; the bodies are `{"error": code, "detail": ...}`
+(`ErrorBody`), as the OpenAPI pages document them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+
+from countersign.callbacks.person_signature import PERSON_SIGNATURE_REJECTED
+from countersign.policy.command_roles import PAYMENTS, READ_CLOSE, TRACE_EXPORT
+from countersign.services.decide import DecisionConflict, DecisionRefused, GateNotFound
+from countersign.services.errors import CloseNotFound, Forbidden, NoCloseStarted, Unauthenticated
+
+
+class ErrorBody(BaseModel):
+    error: str
+    detail: str
+    field: str | None = None
+
+
+# What a refused reader was trying to do, in the words of a 403's detail.
+DOING = {READ_CLOSE: "reading a close", PAYMENTS: "reading payment runs", TRACE_EXPORT: "exporting a trace"}
+
+
+def _forbidden(exc: Forbidden) -> tuple[int, str, str]:
+    doing = DOING.get(exc.command, f"`{exc.command}`")
+    return 403, "forbidden", f"{exc.access.reason}: {doing} needs one of the roles {', '.join(exc.access.needed)}"
+
+
+def _refused(exc: DecisionRefused) -> tuple[int, str, str]:
+    return (401 if exc.code == PERSON_SIGNATURE_REJECTED else 403), exc.code, str(exc)
+
+
+# error type -> (status code, error code, detail); the first entry the error is an instance of answers.
+HTTP_ERRORS: dict[type[Exception], Callable[[Any], tuple[int, str, str]]] = {
+    Unauthenticated: lambda exc: (401, "unauthenticated", exc.reason),
+    Forbidden: _forbidden,
+    CloseNotFound: lambda exc: (404, "close_not_found", str(exc)),
+    NoCloseStarted: lambda exc: (404, "close_not_found", str(exc)),
+    GateNotFound: lambda exc: (404, "gate_not_found", str(exc)),
+    DecisionRefused: _refused,
+    DecisionConflict: lambda exc: (409, "conflict", str(exc)),
+}
+SERVICE_ERRORS = tuple(HTTP_ERRORS)  # `except SERVICE_ERRORS as exc: return error_response(exc)`
+
+
+def error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    """A door's own refusal (a body it cannot parse, a signature it rejects) in the same shape."""
+    return JSONResponse({"error": code, "detail": message, **extra}, status_code=status)
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    for kind, answer in HTTP_ERRORS.items():
+        if isinstance(exc, kind):
+            return error(*answer(exc))
+    raise exc
