@@ -536,7 +536,7 @@ def test_every_function_written_since_0015_fixes_its_path_in_its_own_definition(
     """Migrations 0001-0014 created thirteen functions without a fixed path; 0015 sets it on every function in the
     schema (and the catalog test above holds the live database to it). Every migration since writes it into each
     definition, so a function is never, even between two statements, resolvable through a caller's path."""
-    versions = sorted((PROJECT_ROOT / "migrations" / "versions").glob("00*.py"))
+    versions = sorted((PROJECT_ROOT / "countersign" / "migrations" / "versions").glob("00*.py"))
     later = [path for path in versions if int(path.name[:4]) >= 15]
     assert later, "no migrations from 0015 on were found"
     offenders = {path.name: functions_without_a_fixed_path(path.read_text()) for path in later}

@@ -2,7 +2,8 @@
 
 1. Runtime: `callbacks` refuses machines and the rest (tests/web/test_signed_callback.py,
    tests/callbacks/test_refusals.py).
-2. Static: an import-linter contract says `engine` cannot import `callbacks` or `bot`.
+2. Static: the import-linter layers contract puts `engine` beside `callbacks` (neither imports the other) and
+   below the doors.
 3. Database: the engine's role cannot write decisions; the callbacks role can only insert them.
 4. Single writer: no module outside `countersign/callbacks/` writes the decisions table.
 """
@@ -24,26 +25,31 @@ import pytest
 from countersign.bootstrap.database import CALLBACKS_ROLE, ENGINE_ROLE, Database
 from countersign.bootstrap.settings import PROJECT_ROOT
 
-# Every package the import contracts name, read from pyproject.toml, so a new room is copied into the negative controls.
-PACKAGES = tuple(tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"])
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # --- layer 2: static ----------------------------------------------------------------------------------------
 
 
-def _engine_contract() -> dict[str, Any]:
+def layers() -> list[set[str]]:
+    """The layers contract's rooms, top floor first, each line's independent rooms as one set."""
     config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
-    contracts = config["tool"]["importlinter"]["contracts"]
-    return next(c for c in contracts if c["source_modules"] == ["engine"] and c["type"] == "forbidden")
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    assert contract["containers"] == ["countersign"] and contract.get("exhaustive") is True
+    return [{room.strip() for room in line.split("|")} for line in contract["layers"]]
 
 
-def test_the_import_contract_forbids_engine_from_reaching_callbacks_and_bot() -> None:
-    contract = _engine_contract()
-    assert {"callbacks", "bot"} <= set(contract["forbidden_modules"])
-    assert not contract.get("allow_indirect_imports", False)
+def floor_of(room: str) -> int:
+    return next(index for index, line in enumerate(layers()) if room in line)
 
 
-def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+def test_the_layers_put_the_engine_apart_from_the_decision_writer_and_below_the_doors() -> None:
+    # Rooms on one line are independent: neither imports the other, directly or through a third room.
+    assert floor_of("engine") == floor_of("callbacks")
+    for door in ("bot", "web", "board", "services", "bootstrap", "cli"):
+        assert floor_of(door) < floor_of("engine"), door
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
@@ -56,37 +62,39 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_repository_keeps_the_import_contracts() -> None:
-    done = _lint_imports(PROJECT_ROOT)
+    done = lint_imports(PROJECT_ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _throwaway_copy(tmp_path: Path) -> Path:
+def throwaway_copy(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
-    for package in PACKAGES:
-        shutil.copytree(PROJECT_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PROJECT_ROOT / "countersign", root / "countersign", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
     return root
 
 
 @pytest.mark.parametrize(
-    "violation", ["import countersign.callbacks.decision_writer\n", "from bot import *  # noqa: F403\n"]
+    "violation",
+    ["import countersign.callbacks.decision_writer\n", "from countersign.bot import *  # noqa: F403\n"],
 )
 def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp_path: Path, violation: str) -> None:
-    root = _throwaway_copy(tmp_path)
-    (root / "engine" / "shortcut.py").write_text(violation)
-    done = _lint_imports(root)
+    root = throwaway_copy(tmp_path)
+    (root / "countersign" / "engine" / "shortcut.py").write_text(violation)
+    done = lint_imports(root)
     assert done.returncode != 0
-    assert "engine never reaches the decision writer" in done.stdout
-    assert "BROKEN" in done.stdout
+    assert "one layer model: each room imports only the rooms below it BROKEN" in done.stdout
+    assert "countersign.engine.shortcut" in done.stdout
 
 
 def test_an_indirect_path_to_callbacks_also_breaks_the_contract(tmp_path: Path) -> None:
-    root = _throwaway_copy(tmp_path)
-    (root / "policy" / "leak.py").write_text("import countersign.callbacks.decision_writer\n")
-    (root / "engine" / "via_policy.py").write_text("import policy.leak\n")
-    done = _lint_imports(root)
-    assert done.returncode != 0 and "engine never reaches the decision writer" in done.stdout
+    root = throwaway_copy(tmp_path)
+    (root / "countersign" / "specialists" / "leak.py").write_text("import countersign.callbacks.decision_writer\n")
+    (root / "countersign" / "engine" / "via_specialists.py").write_text("import countersign.specialists.leak\n")
+    done = lint_imports(root)
+    assert done.returncode != 0 and "BROKEN" in done.stdout
+    # The chain through the specialists is named, not only the specialists' own upward import.
+    assert "countersign.engine.via_specialists" in done.stdout, done.stdout
 
 
 # --- layer 3: database ---------------------------------------------------------------------------------------
@@ -157,14 +165,15 @@ IDENTIFIER_PATTERN = re.compile(r"Identifier\(\s*[\"']gate_decision[\"']")
 def decision_writers(root: Path) -> list[str]:
     """Every module under `root` whose text writes the decisions table, as `path:line`."""
     found = []
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            flat = re.sub(r"\"\s*\n\s*\"", "", text)  # join implicitly concatenated string literals
-            for pattern in (WRITE_PATTERN, IDENTIFIER_PATTERN):
-                for match in pattern.finditer(flat):
-                    line = flat.count("\n", 0, match.start()) + 1
-                    found.append(f"{path.relative_to(root)}:{line}")
+    for path in sorted((root / "countersign").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue  # the schema itself: its functions are the database's rules, not a second writer
+        text = path.read_text(encoding="utf-8")
+        flat = re.sub(r"\"\s*\n\s*\"", "", text)  # join implicitly concatenated string literals
+        for pattern in (WRITE_PATTERN, IDENTIFIER_PATTERN):
+            for match in pattern.finditer(flat):
+                line = flat.count("\n", 0, match.start()) + 1
+                found.append(f"{path.relative_to(root)}:{line}")
     return found
 
 
@@ -188,7 +197,7 @@ def test_only_callbacks_writes_the_decisions_table() -> None:
     ],
 )
 def test_negative_control_a_second_writer_is_found(tmp_path: Path, smuggled: str) -> None:
-    root = _throwaway_copy(tmp_path)
-    (root / "engine" / "smuggler.py").write_text(smuggled)
+    root = throwaway_copy(tmp_path)
+    (root / "countersign" / "engine" / "smuggler.py").write_text(smuggled)
     outside = [w for w in decision_writers(root) if not w.startswith("countersign/callbacks/")]
-    assert outside and outside[0].startswith("engine/smuggler.py")
+    assert outside and outside[0].startswith("countersign/engine/smuggler.py")

@@ -5,7 +5,7 @@ Gauges about the close (gates by state, overdue gates, outbox backlog and age, d
 from the tables at scrape time, so every `serve` reports the same numbers however many run. Both registries also carry
 the build (`countersign_build_info`), the process (`process_*`: CPU, memory, file descriptors) and the platform
 (`python_info`). Only counts, durations and fixed label values leave through here: never a name, a reason, an amount
-or an id (tests/countersign/test_observability.py). The alert rules and the dashboard over these names live in
+or an id (tests/bootstrap/test_observability.py). The alert rules and the dashboard over these names live in
 deploy/prometheus and deploy/grafana; tests/deploy/test_monitoring.py keeps them in step with this module.
 """
 

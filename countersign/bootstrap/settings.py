@@ -12,15 +12,23 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from pydantic import AnyHttpUrl, Field, PostgresDsn, TypeAdapter, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from countersign.bootstrap.setting_rules import companion_problems, path_problems
+from countersign.bootstrap.setting_values import (
+    dsn_without_password,
+    http_url_problem,
+    postgres_url_problem,
+    redact,
+    scheme_of,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +188,7 @@ class Settings(BaseSettings):
         """Passkeys are bound to the board's origin: https, or plain http only on this machine (development)."""
         parts = urlsplit(value)
         if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL with a host ({_scheme(value)})")
+            raise ValueError(f"not an http(s) URL with a host ({scheme_of(value)})")
         http_url_problem(value)
         if parts.scheme == "http" and parts.hostname != "localhost":
             raise ValueError("must be https (passkeys need a secure origin); http only for localhost")
@@ -213,7 +221,7 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None:
             if not value.startswith(("https://", "http://")):
-                raise ValueError(f"not an http(s):// URL ({_scheme(value)})")
+                raise ValueError(f"not an http(s):// URL ({scheme_of(value)})")
             http_url_problem(value)
         return value
 
@@ -307,176 +315,6 @@ def load_settings(environment: Mapping[str, str] | None = None) -> Settings:
     return settings
 
 
-def companion_problems(settings: Settings) -> list[str]:
-    """Variables that only make sense together: one line per one that is missing."""
-    problems = []
-    for role in ("engine", "callbacks"):
-        if getattr(settings, f"{role}_db_password") and getattr(settings, f"{role}_db_password_file"):
-            problems.append(
-                f"{variable(f'{role}_db_password_file')}: set together with {variable(f'{role}_db_password')}; "
-                "give one of them"
-            )
-    if settings.model_provider in ("openai", "record") and not settings.model_base_url:
-        problems.append(
-            f"COUNTERSIGN_MODEL_BASE_URL: missing (COUNTERSIGN_MODEL_PROVIDER={settings.model_provider} "
-            "calls a model API)"
-        )
-    if settings.slack_bot_token and not settings.slack_signing_secret:
-        problems.append("SLACK_SIGNING_SECRET: missing (SLACK_BOT_TOKEN is set; Slack requests could not be verified)")
-    if settings.slack_signing_secret and not settings.slack_bot_token:
-        problems.append("SLACK_BOT_TOKEN: missing (SLACK_SIGNING_SECRET is set)")
-    if settings.teams_enabled:
-        if not settings.teams_app_id:
-            problems.append("TEAMS_APP_ID: missing (Teams is configured; the Bot Framework would skip authentication)")
-        if settings.teams_app_type == "UserAssignedMSI":
-            if settings.teams_app_password:
-                problems.append("TEAMS_APP_PASSWORD: must be unset for TEAMS_APP_TYPE=UserAssignedMSI (no secret)")
-        elif not settings.teams_app_password:
-            problems.append(f"TEAMS_APP_PASSWORD: missing (TEAMS_APP_TYPE={settings.teams_app_type})")
-        if settings.teams_app_type != "MultiTenant" and not settings.teams_app_tenant_id:
-            problems.append(f"TEAMS_APP_TENANT_ID: missing (required for TEAMS_APP_TYPE={settings.teams_app_type})")
-    return problems
-
-
-def path_problems(settings: Settings) -> list[str]:
-    """Paths the process will read or write, checked where they are: one line per one that cannot serve.
-
-    Checked by load_settings(), not by the fields, so tests may construct Settings(...) with paths that do not exist.
-    Nothing is created here; a state directory that does not exist yet must be creatable.
-    """
-    problems = []
-    state = writable_directory_problem(settings.state_dir)
-    if state:
-        problems.append(f"{variable('state_dir')}: {state} (want a writable directory, or one that can be created)")
-    config = settings.config_dir
-    if not _is_dir(config):
-        problems.append(f"{variable('config_dir')}: {config} is not a directory (want the folder holding risk.yaml)")
-    elif not _is_file(config / "risk.yaml"):
-        problems.append(f"{variable('config_dir')}: {config} has no risk.yaml (want the folder holding risk.yaml)")
-    if settings.cassette_dir is not None:
-        if settings.model_provider == "record":
-            cassettes = writable_directory_problem(settings.cassette_dir)
-            if cassettes:
-                problems.append(f"{variable('cassette_dir')}: {cassettes} (recording writes the responses there)")
-        elif not _is_dir(settings.cassette_dir):
-            problems.append(
-                f"{variable('cassette_dir')}: {settings.cassette_dir} is not a directory of recorded responses"
-            )
-    xsd = settings.camt053_xsd
-    if xsd is not None and not (_is_file(xsd) or _is_dir(xsd)):
-        problems.append(f"{variable('camt053_xsd')}: {xsd} does not exist (want the camt.053 XSD file or its folder)")
-    return problems
-
-
-def writable_directory_problem(path: Path) -> str | None:
-    """Why this process could not write files into `path` (creating it and its parents first), or None."""
-    try:
-        if path.exists():
-            if not path.is_dir():
-                return f"{path} is not a directory"
-            if not os.access(path, os.W_OK | os.X_OK):
-                return f"{path} is not writable by this user"
-            return None
-        ancestor = path.parent
-        while not ancestor.exists() and ancestor != ancestor.parent:
-            ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            return f"{path} cannot be created: {ancestor} is a file, not a directory"
-        if not os.access(ancestor, os.W_OK | os.X_OK):
-            return f"{path} cannot be created: {ancestor} is not writable by this user"
-    except OSError as exc:
-        return f"{path} cannot be used: {exc.strerror or exc}"
-    return None
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
-@cache
-def _postgres_dsn() -> TypeAdapter[PostgresDsn]:
-    return TypeAdapter(PostgresDsn)
-
-
-@cache
-def _http_url() -> TypeAdapter[AnyHttpUrl]:
-    return TypeAdapter(AnyHttpUrl)
-
-
-def postgres_url_problem(value: str) -> None:
-    """Raise ValueError saying what is wrong with a PostgreSQL URL, never echoing it (it may hold a password).
-
-    Checked by pydantic's PostgresDsn, with our own words first for the usual mistakes. libpq's Unix-socket form
-    (an empty host with `?host=/socket/dir`, as the embedded PostgreSQL gives) is accepted.
-    """
-    scheme, sep, _ = value.partition("://")
-    if not sep or scheme not in ("postgresql", "postgres"):
-        raise ValueError(f"not a postgresql:// URL ({_scheme(value)})")
-    try:
-        parts = urlsplit(value)
-        socket = bool(parse_qs(parts.query).get("host"))
-    except ValueError:
-        raise ValueError("not a valid URL (want postgresql://user:password@host:port/database)") from None
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    for entry in hosts.split(","):
-        host, port = _host_and_port(entry)
-        if port is not None and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-            raise ValueError("the port after the host must be a number from 1 to 65535")
-        if not host and not socket:
-            raise ValueError("no host (want postgresql://user:password@host:port/database, or ?host=/socket/dir)")
-    if socket and not hosts.replace(",", "").strip(":0123456789"):
-        # pydantic requires a host; the socket form has none, so check the rest of the URL with a stand-in.
-        value = urlunsplit(parts._replace(netloc=f"{userinfo}{at}localhost"))
-    try:
-        _postgres_dsn().validate_python(value)
-    except ValidationError as exc:
-        raise ValueError(f"not a valid PostgreSQL URL: {_url_reason(exc)}") from None
-
-
-def http_url_problem(value: str) -> None:
-    """Raise ValueError saying what pydantic's AnyHttpUrl finds wrong with an http(s) URL (a port, the host)."""
-    try:
-        _http_url().validate_python(value)
-    except ValidationError as exc:
-        raise ValueError(f"not a valid http(s) URL: {_url_reason(exc)}") from None
-    try:
-        port = urlsplit(value).port
-    except ValueError:
-        port = None
-    if port == 0:
-        raise ValueError("not a valid http(s) URL: port 0")
-
-
-def _host_and_port(entry: str) -> tuple[str, str | None]:
-    """`host:port`, `[v6]:port`, `host` or `:port` split; the port None when absent."""
-    if entry.startswith("["):
-        host, _, rest = entry.partition("]")
-        return host + "]", rest.removeprefix(":") if rest else None
-    host, colon, port = entry.partition(":")
-    return host, port if colon else None
-
-
-def _url_reason(exc: ValidationError) -> str:
-    """pydantic's reason without its preamble or the input (which may hold a password)."""
-    error = exc.errors()[0]
-    return str(error.get("msg", "invalid")).removeprefix("Input should be a valid URL, ")
-
-
-def _scheme(value: str) -> str:
-    head, sep, _ = value.partition("://")
-    return f"scheme {head!r}" if sep else "no scheme"
-
-
 def _error_line(error: Mapping[str, Any]) -> str:
     loc = error.get("loc") or ()
     name = str(loc[0]) if loc else "settings"
@@ -519,11 +357,6 @@ def _is_secret(info: FieldInfo) -> bool:
 # --- `countersign config check` ------------------------------------------------------------------------------
 
 
-def redact(value: str) -> str:
-    """A secret shown as `***` plus at most its last 4 characters (none of a short one)."""
-    return "***" + (value[-4:] if len(value) >= 16 else "")
-
-
 def describe(environment: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
     """Each variable, its effective value (secrets redacted) and where it came from: `env` or `default`.
 
@@ -543,27 +376,3 @@ def describe(environment: Mapping[str, str] | None = None) -> list[tuple[str, st
         else:
             rows.append((name, redact(raw) if _is_secret(info) else raw, "env"))
     return rows
-
-
-def dsn_without_password(url: str) -> str:
-    """A database URL with its password replaced by `***` (host, port, role and database stay readable).
-
-    A URL that does not parse, or whose "port" is not a number (`user:password/db`, the `@host` forgotten), is shown
-    with `***` for whatever could be a password.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # a stray bracket
-        return url.partition("://")[0] + "://*** (not a valid URL)"
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    if not at:
-        shown = ",".join(_host_and_port_hidden(entry) for entry in hosts.split(","))
-        return urlunsplit(parts._replace(netloc=shown))
-    if ":" not in userinfo:
-        return url
-    return urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}"))
-
-
-def _host_and_port_hidden(entry: str) -> str:
-    host, port = _host_and_port(entry)
-    return entry if port is None or port.isdigit() else f"{host}:***"

@@ -17,7 +17,7 @@ Traced (when the process installed a tracer provider, countersign/bootstrap/tele
 span
 with one `close.advance` span per advance job under it (the close's id, the state it reached, how many steps it
 took); specialist calls and deliveries hang under those. SQL statements are not traced here
-(tests/countersign/test_worker_spans.py).
+(tests/bootstrap/test_worker_spans.py).
 """
 
 from __future__ import annotations

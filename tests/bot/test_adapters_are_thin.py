@@ -227,13 +227,12 @@ def test_every_door_starts_a_close_through_the_one_use_case() -> None:
 
 # --- the CLI door ------------------------------------------------------------------------------------------------
 # The command line is a door too: `countersign close status` and `countersign trace export` call the same services
-# as the chat and HTTP doors, as the local operator (`countersign.services.reading.LOCAL_OPERATOR`, no role check). The
-# CLI is
-# scanned as files, not imported, so a split of countersign/cli/ into modules changes nothing here.
+# as the chat and HTTP doors, as the local operator (`countersign.services.reading.LOCAL_OPERATOR`, no role check).
+# The CLI is scanned as files, not imported, so a split of countersign/cli/ into modules changes nothing here.
 
 
 def _cli_files() -> list[str]:
-    return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "cli").rglob("*.py"))
+    return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "countersign" / "cli").rglob("*.py"))
 
 
 def _cli_imports(module: str) -> set[str]:

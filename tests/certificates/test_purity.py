@@ -14,8 +14,9 @@ import pytest
 
 from countersign.bootstrap.settings import PROJECT_ROOT
 
-PACKAGE = PROJECT_ROOT / "certificates"
-CONTRACT_NAME = "certificates domain is pure"
+PACKAGE = PROJECT_ROOT / "countersign" / "certificates"
+LAYERS_CONTRACT = "one layer model"
+IO_CONTRACT = "the pure rooms do no I/O"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # The only modules the domain may import (besides its own): pure standard-library computation. An allowlist, so a
 # module that reads or writes the outside world (files, sockets, databases, processes) is refused without naming it.
@@ -23,7 +24,13 @@ PURE_MODULES = {
     "__future__", "bisect", "collections", "dataclasses", "datetime", "decimal", "enum", "functools", "hashlib",
     "itertools", "math", "operator", "re", "typing",
 }  # fmt: skip
-MODEL_REACH = {"models", "engine", "retrieval", "httpx", "aiohttp", "openai", "countersign", "psycopg"}
+MODEL_REACH = {"llm", "engine", "retrieval", "httpx", "aiohttp", "openai", "bootstrap", "psycopg"}
+
+
+def room(module: str) -> str:
+    """A module's top-level name, or for one of ours its room: `countersign.llm.loop` is `llm`."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "countersign" and len(parts) > 1 else parts[0]
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -31,9 +38,9 @@ def imported_modules(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
+            found |= {room(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.add(room(node.module))
     return found
 
 
@@ -72,32 +79,34 @@ def test_the_duplicate_detector_holds_no_reference_to_a_model_or_gateway() -> No
 
 def test_the_scan_would_catch_a_model_import(tmp_path: Path) -> None:
     smuggled = tmp_path / "duplicates.py"
-    smuggled.write_text("from models.gateway import Gateway\nimport json\n", encoding="utf-8")
-    assert imported_modules(smuggled) & MODEL_REACH == {"models"}
-    assert imported_modules(smuggled) - PURE_MODULES == {"models", "json"}
+    smuggled.write_text("from countersign.llm.gateway import Gateway\nimport json\n", encoding="utf-8")
+    assert imported_modules(smuggled) & MODEL_REACH == {"llm"}
+    assert imported_modules(smuggled) - PURE_MODULES == {"llm", "json"}
 
 
-def _contract() -> dict[str, object]:
+def _contracts() -> list[dict[str, object]]:
     config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    return next(c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith(CONTRACT_NAME))
+    return list(config["tool"]["importlinter"]["contracts"])
 
 
-def test_the_import_contract_forbids_models_engine_and_the_network() -> None:
-    contract = _contract()
-    assert contract["source_modules"] == ["certificates"]
-    forbidden = set(contract["forbidden_modules"])  # type: ignore[call-overload]
-    assert {"engine", "callbacks", "bot", "countersign", "models", "retrieval", "policy", "audit", "cards"} <= forbidden
-    assert {"psycopg", "httpx"} <= forbidden
+def test_the_import_contracts_keep_models_engine_and_the_network_out_of_the_domain() -> None:
+    layers = next(c for c in _contracts() if c["type"] == "layers")
+    floors = [{name.strip() for name in line.split("|")} for line in layers["layers"]]  # type: ignore[attr-defined]
+    floor = next(i for i, line in enumerate(floors) if "certificates" in line)
+    above = set().union(*floors[:floor])
+    assert {"engine", "callbacks", "bot", "bootstrap", "llm", "retrieval", "audit", "cards"} <= above
+    assert floors[floor] >= {"certificates", "policy"}  # independent of policy, on the same floor
+    io = next(c for c in _contracts() if str(c["name"]).startswith(IO_CONTRACT))
+    assert "countersign.certificates" in io["source_modules"]  # type: ignore[operator]
+    assert {"psycopg", "httpx"} <= set(io["forbidden_modules"])  # type: ignore[call-overload]
 
 
 def _lint_copy(tmp_path: Path, smuggled: str) -> subprocess.CompletedProcess[str]:
-    config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     root = tmp_path / "repo"
     root.mkdir()
-    for package in config["tool"]["importlinter"]["root_packages"]:
-        shutil.copytree(PROJECT_ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PROJECT_ROOT / "countersign", root / "countersign", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
-    (root / "certificates" / "shortcut.py").write_text(smuggled, encoding="utf-8")
+    (root / "countersign" / "certificates" / "shortcut.py").write_text(smuggled, encoding="utf-8")
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
         cwd=root,
@@ -108,9 +117,12 @@ def _lint_copy(tmp_path: Path, smuggled: str) -> subprocess.CompletedProcess[str
     )
 
 
-@pytest.mark.parametrize("smuggled", ["import models\n", "from httpx import Client  # noqa: F401\n"])
-def test_negative_control_the_contract_catches_a_forbidden_import(tmp_path: Path, smuggled: str) -> None:
+@pytest.mark.parametrize(
+    ("smuggled", "contract"),
+    [("import countersign.llm\n", LAYERS_CONTRACT), ("from httpx import Client  # noqa: F401\n", IO_CONTRACT)],
+)
+def test_negative_control_the_contract_catches_a_forbidden_import(tmp_path: Path, smuggled: str, contract: str) -> None:
     done = _lint_copy(tmp_path, smuggled)
     assert done.returncode != 0
     broken = [line for line in done.stdout.splitlines() if "BROKEN" in line]
-    assert any(CONTRACT_NAME in line for line in broken), done.stdout
+    assert any(contract in line for line in broken), done.stdout

@@ -244,7 +244,7 @@ def build_wheel_as_the_image_does(dockerfile_text: str, context: Path, out: Path
     done = subprocess.run(
         [*command, str(workdir)], capture_output=True, text=True, timeout=timeout_s, env=env, check=False
     )
-    wheels = sorted(dist.glob("countersign-*.whl")) if done.returncode == 0 else []
+    wheels = sorted(dist.glob("countersign_close-*.whl")) if done.returncode == 0 else []
     return Built(workdir, wheels[0] if len(wheels) == 1 else None, done.stdout + done.stderr)
 
 

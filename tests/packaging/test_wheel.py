@@ -85,7 +85,40 @@ def test_wheel_carries_config_migrations_and_every_module(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert missing_from_wheel(names, PROJECT_ROOT) == []
     assert "countersign/_config/risk.yaml" in names
-    assert any(name.startswith("migrations/versions/0001_") for name in names)
+    assert any(name.startswith("countersign/migrations/versions/0001_") for name in names)
+
+
+def top_level_names(wheel_names: set[str], read: dict[str, bytes]) -> set[str]:
+    """The import names a wheel writes into site-packages: its top_level.txt, and every top folder or module file."""
+    listed = {
+        line.strip()
+        for name, text in read.items()
+        if name.endswith(".dist-info/top_level.txt")
+        for line in text.decode("utf-8").splitlines()
+        if line.strip()
+    }
+    written = {name.split("/")[0].removesuffix(".py") for name in wheel_names if ".dist-info/" not in name}
+    return listed | written
+
+
+def test_the_wheel_installs_one_import_package(wheel: Path) -> None:
+    """Nothing of ours but `countersign` lands in site-packages (issue 34): no `web`, `records`, `models`, `cli`."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        read = {name: archive.read(name) for name in names if name.endswith("top_level.txt")}
+    assert read, "the wheel has no top_level.txt"
+    assert top_level_names(names, read) == {"countersign"}
+    assert Path(wheel).name.startswith("countersign_close-")
+
+
+def test_a_wheel_with_a_second_top_level_name_is_caught(wheel: Path) -> None:
+    # Negative control: the wheel as it was before issue 34 wrote `web`, `engine` and others beside `countersign`.
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist()) | {"web/__init__.py", "engine/__init__.py"}
+        read = {name: archive.read(name) for name in archive.namelist() if name.endswith("top_level.txt")}
+    assert top_level_names(names, read) == {"countersign", "web", "engine"}
+    read = {name: b"countersign\nrecords\n" for name in read}
+    assert "records" in top_level_names(set(), read)
 
 
 def test_missing_from_wheel_names_what_a_broken_wheel_lacks(wheel: Path) -> None:
@@ -95,7 +128,7 @@ def test_missing_from_wheel_names_what_a_broken_wheel_lacks(wheel: Path) -> None
     missing = missing_from_wheel(broken, PROJECT_ROOT)
     assert "countersign/_config/risk.yaml" in missing
     assert "countersign/_config/principals.yaml" in missing
-    assert any(name.startswith("migrations/versions/0001_") for name in missing)
+    assert any(name.startswith("countersign/migrations/versions/0001_") for name in missing)
 
 
 def test_installed_wheel_runs_the_demo_outside_the_checkout(installed: Path, tmp_path: Path) -> None:

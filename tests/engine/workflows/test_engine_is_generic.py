@@ -11,7 +11,7 @@ import yaml
 from countersign.policy import SPECIALISTS
 
 ROOT = Path(__file__).resolve().parents[3]
-ENGINE = ROOT / "engine"
+ENGINE = ROOT / "countersign" / "engine"
 # Handler modules may name their workflow's tasks; specialists are A2A agents that never see a task id (they answer
 # the `kind` of the message they are sent).
 ALLOWED = (ENGINE / "workflows", ENGINE / "specialists")
@@ -25,7 +25,9 @@ def _shipped_task_ids() -> set[str]:
 
 
 def _engine_sources() -> list[Path]:
-    return [p for p in sorted(ENGINE.rglob("*.py")) if not any(p.is_relative_to(a) for a in ALLOWED)]
+    sources = [p for p in sorted(ENGINE.rglob("*.py")) if not any(p.is_relative_to(a) for a in ALLOWED)]
+    assert len(sources) > 10, f"found {len(sources)} engine modules under {ENGINE}: the scan reads the wrong folder"
+    return sources
 
 
 def _task_names_in(source: str, ids: set[str]) -> list[str]:
