@@ -115,7 +115,7 @@ def generate(books: Path, lines: int) -> float:
     """The books, written by a child process (its memory is not this process's); returns its wall time."""
     started = time.perf_counter()
     code = (
-        "import sys; from pathlib import Path; from synthetic import generate_books, load_profile; "
+        "import sys; from pathlib import Path; from countersign.synthetic import generate_books, load_profile; "
         "generate_books(load_profile(Path(sys.argv[1])), int(sys.argv[2]), Path(sys.argv[3]),"
         " gl_lines=int(sys.argv[4]))"
     )

@@ -55,7 +55,7 @@ _retrieval = LazyNames(
             "sweep",
             "sweep_grid",
         ),
-        "retrieval": ("DEFAULT_TUNING", "CorpusError", "Retriever", "load_corpus"),
+        "countersign.retrieval": ("DEFAULT_TUNING", "CorpusError", "Retriever", "load_corpus"),
     },
 )
 __getattr__ = _retrieval.attribute

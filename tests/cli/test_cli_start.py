@@ -45,23 +45,23 @@ HEAVY_THIRD_PARTY = (
     "xmlschema",
 )
 HEAVY_OURS = (
-    "audit",
-    "bot",
-    "callbacks",
-    "certificates",
+    "countersign.audit",
     "countersign.bootstrap.app",
     "countersign.bootstrap.migrate",
     "countersign.bootstrap.runtime",
-    "engine",
-    "evals",
-    "importers",
-    "models",
-    "retrieval",
-    "scenarios",
-    "services",
-    "specialists",
-    "synthetic",
-    "web",
+    "countersign.bot",
+    "countersign.callbacks",
+    "countersign.certificates",
+    "countersign.engine",
+    "countersign.evals",
+    "countersign.importers",
+    "countersign.llm",
+    "countersign.retrieval",
+    "countersign.scenarios",
+    "countersign.services",
+    "countersign.specialists",
+    "countersign.synthetic",
+    "countersign.web",
 )
 
 # Runs in the child: import the cli modules one by one, then `--help` everywhere; prints one JSON object per step.
@@ -83,7 +83,7 @@ def step(label, action):
 
 names = sorted(m.name for m in pkgutil.iter_modules(cli.__path__))
 for name in ["common", *[n for n in names if n not in ("common", "main")], "main"]:
-    step(f"import cli.{name}", lambda name=name: importlib.import_module(f"cli.{name}") and 0)
+    step(f"import countersign.cli.{name}", lambda name=name: importlib.import_module(f"countersign.cli.{name}") and 0)
 
 import typer.main
 from countersign.cli.main import app

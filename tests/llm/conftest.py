@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.models.fake_openai import FakeOpenAI, serve_fake_openai
+from tests.llm.fake_openai import FakeOpenAI, serve_fake_openai
 
 
 @pytest.fixture

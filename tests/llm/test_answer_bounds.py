@@ -28,7 +28,7 @@ from countersign.llm.openai_compatible import MAX_ANSWER_BYTES
 from countersign.policy.escalation import EscalationReason
 from countersign.specialists.narration import NarrationEscalation, ask_model
 from tests.http_edge.test_body_limits import RSS_BUDGET_BYTES, RssSampler, rss_bytes
-from tests.models.fake_openai import FakeOpenAI, Reply, completion
+from tests.llm.fake_openai import FakeOpenAI, Reply, completion
 
 GIB = 1024 * 1024 * 1024
 EARLY_BYTES = 32 * 1024 * 1024

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from countersign.llm import Limits, LoopStopped, Message, ModelRequest, OpenAICompatibleProvider, run_loop
-from tests.models.fake_openai import FakeOpenAI, Reply, completion
+from tests.llm.fake_openai import FakeOpenAI, Reply, completion
 
 PROMPT = "Why did rent at the Leeds depot rise in March?"
 ANSWER = "Rent rose with the new lease signed in February."

@@ -20,7 +20,7 @@ from countersign.llm import (
     ToolSpec,
     run_loop,
 )
-from tests.models.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
+from tests.llm.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
 
 GL_LINES = ToolSpec(
     "gl_lines", "GL lines of an account", {"type": "object", "properties": {"account": {"type": "string"}}}

@@ -24,7 +24,7 @@ from countersign.llm import (
     run_loop,
 )
 from countersign.llm.openai_compatible import retry_after_seconds
-from tests.models.fake_openai import FakeOpenAI, Reply, completion
+from tests.llm.fake_openai import FakeOpenAI, Reply, completion
 
 REQUEST = ModelRequest(
     model="fake-model",

@@ -114,11 +114,11 @@ def test_the_wheel_builds_from_exactly_what_the_dockerfile_copies(image_build: B
 
 
 def test_a_dockerfile_missing_a_package_fails_to_build_naming_it(tmp_path: Path) -> None:
-    # Negative control: the same replay over the Dockerfile without `COPY retrieval retrieval` stops where docker build
-    # would, at setuptools' package discovery.
-    broken = build_wheel_as_the_image_does(without_copy_of(DOCKERFILE, "retrieval"), PROJECT_ROOT, tmp_path)
+    # Negative control: the same replay over the Dockerfile without `COPY countersign countersign` stops where docker
+    # build would, at setuptools' package discovery.
+    broken = build_wheel_as_the_image_does(without_copy_of(DOCKERFILE, "countersign"), PROJECT_ROOT, tmp_path)
     assert broken.wheel is None
-    assert "package directory 'retrieval' does not exist" in broken.log, broken.log[-3000:]
+    assert "package directory 'countersign' does not exist" in broken.log, broken.log[-3000:]
 
 
 @pytest.fixture(scope="module")

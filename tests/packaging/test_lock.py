@@ -46,7 +46,7 @@ def unlocked(requirements: list[str], pins: dict[str, str], extras: tuple[str, .
     for line in requirements:
         req = Requirement(line)
         name = canonicalize_name(req.name)
-        if name == "countersign":  # the dev extra names the embedded one: countersign[embedded]
+        if name == "countersign-close":  # the dev extra names the embedded one: countersign-close[embedded]
             continue
         if req.marker and not any(req.marker.evaluate({**TARGET, "extra": e}) for e in ("", *extras)):
             continue

@@ -185,7 +185,7 @@ def test_search_works_offline_with_sockets_blocked_and_no_hub_setting(
 
 def test_importing_retrieval_leaves_the_root_logger_alone() -> None:
     probe = (
-        "import logging; import retrieval, countersign.retrieval.dense; root = logging.getLogger(); "
+        "import logging; import countersign.retrieval, countersign.retrieval.dense; root = logging.getLogger(); "
         "assert root.handlers == [] and root.level == logging.WARNING, (root.handlers, root.level)"
     )
 
