@@ -42,7 +42,14 @@ from countersign.cards import slack as slack_cards
 from countersign.cards.model import CardDataError, GateCard, TraceExportCard
 from countersign.cards.payments import payments_card, slack_payments_message
 from countersign.policy.command_roles import HELP, PAYMENTS, PAYMENTS_START, START, STATUS, TRACE_EXPORT
-from countersign.services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
+from countersign.services.decide import (
+    Channel,
+    DecisionConflict,
+    DecisionRefused,
+    GateNotFound,
+    PlatformIdentity,
+    decide_gate,
+)
 from countersign.services.exports import export_trace
 from countersign.services.reading import (
     MAX_ID_CHARS,
@@ -296,7 +303,7 @@ async def _decide(submission: _Submission, client: AsyncWebClient, wiring: ChatW
     profile = info.get("user") or {}
     machine = profile.get("is_bot") or profile.get("is_app_user") or profile.get("deleted")
     identity = PlatformIdentity(
-        channel="slack",
+        channel=Channel.SLACK,
         external_id=user,
         tenant=team,
         machine="Slack says this user is a bot, an app or deactivated" if machine else None,

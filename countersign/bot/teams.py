@@ -49,7 +49,14 @@ from countersign.cards.model import REASON_MAX_CHARS, CardDataError, Viewer
 from countersign.cards.payments import payments_card, teams_payments_card
 from countersign.cards.refusals import REASON_NEEDED, person_key_needed
 from countersign.policy.command_roles import HELP, PAYMENTS, PAYMENTS_START, STATUS, TRACE_EXPORT
-from countersign.services.decide import DecisionConflict, DecisionRefused, GateNotFound, PlatformIdentity, decide_gate
+from countersign.services.decide import (
+    Channel,
+    DecisionConflict,
+    DecisionRefused,
+    GateNotFound,
+    PlatformIdentity,
+    decide_gate,
+)
 from countersign.services.exports import export_trace
 from countersign.services.reading import (
     MAX_ID_CHARS,
@@ -278,7 +285,7 @@ class TeamsAdapter:
         # the attempt; the answer below says where to sign it.
         if decision == Decision.REJECT and not reason:
             return self._gate_card(_prompted(view, REASON_NEEDED))
-        identity = PlatformIdentity(channel="teams", external_id=external_id, tenant=tenant)
+        identity = PlatformIdentity(channel=Channel.TEAMS, external_id=external_id, tenant=tenant)
         async with self.wiring.connect_callbacks() as conn:
             try:
                 decided = await decide_gate(

@@ -28,13 +28,13 @@ from countersign.callbacks.person_signature import (
 )
 from countersign.callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
 from countersign.store.gates import GateFacts, GateRecord, read_gate
-from countersign.store.states import DECIDED, Decision, GateStatus, ProofKind
+from countersign.store.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, ProofKind
 
 DECISIONS = tuple(decision.value for decision in Decision)
 # What each door's decision carries as proof (the database maps channels to proofs the same way: migration 0017).
 CHANNEL_PROOF = {
-    "slack": ProofKind.PLATFORM_IDENTITY,
-    "teams": ProofKind.PLATFORM_IDENTITY,
+    Channel.SLACK: ProofKind.PLATFORM_IDENTITY,
+    Channel.TEAMS: ProofKind.PLATFORM_IDENTITY,
     SIGNED_CALLBACK: ProofKind.ED25519,
     BOARD: ProofKind.PASSKEY,
 }
@@ -70,7 +70,7 @@ class DecisionRequest:
     decision: str
     reason: str
     nonce: str
-    channel: str
+    channel: Channel
     proof: dict[str, Any] = field(default_factory=dict)
     """Person-level proof: an Ed25519 signature for signed callbacks, a passkey assertion for the board, the platform
     identity for Slack and Teams."""
@@ -430,7 +430,7 @@ def _check_proof_strength(request: DecisionRequest, row: _DecisionContext) -> No
 def stored_proof(request: DecisionRequest) -> dict[str, Any]:
     """The proof as the database checks it: platform identities normalised the way `principal_identity` stores them."""
     proof = dict(request.proof)
-    if request.channel in ("slack", "teams"):
+    if request.channel in CHAT_CHANNELS:
         for key in ("tenant", "external_id"):
             if isinstance(proof.get(key), str):
                 proof[key] = normalise_identity(proof[key])

@@ -15,9 +15,10 @@ from typing import Any
 
 from countersign.audit.person_proof import decision_message, passkey_proof_problem, verify_signature
 from countersign.callbacks.principals import normalise_identity
+from countersign.store.states import Channel
 
-SIGNED_CALLBACK = "signed_callback"
-BOARD = "board"  # the Close Board: a passkey assertion
+SIGNED_CALLBACK = Channel.SIGNED_CALLBACK
+BOARD = Channel.BOARD
 WINDOW_S = 300  # the same window as the transport timestamp (countersign/callbacks/signature.py)
 MAX_SIGNED_AT = 10**11  # unix seconds; keeps the window arithmetic in float range
 NO_PERSON_KEY = "no_person_key"

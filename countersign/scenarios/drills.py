@@ -42,7 +42,7 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import StartRules, start_close_on_book_set
 from countersign.specialists.client import open_in_process
-from countersign.store.states import GateStatus
+from countersign.store.states import Channel, GateStatus
 from countersign.synthetic import generate_books, load_profile
 
 CONNECTIONS_PER_PROCESS = 8
@@ -352,7 +352,7 @@ async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
                         "approve",
                         "restart drill",
                         nonce,
-                        "signed_callback",
+                        Channel.SIGNED_CALLBACK,
                         proof,
                     ),
                 )

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from psycopg import AsyncConnection
 
@@ -29,10 +29,13 @@ from countersign.callbacks.decision_writer import (
     refuse,
 )
 from countersign.callbacks.principals import resolve_identity
+from countersign.store.states import CHAT_CHANNELS, Channel
 
 # What a door needs besides `decide_gate`, so no door reaches into the modules that run the SQL.
 __all__ = [
+    "CHAT_CHANNELS",
     "DECISIONS",
+    "Channel",
     "Connect",
     "Decided",
     "DecisionConflict",
@@ -46,8 +49,7 @@ __all__ = [
 ]
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]
-Channel = Literal["slack", "teams", "signed_callback", "web"]
-CHAT_CHANNELS = ("slack", "teams")  # identities resolved through principal_identity (team/tenant, external id)
+# Chat identities resolve through principal_identity (team/tenant, external id); the others name the principal.
 
 
 @dataclass(frozen=True)

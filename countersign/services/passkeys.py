@@ -40,7 +40,7 @@ from countersign.callbacks.callers import Caller
 from countersign.callbacks.decision_writer import DecisionRequest, OnRecorded, Recorded, Seal, record_and_announce
 from countersign.callbacks.passkeys import PasskeyRefused, Session
 from countersign.store.gates import read_gate
-from countersign.store.states import Decision, GateStatus
+from countersign.store.states import Channel, Decision, GateStatus
 
 __all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
 
@@ -295,7 +295,7 @@ async def complete_decision(
         decision=str(fields["decision"]),
         reason=str(fields["reason"]),
         nonce=str(fields["nonce"]),
-        channel="board",
+        channel=Channel.BOARD,
         proof=proof,
     )
     return await record_and_announce(conn, request, seal=seal, on_recorded=on_recorded)

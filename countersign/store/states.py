@@ -66,6 +66,18 @@ class DispatchStatus(StrEnum):
     DEAD = "dead"
 
 
+class Channel(StrEnum):
+    """The door a decision came through (`gate_decision.channel`; migration 0017 maps each to the proof it carries)."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+    SIGNED_CALLBACK = "signed_callback"
+    BOARD = "board"  # the Close Board: a passkey assertion
+
+
+CHAT_CHANNELS = frozenset({Channel.SLACK, Channel.TEAMS})
+
+
 class ProofKind(StrEnum):
     """What proves that a person made a decision (`policy_tier.accepted_proofs`, `gate.accepted_proofs`).
 

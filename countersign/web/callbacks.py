@@ -31,6 +31,7 @@ from countersign.callbacks.signature import SignatureRejected, verify
 from countersign.callbacks.storable import storable_text
 from countersign.services.decide import (
     DECISIONS,
+    Channel,
     Connect,
     DecisionConflict,
     DecisionRefused,
@@ -230,7 +231,7 @@ def build_callback_router(
         except BodyInvalid as exc:
             return error(422, "invalid_body", str(exc), field=exc.field)
         identity = PlatformIdentity(
-            channel="signed_callback",
+            channel=Channel.SIGNED_CALLBACK,
             external_id=body["principal"],
             proof=ed25519_proof(body["signature"], body["signed_at"]),
         )

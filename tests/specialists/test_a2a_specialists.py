@@ -201,7 +201,9 @@ def test_restore_integers_turns_integral_floats_back_into_ints(count: int) -> No
     assert type(restored["counts"][0]) is int
 
 
-REAL_SPECIALISTS_PRESENT = all(importlib.util.find_spec(f"specialists.{name}") is not None for name in SPECIALIST_NAMES)
+REAL_SPECIALISTS_PRESENT = all(
+    importlib.util.find_spec(f"countersign.specialists.{name}") is not None for name in SPECIALIST_NAMES
+)
 
 
 @pytest.mark.skipif(not REAL_SPECIALISTS_PRESENT, reason="real specialist modules not written yet")

@@ -1,5 +1,4 @@
-"""Each StrEnum in `countersign.store.states` names exactly the words its table admits: the CHECKs of migrations 0001
-and 0003,
+"""Each StrEnum in `countersign.store.states` names exactly the words its table admits: the CHECKs of the migrations,
 the CASE of the `gate_state` view (migration 0002) and the decisions it counts."""
 
 from __future__ import annotations
@@ -10,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from countersign.store.states import Decision, DispatchStatus, GateStatus, OutboxKind, OutboxStatus, PrincipalKind
+from countersign.store.states import (
+    Channel,
+    Decision,
+    DispatchStatus,
+    GateStatus,
+    OutboxKind,
+    OutboxStatus,
+    PrincipalKind,
+)
 
 
 async def _check_words(conn: Any, table: str, column: str) -> set[str]:
@@ -65,3 +72,29 @@ async def test_proof_kinds_are_the_words_policy_and_both_proof_checks_admit(conn
             )
             (definition,) = [d for (d,) in await cur.fetchall()]
         assert set(re.findall(r"'([a-z_0-9]+)'::text", definition)) == words, table
+
+
+def channels_admitted(function_source: str) -> dict[str, str]:
+    """The channels a decision may come through and the proof each carries, read off the trigger's CASE."""
+    case = function_source[function_source.index("CASE NEW.channel") :]
+    case = case[: case.index("END;")]
+    return dict(re.findall(r"WHEN '([a-z_]+)' THEN '([a-z_0-9]+)'", case))
+
+
+async def test_channels_are_the_doors_the_decision_trigger_admits(conn: Any) -> None:
+    """`Channel` names each door `admit_gate_decision` (migration 0017) maps to a proof, and no other (not "web")."""
+    from countersign.callbacks.decision_writer import CHANNEL_PROOF
+
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT pg_get_functiondef('public.admit_gate_decision'::regproc)")
+        (source,) = await cur.fetchone()
+    admitted = channels_admitted(source)
+    assert set(admitted) == {channel.value for channel in Channel}
+    assert admitted == {channel.value: proof.value for channel, proof in CHANNEL_PROOF.items()}
+
+
+def test_a_channel_the_trigger_does_not_admit_is_seen() -> None:
+    # Negative control: a trigger that admitted a "web" door would not match the Enum.
+    source = "v := CASE NEW.channel WHEN 'slack' THEN 'platform_identity' WHEN 'web' THEN 'passkey' END;"
+    assert channels_admitted(source) == {"slack": "platform_identity", "web": "passkey"}
+    assert set(channels_admitted(source)) != {channel.value for channel in Channel}
