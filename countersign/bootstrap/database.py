@@ -116,7 +116,7 @@ class EmbeddedUnavailable(RuntimeError):
     def __init__(self) -> None:
         super().__init__(
             "no database: set DATABASE_URL (and the COUNTERSIGN_*_DATABASE_URL role URLs) "
-            "or install the embedded PostgreSQL: pip install 'countersign[embedded]'"
+            "or install the embedded PostgreSQL: pip install 'countersign-close[embedded]'"
         )
 
 

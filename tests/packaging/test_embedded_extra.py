@@ -26,5 +26,5 @@ def test_no_database_url_and_no_embedded_extra_is_one_line_and_exit_2(tmp_path: 
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "DATABASE_URL" in lines[0] and "countersign[embedded]" in lines[0]
+    assert "DATABASE_URL" in lines[0] and "countersign-close[embedded]" in lines[0]
     assert not (tmp_path / "state" / "pgdata").exists()
