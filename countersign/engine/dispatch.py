@@ -23,9 +23,8 @@ from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exp
 from countersign.audit.trace import append_event
 from countersign.drill_hooks.kill_points import kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
-from countersign.engine.lifecycle import TaskState
 from countersign.engine.supervisor import move_task
-from countersign.store.states import DispatchStatus
+from countersign.store.states import DispatchStatus, TaskState
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 

@@ -20,7 +20,6 @@ from countersign.engine.gates import (
     mark_gate_expired,
     unproven_decisions,
 )
-from countersign.engine.lifecycle import GateLifecycle, TaskState
 from countersign.engine.outbox import enqueue_notices
 from countersign.engine.runs import CloseRecord, lock_task
 from countersign.engine.supervisor import move_task
@@ -29,7 +28,7 @@ from countersign.engine.workflows import TaskContext
 from countersign.policy import ESCALATION, EscalationReason, Workflow
 from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
 from countersign.store.gates import GateRecord, read_gates_of_close
-from countersign.store.states import DECIDED, GateStatus
+from countersign.store.states import DECIDED, GateLifecycle, GateStatus, TaskState
 
 _WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
 

@@ -23,10 +23,10 @@ from psycopg.types.json import Jsonb
 
 from countersign.audit.person_proof import decision_message, digest_of_gate, passkey_proof_problem, verify_signature
 from countersign.audit.trace import append_event
-from countersign.engine.lifecycle import GateLifecycle
 from countersign.engine.supervisor import move_gate
 from countersign.policy import GateRequirement
 from countersign.store.gates import read_gate_facts
+from countersign.store.states import GateLifecycle
 
 
 async def open_gate(

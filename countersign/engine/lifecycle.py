@@ -1,60 +1,19 @@
 """The state machines of a close: runs, tasks and gates, each with one transition table. Pure: no I/O.
 
-Every state change in the engine goes through `countersign.engine.supervisor`, which checks it here; migration 0011
-seeds the
-same table into `lifecycle_transition`, and triggers refuse any other change, whoever connects.
+The states themselves are stored words and live with the others in `countersign.store.states`.
+
+Every state change in the engine goes through `countersign.engine.supervisor`, which checks it here; migration
+0011 seeds the same table into `lifecycle_transition`, and triggers refuse any other change, whoever connects.
 Self-transitions (a running task storing its result) are not state changes and are always allowed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from types import MappingProxyType
 from typing import TypeAlias
 
-
-class Machine(StrEnum):
-    RUN = "run"
-    TASK = "task"
-    GATE = "gate"
-
-
-class RunState(StrEnum):
-    """A close run's status, derived from its tasks and gates (`countersign.engine.runs.refresh_close_status`)."""
-
-    RUNNING = "running"
-    HALTED = "halted"
-    AWAITING_APPROVAL = "awaiting_approval"
-    BLOCKED = "blocked"
-    CLOSED = "closed"
-
-
-class TaskState(StrEnum):
-    """A task's status. `halted` is the escalated state: the task waits for a person to decide.
-
-    Escalated work never completes on its own: it leaves `halted` only through its escalation gate (a person
-    approves a re-run or rejects it; a gate that expires undecided re-runs it, still escalated), and after that it
-    reaches `done` only through an approved gate.
-    """
-
-    PENDING = "pending"
-    RUNNING = "running"
-    AWAITING_GATE = "awaiting_gate"
-    HALTED = "halted"
-    DONE = "done"
-    REJECTED = "rejected"
-    FAILED = "failed"
-
-
-class GateLifecycle(StrEnum):
-    """What the engine did with a gate: open until it acts, then applied, expired or cancelled for good."""
-
-    OPEN = "open"
-    APPLIED = "applied"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-
+from countersign.store.states import GateLifecycle, Machine, RunState, TaskState
 
 State: TypeAlias = RunState | TaskState | GateLifecycle
 

@@ -20,10 +20,10 @@ from countersign.engine.close_session import CloseSession
 from countersign.engine.context import AdvanceReport, EngineContext, UnknownWorkflow, workflows_by_name
 from countersign.engine.gate_outcomes import apply_gate_outcomes
 from countersign.engine.leases import Connect, connect_to
-from countersign.engine.lifecycle import RunState
 from countersign.engine.outbox import enqueue_notices
 from countersign.engine.runs import CloseRecord, load_close, refresh_close_status
 from countersign.engine.task_runner import run_ready_tasks
+from countersign.store.states import RunState
 
 MAX_ROUNDS = 32
 

@@ -17,12 +17,11 @@ from countersign.audit.trace import append_event, register_close_versions, seal_
 from countersign.engine.actors import ENGINE_ACTOR
 from countersign.engine.books import BooksError, book_rates
 from countersign.engine.dispatch import dead_letters
-from countersign.engine.lifecycle import RunState, TaskState
 from countersign.engine.outbox import failed_deliveries
 from countersign.engine.supervisor import move_run
 from countersign.policy import Policy, Workflow
 from countersign.store.gates import GateRecord, read_gates_of_close
-from countersign.store.states import GateStatus
+from countersign.store.states import GateStatus, RunState, TaskState
 
 
 def _app_version() -> str:

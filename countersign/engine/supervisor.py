@@ -17,16 +17,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from countersign.engine.lifecycle import (
-    GateLifecycle,
-    IllegalTransition,
-    Machine,
-    RunState,
-    TaskState,
-    check_transition,
-)
+from countersign.engine.lifecycle import IllegalTransition, check_transition
 from countersign.policy import APPROVAL, EscalationReason
-from countersign.store.states import GateStatus
+from countersign.store.states import GateLifecycle, GateStatus, Machine, RunState, TaskState
 
 
 @dataclass(frozen=True)

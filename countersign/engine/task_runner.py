@@ -35,7 +35,6 @@ from countersign.engine.dispatch import (
     dispatch_once,
 )
 from countersign.engine.gates import open_gate
-from countersign.engine.lifecycle import TaskState
 from countersign.engine.outbox import enqueue_gate_cards
 from countersign.engine.postings import PostingRefused
 from countersign.engine.runs import CloseRecord, lock_task, task_rows
@@ -53,6 +52,7 @@ from countersign.policy import (
     derive_gate,
 )
 from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
+from countersign.store.states import TaskState
 
 
 async def run_ready_tasks(

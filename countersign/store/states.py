@@ -92,3 +92,47 @@ class ProofKind(StrEnum):
 
 
 PERSON_KEYS = frozenset({ProofKind.ED25519, ProofKind.PASSKEY})
+
+
+class Machine(StrEnum):
+    """The three state machines of a close (`lifecycle_transition.machine`, migration 0011)."""
+
+    RUN = "run"
+    TASK = "task"
+    GATE = "gate"
+
+
+class RunState(StrEnum):
+    """A close run's status (`close_run.status`), derived from its tasks and gates after every step."""
+
+    RUNNING = "running"
+    HALTED = "halted"
+    AWAITING_APPROVAL = "awaiting_approval"
+    BLOCKED = "blocked"
+    CLOSED = "closed"
+
+
+class TaskState(StrEnum):
+    """A task's status. `halted` is the escalated state: the task waits for a person to decide.
+
+    Escalated work never completes on its own: it leaves `halted` only through its escalation gate (a person
+    approves a re-run or rejects it; a gate that expires undecided re-runs it, still escalated), and after that it
+    reaches `done` only through an approved gate.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    AWAITING_GATE = "awaiting_gate"
+    HALTED = "halted"
+    DONE = "done"
+    REJECTED = "rejected"
+    FAILED = "failed"
+
+
+class GateLifecycle(StrEnum):
+    """What the engine did with a gate: open until it acts, then applied, expired or cancelled for good."""
+
+    OPEN = "open"
+    APPLIED = "applied"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"

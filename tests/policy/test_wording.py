@@ -6,10 +6,9 @@ from enum import StrEnum
 
 import pytest
 
-from countersign.engine.lifecycle import GateLifecycle, RunState, TaskState
 from countersign.policy import EscalationReason
 from countersign.policy.wording import WORDS, in_words
-from countersign.store.states import Decision, GateStatus, ProofKind
+from countersign.store.states import Decision, GateLifecycle, GateStatus, ProofKind, RunState, TaskState
 
 
 def without_words(codes: type[StrEnum] | tuple[str, ...]) -> list[str]:

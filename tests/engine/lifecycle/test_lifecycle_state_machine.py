@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from countersign.bootstrap.database import Database
-from countersign.engine.lifecycle import TRANSITIONS, GateLifecycle, IllegalTransition, Machine, TaskState
+from countersign.engine.lifecycle import TRANSITIONS, IllegalTransition
 from countersign.engine.supervisor import move_gate, move_task
 from countersign.policy import EscalationReason
+from countersign.store.states import GateLifecycle, Machine, TaskState
 from tests.engine.lifecycle_support import cloned_database, decide, new_close, put_gate, seed_approver
 
 GATE_ENDINGS = ("approved", "rejected", "expired", "undecided")

@@ -12,8 +12,9 @@ import pytest
 import pytest_asyncio
 
 from countersign.bootstrap.database import Database
-from countersign.engine.lifecycle import GateLifecycle, IllegalTransition, RunState, TaskState
+from countersign.engine.lifecycle import IllegalTransition
 from countersign.engine.supervisor import move_gate, move_run, move_task
+from countersign.store.states import GateLifecycle, RunState, TaskState
 from tests.engine.lifecycle_support import decide, new_close, put_gate, put_task, seed_approver
 
 

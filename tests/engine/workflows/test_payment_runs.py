@@ -25,7 +25,7 @@ from countersign.engine.construction import (
     load_construction_set,
     prior_certificates,
 )
-from countersign.engine.lifecycle import IllegalTransition, Machine, TaskState, check_transition, illegal_pairs
+from countersign.engine.lifecycle import IllegalTransition, check_transition, illegal_pairs
 from countersign.engine.orchestrator import EngineContext, advance
 from countersign.engine.runs import close_status
 from countersign.engine.supervisor import move_task
@@ -34,6 +34,7 @@ from countersign.engine.workflows.certificates.runs import payment_run_status, s
 from countersign.engine.workflows.certificates.stages import STAGES
 from countersign.policy import Workflow
 from countersign.specialists.client import open_in_process
+from countersign.store.states import Machine, TaskState
 from tests.engine import payment_run_support as support
 from tests.engine.lifecycle_support import cloned_database, new_close, put_task
 from tests.engine.workflow_support import approve_open_gates
