@@ -50,6 +50,12 @@ class OutboxKind(StrEnum):
     NOTICE = "notice"
 
 
+class NoticeKind(StrEnum):
+    """Which statutory notice a `payment_notice` row is (migration 0018)."""
+
+    PAY_LESS = "pay_less"
+
+
 class PrincipalKind(StrEnum):
     """Who a principal is (`principal.kind`): only humans decide gates."""
 

@@ -14,6 +14,7 @@ from countersign.store.states import (
     Decision,
     DispatchStatus,
     GateStatus,
+    NoticeKind,
     OutboxKind,
     OutboxStatus,
     PrincipalKind,
@@ -27,7 +28,9 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
             (table,),
         )
         definitions = [definition for (definition,) in await cur.fetchall()]
-    (found,) = [d for d in definitions if re.search(rf"\(?\b{column}\b\)? = ANY", d) or f"({column} IN" in d]
+    lists = [d for d in definitions if re.search(rf"\(?\b{column}\b\)? = ANY", d) or f"({column} IN" in d]
+    # a column that admits one word is checked as `(column = 'word'::text)`
+    (found,) = lists or [d for d in definitions if re.fullmatch(rf"CHECK \(\({column} = '[a-z_]+'::text\)\)", d)]
     return set(re.findall(r"'([a-z_]+)'::text", found))
 
 
@@ -35,6 +38,7 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
     ("table", "column", "states"),
     [
         ("outbox_message", "kind", OutboxKind),
+        ("payment_notice", "kind", NoticeKind),
         ("outbox_message", "status", OutboxStatus),
         ("principal", "kind", PrincipalKind),
         ("gate_decision", "decision", Decision),

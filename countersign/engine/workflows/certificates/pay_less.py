@@ -7,14 +7,11 @@ same transaction as the decision's effect.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
-from psycopg.types.json import Jsonb
 
 from countersign.audit.trace import append_event
 from countersign.certificates.payment_notices import NoticeGround, PayLessNotice, PaymentDates, pay_less_notice
@@ -22,21 +19,15 @@ from countersign.engine.outbox import enqueue_notices
 from countersign.engine.workflows.base import TaskContext
 from countersign.engine.workflows.certificates.evidence import RunEvidence
 from countersign.money.formatting import format_money
+from countersign.store.payment_notices import NewPaymentNotice, ServedNotice, record_payment_notice
+from countersign.store.states import NoticeKind
 
-PAY_LESS = "pay_less"
+PAY_LESS = NoticeKind.PAY_LESS
 NOTICE_TEMPLATE = "pay_less_notice"
 
 
 class NoticeDeadlineDisagrees(RuntimeError):
     """The database computed another deadline than the engine wrote into the notice: one of them is wrong."""
-
-
-@dataclass(frozen=True)
-class ServedNotice:
-    notice_id: int
-    sha256: str
-    deadline: date
-    served_in_time: bool
 
 
 def dates_of(reconstruction: Mapping[str, Any]) -> PaymentDates:
@@ -115,41 +106,26 @@ async def serve_pay_less_notice(
         | {"clauses": list(g.clauses)}
         for g in grounds
     ]
-    async with conn.cursor(row_factory=class_row(_NoticeRow)) as cur:
-        await cur.execute(
-            "INSERT INTO payment_notice (kind, set_id, certificate_id, close_id, gate_id, currency, notified_sum,"
-            " sum_to_pay, basis, document, sha256, due_date, final_date, deadline, served_in_time)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, encode(sha256(convert_to(%s, 'UTF8')), 'hex'),"
-            "         %s, %s, %s, false)"
-            " ON CONFLICT (certificate_id, kind) DO NOTHING"
-            " RETURNING notice_id, sha256, deadline, served_in_time",
-            (
-                PAY_LESS,
-                evidence.set_id,
-                evidence.certificate.id,
-                tc.close.close_id,
-                gate_id,
-                notice.currency,
-                notice.notified_sum,
-                sum_to_pay,
-                Jsonb(basis),
-                document,
-                document,
-                dates.due_date,
-                dates.final_date,
-                dates.pay_less_notice_by,
-            ),
-        )
-        row = await cur.fetchone()
-        if row is None:  # served already: the first notice stands
-            await cur.execute(
-                "SELECT notice_id, sha256, deadline, served_in_time FROM payment_notice"
-                " WHERE certificate_id = %s AND kind = %s",
-                (evidence.certificate.id, PAY_LESS),
-            )
-            existing = await cur.fetchone()
-            assert existing is not None
-            return ServedNotice(existing.notice_id, existing.sha256, existing.deadline, existing.served_in_time)
+    row = await record_payment_notice(
+        conn,
+        NewPaymentNotice(
+            kind=NoticeKind.PAY_LESS,
+            set_id=evidence.set_id,
+            certificate_id=evidence.certificate.id,
+            close_id=tc.close.close_id,
+            gate_id=gate_id,
+            currency=notice.currency,
+            notified_sum=notice.notified_sum,
+            sum_to_pay=sum_to_pay,
+            basis=basis,
+            document=document,
+            due_date=dates.due_date,
+            final_date=dates.final_date,
+            deadline=dates.pay_less_notice_by,
+        ),
+    )
+    if not row.recorded_now:  # served already: the first notice stands
+        return row
     if row.deadline != dates.pay_less_notice_by:
         raise NoticeDeadlineDisagrees(
             f"certificate {evidence.certificate.id}: the database's pay-less deadline {row.deadline} is not the"
@@ -184,7 +160,7 @@ async def serve_pay_less_notice(
         gate_id=gate_id,
         args={"notice_id": row.notice_id},
     )
-    return ServedNotice(row.notice_id, row.sha256, row.deadline, row.served_in_time)
+    return row
 
 
 def served_line(tc: TaskContext, certificate_id: str, served: ServedNotice, sum_to_pay: Decimal, currency: str) -> str:
@@ -193,11 +169,3 @@ def served_line(tc: TaskContext, certificate_id: str, served: ServedNotice, sum_
         f"{tc.task.id}: pay-less notice {served.notice_id} for certificate {certificate_id}: pays "
         f"{format_money(sum_to_pay, currency, locale=tc.locale)}, deadline {served.deadline.isoformat()} ({when})"
     )
-
-
-@dataclass(frozen=True)
-class _NoticeRow:
-    notice_id: int
-    sha256: str
-    deadline: date
-    served_in_time: bool
