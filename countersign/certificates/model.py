@@ -17,6 +17,8 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import Any, TypeVar
 
+from countersign.money.units import minor_units
+
 FORMS = ("CSB", "CSE", "CSI", "CSD", "CSM")
 PRACTICAL_COMPLETION = "practical_completion"
 DEFECTS_END = "defects_end"
@@ -304,12 +306,17 @@ class Certificate:
     `totals.amount_due` or `lines[3].quantity_to_date` -> "app.xlsx, sheet Summary, row 12"."""
 
 
+VALUED_PLACES = 2
+"""The decimal places a certificate's arithmetic works to (minor units, hundredths for quantities); a contract in a
+currency with other minor units is refused when read (`parse_contract`)."""
+
+
 def amount_text(amount: Decimal, currency: str) -> str:
     """An amount as a person reads it in the domain's explanations: `(Decimal("-82213.5"), "GBP")` ->
     `"GBP -82,213.50"`. The code, then the figure to the domain's two places, as
     `countersign.money.formatting.format_money` writes
     it in en_GB (a test holds the two together); the domain stays pure, so it does not load Babel's locale data."""
-    return f"{currency} {amount:,.2f}"
+    return f"{currency} {amount:,.{minor_units(currency)}f}"
 
 
 def value_of(quantity_centi: int, rate_minor: int) -> int:
@@ -338,6 +345,13 @@ def parse_contract(data: object) -> Contract:
     currency = _text(mapping, record, "currency")
     if not _CURRENCY.match(currency):
         raise CertificateDataError(record, "currency", f"expected a 3-letter ISO code, got {currency!r}")
+    if minor_units(currency) != VALUED_PLACES:
+        raise CertificateDataError(
+            record,
+            "currency",
+            f"{currency} is written to {minor_units(currency)} decimal places; certificates are valued in hundredths"
+            f" of a unit ({VALUED_PLACES} places) and this workflow does not yet value other currencies",
+        )
     start_period = _text(mapping, record, "start_period")
     if not _PERIOD.match(start_period):
         raise CertificateDataError(record, "start_period", f"expected YYYY-MM, got {start_period!r}")

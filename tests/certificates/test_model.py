@@ -32,6 +32,8 @@ ContractEdit = Callable[[dict[str, Any]], None]
     [
         (lambda c: c.update(form="XYZ"), "form"),
         (lambda c: c.update(currency="pounds"), "currency"),
+        (lambda c: c.update(currency="JPY"), "currency"),  # no minor unit: valued to 0 places, not our hundredths
+        (lambda c: c.update(currency="KWD"), "currency"),  # three places
         (lambda c: c["boq"][0].update(rate="ten"), "boq[0].rate"),
         (lambda c: c["boq"][1].update(quantity="-1.00"), "boq[1].quantity"),
         (lambda c: c["boq"][1].pop("unit"), "boq[1].unit"),
@@ -77,6 +79,15 @@ def test_an_illegal_certificate_names_the_field(edit: ContractEdit, field: str) 
         parse_certificate(data)
     assert caught.value.field == field
     assert caught.value.record == "certificate C2"
+
+
+def test_a_currency_with_other_minor_units_is_refused_in_words() -> None:
+    data = copy.deepcopy(CONTRACT)
+    data["currency"] = "JPY"
+    with pytest.raises(CertificateDataError, match="JPY is written to 0 decimal places"):
+        parse_contract(data)
+    data["currency"] = "EUR"
+    assert parse_contract(data).currency == "EUR"
 
 
 def test_a_certificate_that_is_not_a_mapping_is_refused() -> None:
