@@ -35,8 +35,8 @@ from countersign.web.health import build_health_router
 from countersign.web.reads import build_read_router
 
 if TYPE_CHECKING:
-    from countersign.bot.delivery import InlineDelivery
     from countersign.bot.wiring import ChatWiring
+    from countersign.delivery.worker import InlineDelivery
 
 log = logging.getLogger("countersign.bootstrap.app")
 
@@ -131,7 +131,7 @@ def create_app(runtime: Runtime) -> FastAPI:
     chat = settings.slack_enabled or settings.teams_enabled
     senders = build_senders(settings) if chat else {}
     # A decision's card updates go out in the background, whichever door decided; the answer waits at most
-    # INLINE_WAIT_S for them, and no pool connection is held while Slack or Teams answers (countersign/bot/delivery.py).
+    # INLINE_WAIT_S for them, and no pool connection is held while Slack or Teams answers (delivery/worker.py).
     deliver = _inline_delivery(pools.connect_engine, senders, settings.outbox_budget_hours) if chat else None
     if deliver is not None:
         pools.on_stop.append(partial(deliver.aclose, wait_s=SHUTDOWN_DELIVERY_WAIT_S))
@@ -182,7 +182,7 @@ def _health_router(pools: _Pools, metrics: ServeMetrics) -> APIRouter:
 
 
 def _inline_delivery(connect_engine: Any, senders: dict[str, object], budget_hours: float) -> InlineDelivery:
-    from countersign.bot.delivery import InlineDelivery
+    from countersign.delivery.worker import InlineDelivery
 
     return InlineDelivery(connect_engine, senders, budget_hours=budget_hours)  # type: ignore[arg-type]
 

@@ -8,7 +8,7 @@ from countersign.bootstrap.settings import Settings
 from countersign.engine.outbox import ChannelTarget
 
 if TYPE_CHECKING:
-    from countersign.bot.delivery import TeamsSender
+    from countersign.delivery.worker import TeamsSender
 
 
 class ChatConfigError(RuntimeError):
@@ -49,7 +49,7 @@ def channel_targets(settings: Settings) -> tuple[ChannelTarget, ...]:
 def build_senders(settings: Settings) -> dict[str, object]:
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from countersign.bot.delivery import SlackSender
+    from countersign.delivery.worker import SlackSender
 
     senders: dict[str, object] = {}
     if settings.slack_bot_token:
@@ -68,7 +68,7 @@ def build_senders(settings: Settings) -> dict[str, object]:
 def teams_sender(settings: Settings) -> TeamsSender:
     """The Bot Framework connector client; its tokens come from msal per TEAMS_APP_TYPE
     (countersign/bot/teams_tokens.py)."""
-    from countersign.bot.delivery import TeamsSender
+    from countersign.delivery.worker import TeamsSender
 
     assert settings.teams_app_id
     return TeamsSender(

@@ -10,7 +10,7 @@ person asking sees it ("Waiting on you", "You approved"). A gate that needs the 
 its card links to the Close Board, and a click on an old card's button is answered with where to sign it. A message
 `close status` or `close trace export csv|json` is answered in the conversation. Reads go through
 `countersign.services.reading`;
-this module runs no query. Outbound calls use our own small connector (countersign/bot/delivery.py `TeamsSender`), so
+this module runs no query. Outbound calls use our own small connector (countersign/delivery/worker.py `TeamsSender`), so
 the eventual
 move to the Microsoft 365 Agents SDK stays small.
 """
@@ -81,7 +81,7 @@ class TeamsConfigError(RuntimeError):
 
 
 class ActivitySender(Protocol):
-    """Replies into a conversation (countersign/bot/delivery.py `TeamsSender`)."""
+    """Replies into a conversation (countersign/delivery/worker.py `TeamsSender`)."""
 
     async def send_activity(self, service_url: str, conversation: str, activity: dict[str, Any]) -> str: ...
 

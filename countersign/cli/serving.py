@@ -189,7 +189,7 @@ def worker(
     from countersign.bootstrap.chat import ChatConfigError, build_senders, check_chat_settings
     from countersign.bootstrap.metrics import WorkerMetrics
     from countersign.bootstrap.runtime import engine_context, worker_pool
-    from countersign.bot.delivery import DeliveryReport, deliver_due
+    from countersign.delivery.worker import DeliveryReport, deliver_due
     from countersign.engine.leases import Connect
     from countersign.engine.worker import WorkerPlan, run_worker
 

@@ -56,7 +56,7 @@ JOB_KINDS = ("advance", "wake", "sign_checkpoint", "deliver")
 
 
 class DeliveryOutcome(Protocol):
-    """What a deliverer reports back (countersign.bot.delivery.DeliveryReport has this shape)."""
+    """What a deliverer reports back (countersign.delivery.worker.DeliveryReport has this shape)."""
 
     sent: int
     retried: int

@@ -99,7 +99,7 @@ class GateRecord:
 
 def card_state(status: str, approvals: int, rejections: int) -> str:
     """The key of what a gate card shows: a posted card is updated once per key (`countersign.engine.outbox`,
-    `countersign.bot.delivery`)."""
+    `countersign.delivery.worker`)."""
     return f"{status}:{approvals}:{rejections}"
 
 

@@ -18,8 +18,8 @@ from psycopg.types.json import Jsonb
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.database import Database
 from countersign.bootstrap.runtime import engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, TEAM, decision_form, slack_headers

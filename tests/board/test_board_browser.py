@@ -26,8 +26,8 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from countersign.audit.trace import seal_pending
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import Runtime, engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.passkeys import issue_enrolment
+from countersign.delivery.worker import deliver_due
 from countersign.engine.books import load_bank_feed
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status

@@ -129,7 +129,7 @@ def _connect(url: str) -> Connect:
 
 
 async def _one_pass(runtime: Runtime, senders: dict[str, object]) -> _Watch:
-    from countersign.bot.delivery import DeliveryReport, deliver_due
+    from countersign.delivery.worker import DeliveryReport, deliver_due
 
     async def deliver(connect: Connect) -> DeliveryReport:
         return await deliver_due(connect, senders)  # type: ignore[arg-type]

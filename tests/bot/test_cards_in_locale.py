@@ -21,9 +21,9 @@ import pytest
 
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import Runtime, engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.bot.queries import load_gate
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status
 from countersign.engine.workflows.certificates.runs import payment_run_status

@@ -15,8 +15,8 @@ import pytest_asyncio
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.database import Database
 from countersign.bootstrap.runtime import engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.outbox import enqueue_card_updates
 from countersign.engine.runs import close_status

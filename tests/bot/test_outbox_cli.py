@@ -90,19 +90,19 @@ def test_the_worker_delivers_with_the_configured_budget(
     database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """COUNTERSIGN_OUTBOX_BUDGET_HOURS reaches the worker's deliverer (not the 24 h default)."""
-    import countersign.bot.delivery
+    import countersign.delivery.worker
     from countersign.cli.main import app
 
     seen: list[float] = []
-    deliver_due = countersign.bot.delivery.deliver_due
+    deliver_due = countersign.delivery.worker.deliver_due
 
     async def recording(
-        *args: Any, budget_hours: float = countersign.bot.delivery.DEFAULT_BUDGET_HOURS, **kwargs: Any
+        *args: Any, budget_hours: float = countersign.delivery.worker.DEFAULT_BUDGET_HOURS, **kwargs: Any
     ) -> Any:
         seen.append(budget_hours)
         return await deliver_due(*args, budget_hours=budget_hours, **kwargs)
 
-    monkeypatch.setattr(countersign.bot.delivery, "deliver_due", recording)
+    monkeypatch.setattr(countersign.delivery.worker, "deliver_due", recording)
     env = {
         "DATABASE_URL": database.url,
         "COUNTERSIGN_STATE_DIR": str(tmp_path / "state"),

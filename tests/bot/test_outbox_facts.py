@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.outbox import ChannelTarget, NotAFact, enqueue_notices
 from countersign.engine.runs import close_status

@@ -20,7 +20,7 @@ import respx
 
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import engine_context
-from countersign.bot.delivery import deliver_due
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.outbox import BACKOFF_CAP_S, enqueue_card_updates, redrive_dead_letters
 from countersign.engine.runs import close_status

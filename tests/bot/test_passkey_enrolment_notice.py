@@ -16,8 +16,8 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from countersign.bootstrap.chat import build_senders
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.principals import Identity, Principal, upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.outbox import NotAFact, enqueue_notices
 from tests.bot.conftest import PEOPLE, TENANT
 from tests.support import count

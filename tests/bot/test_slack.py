@@ -16,9 +16,9 @@ import pytest
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import engine_context
 from countersign.bootstrap.settings import PROJECT_ROOT
-from countersign.bot.delivery import deliver_due
 from countersign.bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.outbox import enqueue_card_updates
 from countersign.engine.runs import close_status

@@ -18,9 +18,9 @@ import pytest
 
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.callers import issue_token
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, decision_form, slack_headers, wait_until

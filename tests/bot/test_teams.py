@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from countersign.bootstrap.app import MissingSecret, create_app
 from countersign.bootstrap.chat import build_senders
 from countersign.bootstrap.runtime import engine_context
-from countersign.bot.delivery import deliver_due
 from countersign.callbacks.principals import upsert_principals
+from countersign.delivery.worker import deliver_due
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status
 from tests.bot.conftest import PEOPLE, SERVICE_URL, TEAMS_APP_ID, TEAMS_CONVERSATION, TENANT

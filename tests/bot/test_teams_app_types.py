@@ -10,8 +10,8 @@ import pytest
 import respx
 from botbuilder.schema import Activity
 
-from countersign.bot.delivery import DeliveryError, TeamsSender
 from countersign.bot.teams import build_authentication, tenant_issuers
+from countersign.delivery.worker import DeliveryError, TeamsSender
 from tests.bot.conftest import SERVICE_URL, TEAMS_APP_ID
 from tests.fakes.teams_auth import FakeBotFrameworkAuth
 

@@ -7,7 +7,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from countersign.bot.delivery import _retry_after
+from countersign.delivery.worker import _retry_after
 from countersign.engine import dispatch, outbox
 
 SAMPLES = 200

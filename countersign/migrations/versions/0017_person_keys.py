@@ -407,7 +407,7 @@ END $$;
 # be noticed: redeeming an enrolment also writes one outbox notice per Slack identity of the person, a direct message
 # (chat.postMessage to a user id opens the DM; Slack user ids are upper case, identities are stored case-folded). The
 # notice carries only the credential id; the deliverer reads the label and time from `principal_passkey` and checks
-# that the recipient is that credential's person (countersign/bot/delivery.py). Teams is not announced: a direct message there
+# that the recipient is that credential's person (countersign/delivery/worker.py). Teams is not announced: a direct message there
 # needs a stored conversation reference, which Countersign does not keep (LIMITATIONS.md).
 
 # 0009's definition, with its fixed path and one more notice template.

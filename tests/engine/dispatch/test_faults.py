@@ -155,7 +155,7 @@ async def test_a_chat_outage_delays_cards_but_loses_none(
 
     from countersign.bootstrap.chat import build_senders
     from countersign.bootstrap.runtime import engine_context
-    from countersign.bot.delivery import deliver_due
+    from countersign.delivery.worker import deliver_due
 
     rt = replace(
         runtime,

@@ -18,10 +18,10 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from countersign.bot.delivery import notice_text
 from countersign.cards.certificates import certificate_summary
 from countersign.certificates.model import PaymentTerms
 from countersign.certificates.payment_notices import payment_dates
+from countersign.delivery.worker import notice_text
 from countersign.engine.construction import load_construction_set
 from countersign.engine.orchestrator import EngineContext, advance
 from countersign.engine.outbox import ChannelTarget, OutboxMessage
