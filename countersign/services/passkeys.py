@@ -37,8 +37,9 @@ from webauthn.helpers.structs import (
 from countersign.audit.person_proof import decision_challenge, decision_message, digest_of_gate
 from countersign.callbacks import passkeys as store
 from countersign.callbacks.callers import Caller
-from countersign.callbacks.decision_writer import DecisionRequest, OnRecorded, Recorded, Seal, record_and_announce
+from countersign.callbacks.decision_writer import OnRecorded, Seal
 from countersign.callbacks.passkeys import PasskeyRefused, Session
+from countersign.services.decide import Decided, PlatformIdentity, decide_gate
 from countersign.store.gates import read_gate
 from countersign.store.states import Channel, Decision, GateStatus
 
@@ -268,9 +269,10 @@ async def complete_decision(
     *,
     seal: Seal | None = None,
     on_recorded: OnRecorded | None = None,
-) -> Recorded:
-    """Record the decision the person signed: the challenge must be one this board issued to this person for this
-    gate, unused (a replayed assertion is refused); the decision writer verifies the assertion before the row."""
+) -> Decided:
+    """Record the decision the person signed, through `decide_gate` like every other door: the challenge must be one
+    this board issued to this person for this gate, unused (a replayed assertion is refused); the decision writer
+    verifies the assertion before the row."""
     response = _response(response_text)
     challenge = await store.use_challenge(conn, _challenge_of(response), "decide")
     if challenge.principal_id != viewer.principal_id or challenge.gate_id != gate_id or challenge.message is None:
@@ -289,13 +291,14 @@ async def complete_decision(
     }
     if isinstance(inner.get("userHandle"), str):
         proof["user_handle"] = inner["userHandle"]
-    request = DecisionRequest(
+    identity = PlatformIdentity(channel=Channel.BOARD, external_id=viewer.principal_id, proof=proof)
+    return await decide_gate(
+        conn,
+        identity,
         gate_id=gate_id,
-        principal=viewer.principal_id,
         decision=str(fields["decision"]),
         reason=str(fields["reason"]),
         nonce=str(fields["nonce"]),
-        channel=Channel.BOARD,
-        proof=proof,
+        seal=seal,
+        on_recorded=on_recorded,
     )
-    return await record_and_announce(conn, request, seal=seal, on_recorded=on_recorded)
