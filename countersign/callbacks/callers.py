@@ -1,6 +1,10 @@
 """Who is asking: chat callers and HTTP readers resolved to principals, per-principal API tokens, and the trace
 events that record refused commands and exports. Every function here touches the database and says so by taking
-a connection."""
+a connection.
+
+The reads and writes of principals and API tokens are countersign.store.principals (a caller is a principal read
+for the access rules); `Caller` lives there and is re-exported here. The trace events go through countersign.audit.
+"""
 
 from __future__ import annotations
 
@@ -11,39 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
 
 from countersign.audit.person_proof import read_message, verify_signature
 from countersign.audit.trace import append_event, seal_pending
 from countersign.callbacks.decision_writer import Seal
-from countersign.callbacks.principals import CHANNELS, PRINCIPAL_LOOKUP, normalise_identity
+from countersign.callbacks.principals import CHANNELS, normalise_identity
 from countersign.policy.command_roles import AccessDecision, check_access
 from countersign.policy.model import Policy
-from countersign.store.states import PrincipalKind
+from countersign.store import principals as principal_store
+from countersign.store.principals import Caller as Caller
 
 TOKEN_PREFIX = "cs_"
 MAX_TOKEN_CHARS = 200
 READ_WINDOW_S = 300
 MAX_HEADER_CHARS = 256
-
-
-@dataclass(frozen=True)
-class Caller:
-    """A known principal as the access rules see it."""
-
-    principal_id: str
-    kind: str
-    display_name: str
-    roles: tuple[str, ...]
-    active: bool
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "roles", tuple(self.roles))
-        object.__setattr__(self, "active", bool(self.active))
-
-    @property
-    def is_human(self) -> bool:
-        return self.kind == PrincipalKind.HUMAN
 
 
 def access_for(command: str, policy: Policy, caller: Caller | None) -> AccessDecision:
@@ -52,44 +37,18 @@ def access_for(command: str, policy: Policy, caller: Caller | None) -> AccessDec
     return check_access(command, policy, known=True, human=caller.is_human, active=caller.active, roles=caller.roles)
 
 
-_CALLER_COLUMNS = "p.principal_id, p.kind, p.display_name, p.roles, p.active"
-
-
-@dataclass(frozen=True)
-class _CallerWithKey:
-    principal_id: str
-    kind: str
-    display_name: str
-    roles: tuple[str, ...]
-    active: bool
-    public_key: bytes | None
-
-    @property
-    def caller(self) -> Caller:
-        return Caller(self.principal_id, self.kind, self.display_name, self.roles, self.active)
-
-
 async def resolve_chat_caller(conn: AsyncConnection[Any], channel: str, external_id: str, tenant: str) -> Caller | None:
     """The principal behind a Slack user in a team or a Teams AAD object in a tenant; None when unmapped."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
-    async with conn.cursor(row_factory=class_row(Caller)) as cur:
-        await cur.execute(
-            f"SELECT {_CALLER_COLUMNS} FROM principal_identity i JOIN principal p USING (principal_id)"
-            " WHERE i.channel = %s AND i.tenant = %s AND i.external_id = %s",
-            (channel, normalise_identity(tenant), normalise_identity(external_id)),
-        )
-        return await cur.fetchone()
+    return await principal_store.read_caller_by_identity(
+        conn, channel, normalise_identity(tenant), normalise_identity(external_id)
+    )
 
 
 async def find_caller(conn: AsyncConnection[Any], raw_id: str) -> tuple[Caller, bytes | None] | None:
     """A principal by id (or login identity) with its registered Ed25519 public key, if any."""
-    async with conn.cursor(row_factory=class_row(_CallerWithKey)) as cur:
-        await cur.execute(
-            f"SELECT principal_id, kind, display_name, roles, active, public_key FROM ({PRINCIPAL_LOOKUP}) AS found",
-            {"key": normalise_identity(raw_id)},
-        )
-        row = await cur.fetchone()
+    row = await principal_store.read_caller_with_key(conn, normalise_identity(raw_id))
     if row is None:
         return None
     return row.caller, bytes(row.public_key) if row.public_key is not None else None
@@ -163,41 +122,24 @@ def token_digest(token: str) -> bytes:
 
 async def issue_token(conn: AsyncConnection[Any], principal: str) -> str:
     """A new API token for a principal. Only its SHA-256 is stored: the token is shown once, to the caller."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT principal_id FROM principal WHERE principal_id = %s", (normalise_identity(principal),)
-        )
-        principal_id: str | None = await cur.fetchone()
-        if principal_id is None:
-            raise UnknownPrincipal(principal)
-        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        await cur.execute(
-            "INSERT INTO api_token (token_sha256, principal_id) VALUES (%s, %s)", (token_digest(token), principal_id)
-        )
+    principal_id = await principal_store.read_principal_id(conn, normalise_identity(principal))
+    if principal_id is None:
+        raise UnknownPrincipal(principal)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    await principal_store.insert_api_token(conn, token_digest(token), principal_id)
     return token
 
 
 async def revoke_tokens(conn: AsyncConnection[Any], principal: str) -> int:
     """Revoke every live token of a principal; returns how many."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE api_token SET revoked_at = now() WHERE principal_id = %s AND revoked_at IS NULL",
-            (normalise_identity(principal),),
-        )
-        return cur.rowcount
+    return await principal_store.revoke_api_tokens(conn, normalise_identity(principal))
 
 
 async def caller_for_token(conn: AsyncConnection[Any], token: str) -> Caller | None:
     """The principal holding a live (unrevoked) token; None for an unknown, revoked or malformed token."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > MAX_TOKEN_CHARS or not token.isascii():
         return None
-    async with conn.cursor(row_factory=class_row(Caller)) as cur:
-        await cur.execute(
-            f"SELECT {_CALLER_COLUMNS} FROM api_token t JOIN principal p USING (principal_id)"
-            " WHERE t.token_sha256 = %s AND t.revoked_at IS NULL",
-            (token_digest(token),),
-        )
-        return await cur.fetchone()
+    return await principal_store.read_caller_by_token(conn, token_digest(token))
 
 
 @dataclass(frozen=True)

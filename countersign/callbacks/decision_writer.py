@@ -26,9 +26,10 @@ from countersign.callbacks.person_signature import (
     check_passkey_assertion,
     check_person_signature,
 )
-from countersign.callbacks.principals import PRINCIPAL_LOOKUP, Principal, normalise_identity
+from countersign.callbacks.principals import Principal, normalise_identity
 from countersign.store.gates import GateFacts, GateRecord, read_gate
-from countersign.store.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, ProofKind
+from countersign.store.principals import PRINCIPAL_LOOKUP
+from countersign.store.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, PrincipalKind, ProofKind
 
 DECISIONS = tuple(decision.value for decision in Decision)
 # What each door's decision carries as proof (the database maps channels to proofs the same way: migration 0017).
@@ -346,7 +347,9 @@ class _DecisionContext:
     def principal(self) -> Principal | None:
         if self.principal_id is None:
             return None
-        return Principal(self.principal_id, self.kind or "", self.display_name or "", tuple(self.roles or ()))
+        # `principal.kind` is NOT NULL; a kind-less row would be no human (machine_principal), as it always was
+        kind = PrincipalKind(self.kind) if self.kind else PrincipalKind.MACHINE
+        return Principal(self.principal_id, kind, self.display_name or "", tuple(self.roles or ()))
 
     def gate_facts(self, gate_id: str) -> GateFacts:
         """The gate's signed columns (`countersign.store.gates.GateFacts`), read in the same statement as the rest."""

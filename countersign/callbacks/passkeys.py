@@ -19,6 +19,7 @@ from psycopg.rows import class_row, scalar_row
 
 from countersign.audit.trace import append_event
 from countersign.callbacks.callers import Caller
+from countersign.store.states import PrincipalKind
 
 CHALLENGE_TTL_S = 300
 MAX_LIVE_SIGN_INS = 10_000  # open sign-in challenges (anyone may ask for one); past this, new ones are refused
@@ -245,7 +246,8 @@ async def session_viewer(conn: AsyncConnection[Any], token: str) -> tuple[Caller
         row = await cur.fetchone()
     if row is None:
         return None
-    return Caller(row.principal_id, row.kind, row.display_name, tuple(row.roles), row.active), row.csrf_token
+    caller = Caller(row.principal_id, PrincipalKind(row.kind), row.display_name, tuple(row.roles), row.active)
+    return caller, row.csrf_token
 
 
 async def end_session(conn: AsyncConnection[Any], token: str) -> None:

@@ -1,4 +1,8 @@
-"""Principals (humans and machines), their identities per channel, and identity normalisation."""
+"""Principals (humans and machines), their identities per channel, and identity normalisation.
+
+Parses the principal files and normalises identities; the rows and their SQL are countersign.store.principals, which
+this module calls with keys it has normalised. `Principal` and `Identity` live there and are re-exported here.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,16 @@ import csv
 import io
 import re
 import unicodedata
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
 
 from countersign.audit.person_proof import parse_public_key
+from countersign.store import principals as principal_store
+from countersign.store.principals import Identity as Identity
+from countersign.store.principals import Principal as Principal
 from countersign.store.states import PrincipalKind
 
 # Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.
@@ -47,31 +52,6 @@ def normalise_identity(raw: str) -> str:
     return unicodedata.normalize("NFKC", "".join(text.split()).casefold())
 
 
-@dataclass(frozen=True)
-class Identity:
-    channel: str
-    tenant: str
-    external_id: str
-
-
-@dataclass(frozen=True)
-class Principal:
-    principal_id: str
-    kind: str
-    display_name: str
-    roles: tuple[str, ...]
-    identities: tuple[Identity, ...] = field(default=())
-    public_key: bytes | None = None
-    """The person's raw 32-byte Ed25519 public key; signed-callback decisions must carry its signature."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "roles", tuple(self.roles))
-
-    @property
-    def is_human(self) -> bool:
-        return self.kind == PrincipalKind.HUMAN
-
-
 class PrincipalFileError(ValueError):
     def __init__(self, source: str, field: str, reason: str) -> None:
         super().__init__(f"{source}: {field}: {reason}")
@@ -80,25 +60,9 @@ class PrincipalFileError(ValueError):
         self.reason = reason
 
 
-# A principal by id (a login name) first, then by a `login` identity; the key is already normalised. Columns:
-# principal_id, kind, display_name, roles, active, public_key.
-PRINCIPAL_LOOKUP = (
-    "SELECT principal_id, kind, display_name, roles, active, public_key FROM principal WHERE principal_id = %(key)s"
-    " UNION ALL"
-    " SELECT p.principal_id, p.kind, p.display_name, p.roles, p.active, p.public_key FROM principal_identity i"
-    " JOIN principal p USING (principal_id) WHERE i.channel = 'login' AND i.tenant = '' AND i.external_id = %(key)s"
-    " LIMIT 1"
-)
-
-
 async def find_principal(conn: AsyncConnection[Any], raw_id: str) -> Principal | None:
     """By principal id (a login name) first, then by a `login` identity."""
-    async with conn.cursor(row_factory=class_row(Principal)) as cur:
-        await cur.execute(
-            f"SELECT principal_id, kind, display_name, roles FROM ({PRINCIPAL_LOOKUP}) AS found",
-            {"key": normalise_identity(raw_id)},
-        )
-        return await cur.fetchone()
+    return await principal_store.read_principal(conn, normalise_identity(raw_id))
 
 
 async def resolve_identity(
@@ -107,13 +71,9 @@ async def resolve_identity(
     """The principal behind a chat identity (Slack user in a team, Teams AAD object in a tenant)."""
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
-    async with conn.cursor(row_factory=class_row(Principal)) as cur:
-        await cur.execute(
-            "SELECT p.principal_id, p.kind, p.display_name, p.roles FROM principal_identity i"
-            " JOIN principal p USING (principal_id) WHERE i.channel = %s AND i.tenant = %s AND i.external_id = %s",
-            (channel, normalise_identity(tenant), normalise_identity(external_id)),
-        )
-        return await cur.fetchone()
+    return await principal_store.read_principal_by_identity(
+        conn, channel, normalise_identity(tenant), normalise_identity(external_id)
+    )
 
 
 def _text(value: object, source: str, where: str, *, required: bool = True) -> str:
@@ -174,7 +134,9 @@ def _principal(
     if kind == PrincipalKind.MACHINE and roles:
         raise PrincipalFileError(source, f"{where}.roles", "machine principals hold no approval roles")
     key = _public_key(source, f"{where}.public_key ({principal_id})", kind, public_key)
-    return Principal(principal_id, str(kind), display, tuple(r.strip() for r in roles), tuple(identities), key)
+    return Principal(
+        principal_id, PrincipalKind(kind), display, tuple(r.strip() for r in roles), tuple(identities), key
+    )
 
 
 def _identity(
@@ -365,21 +327,7 @@ async def upsert_principals(conn: AsyncConnection[Any], principals: list[Princip
     """Insert or refresh principals and their identities in one transaction. A machine never becomes a human."""
     async with conn.transaction(), conn.cursor() as cur:
         for p in principals:
-            await cur.execute(
-                "INSERT INTO principal (principal_id, kind, display_name, roles, public_key)"
-                " VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT (principal_id) DO UPDATE SET display_name = EXCLUDED.display_name,"
-                " roles = EXCLUDED.roles, public_key = COALESCE(EXCLUDED.public_key, principal.public_key)"
-                " WHERE principal.kind = EXCLUDED.kind RETURNING principal_id",
-                (p.principal_id, p.kind, p.display_name, list(p.roles), p.public_key),
-            )
-            if await cur.fetchone() is None:
+            if not await principal_store.upsert_principal(cur, p):
                 raise PrincipalFileError("principals", p.principal_id, "exists with a different kind; refusing")
-            await cur.execute("DELETE FROM principal_identity WHERE principal_id = %s", (p.principal_id,))
-            for ident in p.identities:
-                await cur.execute(
-                    "INSERT INTO principal_identity (principal_id, channel, tenant, external_id)"
-                    " VALUES (%s, %s, %s, %s)",
-                    (p.principal_id, ident.channel, ident.tenant, ident.external_id),
-                )
+            await principal_store.replace_identities(cur, p.principal_id, p.identities)
     return len(principals)
