@@ -58,17 +58,16 @@ def close_advance(
 ) -> None:
     """Run every step that is ready; stop at gates and halts."""
     from countersign.bootstrap.runtime import connection, engine_context
-    from countersign.engine.orchestrator import advance
-    from countersign.engine.workflows.close.bank_pages import progress_to
+    from countersign.services.operating import advance_close, paged_progress
 
     rt = runtime()
 
     async def go() -> Any:
         close_id = await resolve_close_id(rt, close)
         async with engine_context(rt) as ctx:  # a connection per step: none is held while a specialist works
-            return await advance(lambda: connection(rt), close_id, ctx)
+            return await advance_close(lambda: connection(rt), close_id, ctx)
 
-    with spinner(f"advancing close {close or '(latest)'}: every step that is ready") as say, progress_to(say):
+    with spinner(f"advancing close {close or '(latest)'}: every step that is ready") as say, paged_progress(say):
         report = run(go)  # a paged bank reconciliation says which page of which account it is on
     for step in report.steps:
         console.print(f"  {escape(step)}", highlight=False)
@@ -145,8 +144,7 @@ def close_load_bank_feed(
 ) -> None:
     """Load a corrected bank feed for a close's books; the next bank reconciliation reads it."""
     from countersign.bootstrap.runtime import connection
-    from countersign.engine.books import load_bank_feed
-    from countersign.engine.runs import load_close
+    from countersign.services.operating import load_bank_feed_for_close
 
     rt = runtime()
     feed = _feed_in_books_format(file, mapping, camt_xsd or rt.settings.camt053_xsd, rt.settings.state_dir)
@@ -154,8 +152,7 @@ def close_load_bank_feed(
     async def go() -> int:
         close_id = await resolve_close_id(rt, close)
         async with connection(rt) as conn:
-            record = await load_close(conn, close_id)
-            return await load_bank_feed(conn, record.book_set_id, feed, loaded_by=by, close_id=close_id)
+            return await load_bank_feed_for_close(conn, close_id, feed, loaded_by=by)
 
     with spinner(f"loading the bank feed {file.name}"):
         version = run(go)
@@ -164,17 +161,17 @@ def close_load_bank_feed(
 
 def _feed_in_books_format(file: Path, mapping: Path | None, camt_xsd: Path | None, state_dir: Path) -> Path:
     """`file` when it is a bank_lines.csv already; otherwise its statements written as a feed in the books format."""
-    from countersign.engine.books import BANK_LINES_COLUMNS
     from countersign.importers.books_dir import sha256_of
     from countersign.importers.detect import detect_statement_format
     from countersign.importers.errors import ImportFileError
     from countersign.importers.mapping import default_mapping, load_mapping
     from countersign.importers.statement import StatementFormat
     from countersign.services.books_import import read_statements, write_bank_feed
+    from countersign.services.operating import BANK_LINES_FIRST_COLUMN
 
     try:
         kind = detect_statement_format(file)
-        if kind is StatementFormat.CSV and _is_books_bank_lines(file, BANK_LINES_COLUMNS[0][0]):
+        if kind is StatementFormat.CSV and _is_books_bank_lines(file, BANK_LINES_FIRST_COLUMN):
             return file
         read_mapping = load_mapping(mapping) if mapping is not None else default_mapping()
         statements, sources = read_statements([file], read_mapping, camt_schema=camt_xsd)
@@ -195,21 +192,18 @@ def dispatch_replay(
     dispatch_id: Annotated[int, typer.Argument(help="A dead-lettered dispatch id (close status).")],
 ) -> None:
     """Give a dead-lettered dispatch fresh attempts; the next advance retries its task."""
-    from countersign.audit.trace import seal_pending
     from countersign.bootstrap.runtime import connection
-    from countersign.engine.dispatch import NotDeadLettered, NotReplayable, replay_dead_letter
+    from countersign.services.operating import DispatchNotReplayable, replay_dispatch
 
     rt = runtime()
 
     async def go() -> tuple[str, str]:
         async with connection(rt) as conn:
-            replayed = await replay_dead_letter(conn, dispatch_id, actor="countersign-cli")
-            await seal_pending(conn)
-            return replayed
+            return await replay_dispatch(conn, dispatch_id, actor="countersign-cli")
 
     try:
         close_id, task = run(go)
-    except (NotDeadLettered, NotReplayable) as exc:
+    except DispatchNotReplayable as exc:
         fail(str(exc))
         return
     console.print(f"dispatch {dispatch_id} replayed: {task} of close {close_id} will run on the next advance")

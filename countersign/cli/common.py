@@ -39,31 +39,19 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from countersign.bootstrap.database import MissingRoleURL, NoOwnerCredentials
     from countersign.bootstrap.runtime import MissingSpecialistToken
     from countersign.bootstrap.unreachable import DatabaseUnreachable
-    from countersign.callbacks.callers import UnknownPrincipal
-    from countersign.callbacks.principals import PrincipalFileError
-    from countersign.engine.books import BooksError
-    from countersign.engine.runs import CloseAlreadyExists, CloseNotFound, InvalidCloseKey, PeriodClosed
     from countersign.policy import PolicyError
-    from countersign.services.errors import NoBooksLoaded, ServiceError
+    from countersign.services.errors import shown_refusals
     from countersign.synthetic import ProfileError
 
     return (
         ProofRequestError,
-        InvalidCloseKey,
-        BooksError,
-        CloseAlreadyExists,
-        CloseNotFound,
-        PeriodClosed,
         PolicyError,
-        PrincipalFileError,
         ProfileError,
         MissingSpecialistToken,
-        UnknownPrincipal,
         DatabaseUnreachable,
-        NoBooksLoaded,
         NoOwnerCredentials,
         MissingRoleURL,
-        ServiceError,  # the use cases' refusals (countersign/services/errors.py): their message is safe to show
+        *shown_refusals(),  # the use cases' and the engine's refusals (countersign/services/errors.py)
     )
 
 
@@ -148,15 +136,14 @@ def _schema_check_role(settings: Settings, upgrade: bool) -> tuple[str, str]:
 
 async def resolve_close_id(rt: Runtime, close_id: str | None) -> str:
     from countersign.bootstrap.runtime import connection
-    from countersign.engine.runs import CloseNotFound, latest_close_id
+    from countersign.services.errors import NoCloseStarted, ServiceError
+    from countersign.services.operating import latest_close_or_named
 
-    if close_id:
-        return close_id
     async with connection(rt) as conn:
-        latest = await latest_close_id(conn)
-    if latest is None:
-        raise CloseNotFound("(latest): no close has been started; run `countersign close start`")
-    return latest
+        try:
+            return await latest_close_or_named(conn, close_id)
+        except NoCloseStarted:
+            raise ServiceError("no close has been started; run `countersign close start`") from None
 
 
 class LazyNames:

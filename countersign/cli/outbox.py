@@ -68,7 +68,7 @@ def outbox_redrive(
     """
     from countersign.bootstrap.runtime import connection
     from countersign.cli.common import console, fail, run, runtime
-    from countersign.engine.outbox import redrive_dead_letters
+    from countersign.services.operating import redrive_outbox
 
     try:
         gate_id = parse_gate(gate) if gate is not None else None
@@ -81,7 +81,7 @@ def outbox_redrive(
 
     async def go() -> list[int]:
         async with connection(rt) as conn:
-            return await redrive_dead_letters(conn, gate_id=gate_id, platform=only, since=after)
+            return await redrive_outbox(conn, gate_id=gate_id, platform=only, since=after)
 
     redriven = run(go)
     if not redriven:
@@ -102,13 +102,13 @@ def outbox_status(
 
     from countersign.bootstrap.runtime import connection
     from countersign.cli.common import console, run, runtime
-    from countersign.engine.outbox import OutboxSummary, outbox_summary
+    from countersign.services.operating import OutboxSummary, outbox_counts
 
     rt = runtime(roles=("engine",))
 
     async def go() -> OutboxSummary:
         async with connection(rt) as conn:
-            return await outbox_summary(conn, budget_hours=rt.settings.outbox_budget_hours)
+            return await outbox_counts(conn, budget_hours=rt.settings.outbox_budget_hours)
 
     summary = run(go)
     if as_json:

@@ -211,7 +211,7 @@ def payments_start(
 ) -> None:
     """Start one payment run per certificate submitted in the month; refuses a month already started."""
     from countersign.bootstrap.runtime import connection, start_rules
-    from countersign.engine.workflows.certificates.runs import UnknownConstructionSet
+    from countersign.services.errors import NoSuchConstructionSet
     from countersign.services.starting import start_payment_runs_for_month
 
     if not _MONTH.fullmatch(period):
@@ -226,7 +226,7 @@ def payments_start(
 
     try:
         started = run(go)
-    except UnknownConstructionSet as exc:
+    except NoSuchConstructionSet as exc:
         fail(str(exc))
         return
     console.print(
@@ -249,8 +249,8 @@ def payments_status_command(
     from countersign.bootstrap.runtime import connection
     from countersign.cards.model import CardDataError
     from countersign.cards.payments import payments_card
-    from countersign.engine.workflows.certificates.runs import payment_run_status
     from countersign.policy.wording import in_words
+    from countersign.services.reading import LOCAL_OPERATOR, read_payment_runs
 
     if period is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
         fail(f"--period must be a month YYYY-MM, got {period!r}")
@@ -258,7 +258,7 @@ def payments_status_command(
 
     async def go() -> list[dict[str, Any]]:
         async with connection(rt) as conn:
-            return await payment_run_status(conn, period=period)
+            return await read_payment_runs(conn, rt.policy, LOCAL_OPERATOR, period)
 
     rows = run(go)
     if as_json:

@@ -22,13 +22,13 @@ def principals_import(
 ) -> None:
     """Load or refresh principals (humans and machines), their roles and public keys (`public_key`, base64)."""
     from countersign.bootstrap.runtime import connection
-    from countersign.callbacks.principals import parse_principals, upsert_principals
+    from countersign.services.administering import import_principals
 
     rt = runtime()
 
     async def go() -> int:
         async with connection(rt, "owner") as conn:
-            return await upsert_principals(conn, parse_principals(file))
+            return await import_principals(conn, file)
 
     console.print(f"imported {run(go)} principals")
 
@@ -80,23 +80,17 @@ def principals_enroll(
     hours: Annotated[int, typer.Option("--hours", min=1, max=168, help="How long the link works.")] = 24,
 ) -> None:
     """Print a one-time link with which NAME enrols a passkey on the Close Board (as the owner; traced)."""
-    from countersign.audit.trace import seal_pending
     from countersign.bootstrap.runtime import connection
-    from countersign.callbacks.passkeys import PasskeyRefused, issue_enrolment
-    from countersign.callbacks.principals import normalise_identity
+    from countersign.services.administering import PasskeyRefused, enrolment_token
 
     rt = runtime()
-    principal = normalise_identity(name)
 
-    async def go() -> str:
+    async def go() -> tuple[str, str]:
         async with connection(rt, "owner") as conn:
-            async with conn.transaction():
-                token = await issue_enrolment(conn, principal, issued_by="countersign-cli", hours=hours)
-            await seal_pending(conn)
-            return token
+            return await enrolment_token(conn, name, issued_by="countersign-cli", hours=hours)
 
     try:
-        token = run(go)
+        principal, token = run(go)
     except PasskeyRefused as exc:
         fail(str(exc))
         return
@@ -116,13 +110,13 @@ def principals_token(
 ) -> None:
     """Print a new API token for `GET /closes/{id}` (shown once; only its SHA-256 is stored), or revoke them."""
     from countersign.bootstrap.runtime import connection
-    from countersign.callbacks.callers import issue_token, revoke_tokens
+    from countersign.services.administering import issue_api_token, revoke_api_tokens
 
     rt = runtime()
 
     async def go() -> str | int:
         async with connection(rt, "owner") as conn:
-            return await (revoke_tokens(conn, name) if revoke else issue_token(conn, name))
+            return await (revoke_api_tokens(conn, name) if revoke else issue_api_token(conn, name))
 
     result = run(go)
     if revoke:

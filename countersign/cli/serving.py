@@ -12,9 +12,7 @@ from countersign.cli.common import console, err, fail, run, runtime, settings_or
 
 if TYPE_CHECKING:
     from countersign.bootstrap.metrics import WorkerMetrics
-    from countersign.engine.jobs import DeliveryOutcome
-    from countersign.engine.orchestrator import AdvanceReport
-    from countersign.engine.shutdown import Released
+    from countersign.bootstrap.processes import AdvanceReport, DeliveryOutcome, Released
 
 specialists_app = typer.Typer(help="The A2A specialist agents.", no_args_is_help=True)
 
@@ -126,7 +124,7 @@ def specialists_serve(
 
     from countersign.bootstrap import telemetry
     from countersign.bootstrap.limits import SPECIALISTS_MAX_CONCURRENCY
-    from countersign.specialists.server import SPECIALIST_NAMES, build_specialists_app
+    from countersign.bootstrap.processes import SPECIALIST_NAMES, specialists_app
 
     if root_agent is not None and root_agent not in SPECIALIST_NAMES:
         fail(f"--root-agent must be one of {', '.join(SPECIALIST_NAMES)}, not {root_agent!r}")
@@ -137,15 +135,7 @@ def specialists_serve(
         fail("COUNTERSIGN_SPECIALIST_TOKEN is not set: refusing to serve the specialists without a bearer token")
         return
     json_logs = _observe(settings.log_format, telemetry.SPECIALISTS)
-    import httpx
-
-    from countersign.bootstrap.runtime import build_narrator
-
-    # The model API's client lives as long as the process; replay needs none.
-    narrator = build_narrator(settings, None if settings.model_provider == "replay" else httpx.AsyncClient())
-    specialists = build_specialists_app(
-        public_url or f"http://{host}:{port}", token=token, narrator=narrator, root_agent=root_agent
-    )
+    specialists = specialists_app(settings, public_url or f"http://{host}:{port}", token=token, root_agent=root_agent)
     application = telemetry.instrument_asgi(specialists)
     try:
         uvicorn.run(
@@ -186,12 +176,9 @@ def worker(
     every outbox claim and dispatch lease this process still holds is released; exit 0.
     """
     from countersign.bootstrap import telemetry
-    from countersign.bootstrap.chat import ChatConfigError, build_senders, check_chat_settings
+    from countersign.bootstrap.chat import ChatConfigError, check_chat_settings
     from countersign.bootstrap.metrics import WorkerMetrics
-    from countersign.bootstrap.runtime import engine_context, worker_pool
-    from countersign.delivery.worker import DeliveryReport, deliver_due
-    from countersign.engine.leases import Connect
-    from countersign.engine.worker import WorkerPlan, run_worker
+    from countersign.bootstrap.processes import WorkerPlan, run_worker_process
 
     rt = runtime(roles=("engine",))
     try:
@@ -207,12 +194,7 @@ def worker(
     import logging
 
     logging.getLogger("procrastinate").setLevel(logging.WARNING)  # not a line per job: what a job did is printed below
-    senders = build_senders(rt.settings)
     metrics = WorkerMetrics()
-
-    async def deliver(connect: Connect) -> DeliveryReport:
-        return await deliver_due(connect, senders, budget_hours=rt.settings.outbox_budget_hours)  # type: ignore[arg-type]
-
     jobs_at_once = concurrency or rt.settings.worker_concurrency
     plan = WorkerPlan(once=once, only_close=close, grace_s=grace_s, concurrency=jobs_at_once, poll_s=poll_s)
     if metrics_port is not None:
@@ -220,8 +202,7 @@ def worker(
         err.print(f"worker metrics at http://{metrics_host}:{bound}/metrics", highlight=False)
 
     async def work() -> None:
-        async with worker_pool(rt, jobs_at_once) as pool:  # one pool for the process, sized by the settings
-            await run_worker(pool, lambda: engine_context(rt), deliver, plan, WorkerLines(metrics))
+        await run_worker_process(rt, plan, WorkerLines(metrics))
 
     try:
         run(work)

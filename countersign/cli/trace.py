@@ -30,7 +30,7 @@ def trace_verify(
     from countersign.audit.trace import iter_events, seal_pending
     from countersign.audit.transparency_log import LogInconsistent, verify_log
     from countersign.bootstrap.runtime import connection
-    from countersign.engine.runs import load_close
+    from countersign.services.operating import require_close
 
     if bundle is not None:
         _verify_bundle_offline(bundle, key)
@@ -46,7 +46,7 @@ def trace_verify(
                 verdict = exc
             count = None
             if close is not None:
-                await load_close(conn, close)
+                await require_close(conn, close)
                 count = len([e async for e in iter_events(conn, close_id=close)])
         return verdict, count
 
@@ -149,13 +149,13 @@ def trace_show(close: Annotated[str, typer.Option("--close", help="Close id.")])
     from countersign.audit.trace import iter_events, seal_pending
     from countersign.bootstrap.runtime import connection
     from countersign.bootstrap.timeline import print_timeline
-    from countersign.engine.runs import load_close
+    from countersign.services.operating import require_close
 
     rt = runtime()
 
     async def go() -> list[Any]:
         async with connection(rt) as conn:
-            await load_close(conn, close)
+            await require_close(conn, close)
             await seal_pending(conn)
             return [e async for e in iter_events(conn, close_id=close)]
 

@@ -66,6 +66,14 @@ class GateNotFound(ServiceError, LookupError):
         self.gate_id = gate_id
 
 
+class NoSuchConstructionSet(ServiceError, LookupError):
+    """`payments start --set N` for a construction set nobody loaded."""
+
+    def __init__(self, set_id: int) -> None:
+        super().__init__(f"no construction set {set_id}: `countersign payments load PATH` loads one")
+        self.set_id = set_id
+
+
 class NoCertificatesForPeriod(ServiceError, LookupError):
     """`payments start` for a month no loaded construction set (or not the one named) has a certificate in."""
 
@@ -87,3 +95,23 @@ class PaymentRunsAlreadyStarted(ServiceError):
         self.period = period
         self.certificate_id = certificate_id
         self.close_id = close_id
+
+
+def shown_refusals() -> tuple[type[BaseException], ...]:
+    """The engine's and the callbacks' refusals whose message is safe to show a caller as it is (a books file's row,
+    an unknown principal, a close already started); imported when asked, so a door's start-up stays light."""
+    from countersign.callbacks.callers import UnknownPrincipal
+    from countersign.callbacks.principals import PrincipalFileError
+    from countersign.engine.books import BooksError
+    from countersign.engine.runs import CloseAlreadyExists, CloseNotFound, InvalidCloseKey, PeriodClosed
+
+    return (
+        InvalidCloseKey,
+        BooksError,
+        CloseAlreadyExists,
+        CloseNotFound,
+        PeriodClosed,
+        PrincipalFileError,
+        UnknownPrincipal,
+        ServiceError,
+    )

@@ -15,9 +15,9 @@ from psycopg import AsyncConnection
 
 from countersign.engine.construction import latest_set_for_period
 from countersign.engine.runs import CloseAlreadyExists, start_close
-from countersign.engine.workflows.certificates.runs import start_payment_runs
+from countersign.engine.workflows.certificates.runs import UnknownConstructionSet, start_payment_runs
 from countersign.policy import Policy, Workflow
-from countersign.services.errors import NoCertificatesForPeriod, PaymentRunsAlreadyStarted
+from countersign.services.errors import NoCertificatesForPeriod, NoSuchConstructionSet, PaymentRunsAlreadyStarted
 from countersign.services.loading import SynthesizeBooks, books_for_close
 
 
@@ -113,6 +113,8 @@ async def start_payment_runs_for_month(
         close_ids = await start_month_of_payment_runs(conn, rules, set_id=chosen, period=period, started_by=started_by)
     except CloseAlreadyExists as exc:
         raise PaymentRunsAlreadyStarted(period, exc.entity, exc.close_id) from None
+    except UnknownConstructionSet:
+        raise NoSuchConstructionSet(chosen) from None
     if not close_ids:
         raise NoCertificatesForPeriod(period, chosen)
     return StartedPaymentRuns(chosen, period, tuple(close_ids))
