@@ -37,10 +37,10 @@ from countersign.bot.gate_cards import PERIOD, status_card
 from countersign.bot.slack_auth import single_flight_authorization
 from countersign.bot.slack_forms import DecisionForm, ReasonRejected, parse_form, submitted_reason
 from countersign.bot.wiring import ChatWiring, NoBooksLoaded, UnknownGate
-from countersign.callbacks.storable import storable_text
 from countersign.cards import slack as slack_cards
 from countersign.cards.model import CardDataError, GateCard, TraceExportCard
 from countersign.cards.payments import payments_card, slack_payments_message
+from countersign.http_edge.storable import storable_text
 from countersign.policy.command_roles import HELP, PAYMENTS, PAYMENTS_START, START, STATUS, TRACE_EXPORT
 from countersign.services.decide import (
     Channel,

@@ -14,9 +14,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from countersign.callbacks.storable import storable_text
 from countersign.cards.model import REASON_MAX_CHARS
 from countersign.cards.slack import REASON_ACTION_ID, REASON_BLOCK_ID
+from countersign.http_edge.storable import storable_text
 from countersign.store.states import Decision
 
 FORM_VERSION = 1

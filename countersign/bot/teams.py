@@ -43,11 +43,11 @@ from countersign.bot.answers import SERVICE_ERRORS, answer_for
 from countersign.bot.command_words import first_words
 from countersign.bot.gate_cards import PERIOD, GateView, status_card, teams_gate_card
 from countersign.bot.wiring import ChatWiring, UnknownGate
-from countersign.callbacks.storable import storable_text
 from countersign.cards import teams as teams_cards
 from countersign.cards.model import REASON_MAX_CHARS, CardDataError, Viewer
 from countersign.cards.payments import payments_card, teams_payments_card
 from countersign.cards.refusals import REASON_NEEDED, person_key_needed
+from countersign.http_edge.storable import storable_text
 from countersign.policy.command_roles import HELP, PAYMENTS, PAYMENTS_START, STATUS, TRACE_EXPORT
 from countersign.services.decide import (
     Channel,

@@ -28,13 +28,27 @@ from countersign.callbacks.decision_writer import (
     record_and_announce,
     refuse,
 )
+from countersign.callbacks.person_signature import (
+    MAX_SIGNED_AT,
+    NO_PERSON_KEY,
+    PERSON_SIGNATURE_REJECTED,
+    ed25519_proof,
+)
+from countersign.callbacks.person_signature import WINDOW_S as PERSON_WINDOW_S
 from countersign.callbacks.principals import resolve_identity
+from countersign.callbacks.signature import SignatureRejected
+from countersign.callbacks.signature import verify as verify_transport_signature
 from countersign.store.states import CHAT_CHANNELS, Channel
 
-# What a door needs besides `decide_gate`, so no door reaches into the modules that run the SQL.
+# What a door needs besides `decide_gate` (for the signed callback: the transport HMAC check and the person's Ed25519
+# proof), so no door reaches into the modules that run the SQL.
 __all__ = [
     "CHAT_CHANNELS",
     "DECISIONS",
+    "MAX_SIGNED_AT",
+    "NO_PERSON_KEY",
+    "PERSON_SIGNATURE_REJECTED",
+    "PERSON_WINDOW_S",
     "Channel",
     "Connect",
     "Decided",
@@ -45,7 +59,10 @@ __all__ = [
     "OnRecorded",
     "PlatformIdentity",
     "Seal",
+    "SignatureRejected",
     "decide_gate",
+    "ed25519_proof",
+    "verify_transport_signature",
 ]
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]]

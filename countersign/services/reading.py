@@ -29,9 +29,9 @@ from countersign.callbacks.callers import (
 )
 from countersign.callbacks.decision_writer import Seal
 from countersign.callbacks.principals import normalise_identity
-from countersign.callbacks.storable import storable_text
 from countersign.engine import runs
 from countersign.engine.workflows.certificates.runs import payment_run_status
+from countersign.http_edge.storable import storable_text
 from countersign.policy.command_roles import PAYMENTS, READ_CLOSE, TRACE_EXPORT
 from countersign.policy.model import Policy
 from countersign.services.errors import CloseNotFound, Forbidden, NoCloseStarted, Unauthenticated

@@ -20,17 +20,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from countersign.callbacks.person_signature import (
+from countersign.http_edge.storable import storable_text
+from countersign.services.decide import (
+    DECISIONS,
     MAX_SIGNED_AT,
     NO_PERSON_KEY,
     PERSON_SIGNATURE_REJECTED,
-    ed25519_proof,
-)
-from countersign.callbacks.person_signature import WINDOW_S as PERSON_WINDOW_S
-from countersign.callbacks.signature import SignatureRejected, verify
-from countersign.callbacks.storable import storable_text
-from countersign.services.decide import (
-    DECISIONS,
+    PERSON_WINDOW_S,
     Channel,
     Connect,
     DecisionConflict,
@@ -39,7 +35,10 @@ from countersign.services.decide import (
     OnRecorded,
     PlatformIdentity,
     Seal,
+    SignatureRejected,
     decide_gate,
+    ed25519_proof,
+    verify_transport_signature,
 )
 from countersign.web.errors import ErrorBody, error, error_response
 
@@ -214,7 +213,7 @@ def build_callback_router(
         if len(raw) > MAX_BODY_BYTES:
             return error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
         try:
-            verify(
+            verify_transport_signature(
                 secret,
                 request.headers.get("x-countersign-timestamp"),
                 request.headers.get("x-countersign-signature"),

@@ -12,9 +12,8 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from countersign.callbacks.person_signature import PERSON_SIGNATURE_REJECTED
 from countersign.policy.command_roles import PAYMENTS, READ_CLOSE, TRACE_EXPORT
-from countersign.services.decide import DecisionConflict, DecisionRefused, GateNotFound
+from countersign.services.decide import PERSON_SIGNATURE_REJECTED, DecisionConflict, DecisionRefused, GateNotFound
 from countersign.services.errors import CloseNotFound, Forbidden, NoCloseStarted, Unauthenticated
 
 
