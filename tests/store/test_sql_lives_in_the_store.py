@@ -42,7 +42,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/workflows/certificates/queries.py",
         "engine/workflows/close/bank_pages.py",
         "engine/workflows/close/inputs.py",
-        "engine/workflows/close/queries.py",
         "services/board_reads.py",
     }
 )
