@@ -33,7 +33,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/jobs.py",
         "engine/jobs_stats.py",
         "engine/outbox.py",
-        "engine/postings.py",
         "engine/runs.py",
         "engine/supervisor.py",
         "engine/close_session.py",
