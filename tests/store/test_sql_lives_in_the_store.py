@@ -24,7 +24,6 @@ _NOT_YET_MOVED = frozenset(
         "bot/queries.py",
         "callbacks/decision_writer.py",
         "callbacks/passkeys.py",
-        "engine/books.py",
         "engine/construction.py",
         "engine/dispatch.py",
         "engine/gates.py",
