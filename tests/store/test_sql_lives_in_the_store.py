@@ -39,7 +39,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/workflows/certificates/duplicate_check.py",
         "engine/workflows/certificates/queries.py",
         "engine/workflows/close/bank_pages.py",
-        "engine/workflows/close/inputs.py",
         "services/board_reads.py",
     }
 )
