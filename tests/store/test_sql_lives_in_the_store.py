@@ -38,7 +38,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/workflows/certificates/certified_history.py",
         "engine/workflows/certificates/duplicate_check.py",
         "engine/workflows/certificates/queries.py",
-        "engine/workflows/close/bank_pages.py",
         "services/board_reads.py",
     }
 )
