@@ -1,7 +1,8 @@
 """Loading a books directory (the format `countersign synth` writes) into the book tables.
 
 Every row is validated before anything is written: a bad file fails with the file, the row, the field and the
-reason, and the transaction rolls back so nothing is half-loaded.
+reason, and the transaction rolls back so nothing is half-loaded. The SQL (the inserts, the COPYs and the reads back)
+lives in `countersign.store.books`; this module validates and owns the transaction.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 
 from countersign.audit.trace import append_event, seal_pending
 from countersign.engine.actors import ENGINE_ACTOR
+from countersign.store import books as store_books
+from countersign.store.books import RecordedRate as RecordedRate
 
 MAX_FIELD_CHARS = 512
 MAX_AMOUNT = Decimal(10) ** 16  # book amounts are numeric(18,2): at most 16 digits before the point
@@ -383,12 +384,7 @@ async def _copy(
 ) -> int:
     names = [name for name, _ in fixed] + [column for _, column, _ in columns] + [o.column for o in optional]
     prefix = tuple(value for _, value in fixed)
-    count = 0
-    async with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
-        for row in rows:
-            await copy.write_row(prefix + row)
-            count += 1
-    return count
+    return await store_books.copy_rows(conn, table, names, (prefix + row for row in rows))
 
 
 async def _copy_spec(
@@ -422,20 +418,20 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
     }
     digest = hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
     async with conn.transaction():
-        loaded = await _loaded_before(conn, entity, period, digest)
+        loaded = await store_books.loaded_before(conn, entity, period, digest)
         if loaded is not None:
             return LoadedBooks(
                 loaded.book_set_id, entity, period, currency, digest, loaded.gl_lines, loaded.bank_feed_version
             )
-        async with conn.cursor(row_factory=scalar_row) as cur:
-            await cur.execute(
-                "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
-                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING book_set_id",
-                (entity, period, currency, books_dir.name, Jsonb(manifest), digest),
-            )
-            new_id: int | None = await cur.fetchone()
-            assert new_id is not None
-            book_set_id = new_id
+        book_set_id = await store_books.insert_book_set(
+            conn,
+            entity=entity,
+            period=period,
+            currency=currency,
+            source=books_dir.name,
+            manifest=manifest,
+            digest=digest,
+        )
         fixed = (("book_set_id", book_set_id),)
         await _copy(
             conn, ACCOUNTS.table, fixed, ACCOUNTS.columns, _checked_accounts(books_dir, currency), ACCOUNTS.optional
@@ -478,27 +474,6 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
     return LoadedBooks(book_set_id, entity, period, currency, digest, gl_count, feed_version)
 
 
-@dataclass(frozen=True)
-class _LoadedBefore:
-    book_set_id: int
-    gl_lines: int
-    bank_feed_version: int
-
-
-async def _loaded_before(conn: AsyncConnection[Any], entity: str, period: str, digest: str) -> _LoadedBefore | None:
-    """The book set these exact files were loaded into before, if any."""
-    async with conn.cursor(row_factory=class_row(_LoadedBefore)) as cur:
-        await cur.execute(
-            "SELECT s.book_set_id,"
-            "       (SELECT count(*) FROM book_gl_line g WHERE g.book_set_id = s.book_set_id) AS gl_lines,"
-            "       COALESCE((SELECT max(feed_version) FROM bank_feed f WHERE f.book_set_id = s.book_set_id), 1)"
-            "         AS bank_feed_version"
-            "  FROM book_set s WHERE s.entity = %s AND s.period = %s AND s.digest = %s",
-            (entity, period, digest),
-        )
-        return await cur.fetchone()
-
-
 def _checked_gl_lines(books_dir: Path) -> Iterator[tuple[object, ...]]:
     """GL lines whose transaction currency and amount come together or not at all."""
     for line_no, row in enumerate(read_rows(books_dir / GL_LINES.file, GL_LINES.columns, GL_LINES.optional), start=2):
@@ -522,20 +497,8 @@ def _checked_accounts(books_dir: Path, functional_currency: str) -> Iterator[tup
         yield row
 
 
-@dataclass(frozen=True)
-class _UnbalancedJournal:
-    journal_id: str
-    total: Decimal
-
-
 async def _check_journals_balance(conn: AsyncConnection[Any], book_set_id: int) -> None:
-    async with conn.cursor(row_factory=class_row(_UnbalancedJournal)) as cur:
-        await cur.execute(
-            "SELECT journal_id, sum(amount) AS total FROM book_gl_line WHERE book_set_id = %s"
-            " GROUP BY journal_id HAVING sum(amount) <> 0 ORDER BY journal_id LIMIT 1",
-            (book_set_id,),
-        )
-        bad = await cur.fetchone()
+    bad = await store_books.first_unbalanced_journal(conn, book_set_id)
     if bad is not None:
         raise BooksError(GL_LINES.file, "amount", f"journal {bad.journal_id} does not balance (sums to {bad.total})")
 
@@ -561,23 +524,11 @@ async def _insert_bank_feed(conn: AsyncConnection[Any], book_set_id: int, path: 
     and currency, and has room for it), so a bad line is refused by its line number before the database's own
     statement trigger would refuse the whole file."""
     digest = _feed_digest(path)
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT feed_version FROM bank_feed WHERE book_set_id = %s AND digest = %s", (book_set_id, digest)
-        )
-        existing: int | None = await cur.fetchone()
-        if existing is not None:
-            return existing
-        await cur.execute(
-            "SELECT COALESCE(max(feed_version), 0) + 1 FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
-        )
-        next_version: int | None = await cur.fetchone()
-        assert next_version is not None
-        version = next_version
-        await cur.execute(
-            "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by) VALUES (%s, %s, %s, %s, %s)",
-            (book_set_id, version, path.name, digest, loaded_by),
-        )
+    existing = await store_books.feed_version_with_digest(conn, book_set_id, digest)
+    if existing is not None:
+        return existing
+    version = await store_books.next_feed_version(conn, book_set_id)
+    await store_books.insert_bank_feed(conn, book_set_id, version, path.name, digest, loaded_by)
     fixed = (("book_set_id", book_set_id), ("feed_version", version))
     statements_path = path.parent / STATEMENTS_FILE
     statements = _read_statements(statements_path) if statements_path.is_file() else None
@@ -679,82 +630,10 @@ def _checked_bank_lines(path: Path, statements: _Statements | None) -> Iterator[
         yield row
 
 
-@dataclass(frozen=True)
-class _StatementFinding:
-    statement_id: str
-    bank_account: str
-    field: str
-    problem: str
-
-
-STATEMENT_CHECKS = """
-WITH s AS (
-    SELECT st.*, b.entity, b.period, b.currency AS functional, a.subtype, a.currency AS account_currency,
-           (a.account IS NOT NULL) AS known
-      FROM book_bank_statement st
-      JOIN book_set b ON b.book_set_id = st.book_set_id
-      LEFT JOIN book_account a ON a.book_set_id = st.book_set_id AND a.account = st.account
-     WHERE st.book_set_id = %(book_set_id)s AND st.feed_version = %(feed)s
-), moved AS (
-    SELECT l.account, l.statement_id, count(*) AS entries, sum(l.amount) AS total
-      FROM book_bank_line l
-     WHERE l.book_set_id = %(book_set_id)s AND l.feed_version = %(feed)s AND l.statement_id IS NOT NULL
-     GROUP BY l.account, l.statement_id
-), earlier AS (
-    SELECT DISTINCT ON (o.bank_account) o.bank_account, o.closing_balance, o.statement_id, b.period
-      FROM book_bank_statement o JOIN book_set b ON b.book_set_id = o.book_set_id
-     WHERE b.entity = (SELECT entity FROM book_set WHERE book_set_id = %(book_set_id)s)
-       AND b.period < (SELECT period FROM book_set WHERE book_set_id = %(book_set_id)s)
-     ORDER BY o.bank_account, b.period DESC, o.to_date DESC, o.book_set_id DESC, o.feed_version DESC
-), first_in_feed AS (
-    SELECT DISTINCT ON (bank_account) bank_account, statement_id, opening_balance, currency
-      FROM s ORDER BY bank_account, from_date, statement_id
-)
-SELECT statement_id, bank_account, field, problem FROM (
-    SELECT s.statement_id, s.bank_account, 1 AS rank, 'account' AS field,
-           format('is booked to account %%s, which is not a cash account of the chart', s.account) AS problem
-      FROM s WHERE NOT s.known OR s.subtype <> 'cash'
-    UNION ALL
-    SELECT s.statement_id, s.bank_account, 2, 'currency',
-           format('is in %%s but account %%s is kept in %%s', s.currency, s.account,
-                  coalesce(s.account_currency, s.functional))
-      FROM s WHERE s.known AND s.currency <> coalesce(s.account_currency, s.functional)
-    UNION ALL
-    -- before the period: a statement loaded again lies in the period it was first loaded for
-    SELECT s.statement_id, s.bank_account, 3, 'source_sha256',
-           format('was loaded before for %%s %%s (a duplicate statement)', b.entity, b.period)
-      FROM s JOIN book_bank_statement o ON o.bank_account = s.bank_account AND o.statement_id = s.statement_id
-             AND o.source_sha256 = s.source_sha256 AND o.book_set_id <> s.book_set_id
-      JOIN book_set b ON b.book_set_id = o.book_set_id AND b.entity = s.entity AND b.period <> s.period
-    UNION ALL
-    SELECT s.statement_id, s.bank_account, 4,
-           CASE WHEN to_char(s.from_date, 'YYYY-MM') <> s.period THEN 'from_date' ELSE 'to_date' END,
-           format('covers %%s to %%s, outside the period %%s', s.from_date, s.to_date, s.period)
-      FROM s WHERE to_char(s.from_date, 'YYYY-MM') <> s.period OR to_char(s.to_date, 'YYYY-MM') <> s.period
-    UNION ALL
-    SELECT s.statement_id, s.bank_account, 5,
-           CASE WHEN coalesce(m.entries, 0) <> s.entries THEN 'entries' ELSE 'closing_balance' END,
-           format('states %%s entries and opening %%s + movements %%s = closing %%s, but the feed holds %%s '
-                  'entries moving %%s', s.entries, s.opening_balance, s.closing_balance - s.opening_balance,
-                  s.closing_balance, coalesce(m.entries, 0), coalesce(m.total, 0))
-      FROM s LEFT JOIN moved m ON m.account = s.account AND m.statement_id = s.statement_id
-     WHERE coalesce(m.entries, 0) <> s.entries OR s.opening_balance + coalesce(m.total, 0) <> s.closing_balance
-    UNION ALL
-    SELECT f.statement_id, f.bank_account, 6, 'opening_balance',
-           format('opens at %%s but statement %%s closed %%s at %%s', f.opening_balance, e.statement_id, e.period,
-                  e.closing_balance)
-      FROM first_in_feed f JOIN earlier e ON e.bank_account = f.bank_account
-     WHERE e.closing_balance <> f.opening_balance
-) findings ORDER BY rank, statement_id LIMIT 1
-"""
-
-
 async def check_statements(conn: AsyncConnection[Any], book_set_id: int, feed_version: int) -> None:
     """Refuse a feed whose statements are of an account that is not cash, in another currency, loaded before for
     another period, of another period, out of balance with their lines, or not opening where the last one closed."""
-    async with conn.cursor(row_factory=class_row(_StatementFinding)) as cur:
-        await cur.execute(STATEMENT_CHECKS, {"book_set_id": book_set_id, "feed": feed_version})
-        finding = await cur.fetchone()
+    finding = await store_books.first_statement_finding(conn, book_set_id, feed_version)
     if finding is not None:
         raise BooksError(
             f"{STATEMENTS_FILE} statement {finding.statement_id}",
@@ -782,60 +661,22 @@ async def load_bank_feed(
 
 async def latest_book_set(conn: AsyncConnection[Any], entity: str, period: str) -> int | None:
     """The newest book set loaded for the entity and period, if any."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s ORDER BY book_set_id DESC LIMIT 1",
-            (entity, period),
-        )
-        found = await cur.fetchone()
-    return None if found is None else int(found)
-
-
-@dataclass(frozen=True)
-class RecordedRate:
-    from_currency: str
-    to_currency: str
-    rate: Decimal
-    rate_date: date
-    source: str
+    return await store_books.latest_book_set(conn, entity, period)
 
 
 async def recorded_rate(
     conn: AsyncConnection[Any], book_set_id: int, from_currency: str, to_currency: str
 ) -> RecordedRate | None:
     """The rate a book set records for converting `from_currency` into `to_currency` (its rates.csv), if any."""
-    async with conn.cursor(row_factory=class_row(RecordedRate)) as cur:
-        await cur.execute(
-            "SELECT from_currency, to_currency, rate, rate_date, source FROM book_rate"
-            " WHERE book_set_id = %s AND from_currency = %s AND to_currency = %s",
-            (book_set_id, from_currency, to_currency),
-        )
-        return await cur.fetchone()
+    return await store_books.recorded_rate(conn, book_set_id, from_currency, to_currency)
 
 
 async def book_rates(conn: AsyncConnection[Any], book_set_id: int) -> list[RecordedRate]:
     """Every rate a book set records, by currency pair."""
-    async with conn.cursor(row_factory=class_row(RecordedRate)) as cur:
-        await cur.execute(
-            "SELECT from_currency, to_currency, rate, rate_date, source FROM book_rate WHERE book_set_id = %s"
-            " ORDER BY from_currency, to_currency",
-            (book_set_id,),
-        )
-        return await cur.fetchall()
-
-
-@dataclass(frozen=True)
-class _AccountName:
-    account: str
-    name: str
+    return await store_books.book_rates(conn, book_set_id)
 
 
 async def account_names(conn: AsyncConnection[Any], book_set_id: int, accounts: Sequence[str]) -> dict[str, str]:
     """Each of `accounts` with its name in the book set's chart (the code itself when the chart lacks it)."""
-    async with conn.cursor(row_factory=class_row(_AccountName)) as cur:
-        await cur.execute(
-            "SELECT account, name FROM book_account WHERE book_set_id = %s AND account = ANY(%s)",
-            (book_set_id, list(accounts)),
-        )
-        names = {row.account: row.name for row in await cur.fetchall()}
+    names = await store_books.account_names(conn, book_set_id, accounts)
     return {account: names.get(account, account) for account in accounts}

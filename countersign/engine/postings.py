@@ -2,7 +2,8 @@
 
 A posting carries a deterministic key. The database holds the key UNIQUE and a hash of the request beside it:
 the same key with the same request returns the journal already posted; the same key with a different request
-is a conflict, raised loudly. Balance and closed periods are enforced by triggers, not here.
+is a conflict, raised loudly. Balance and closed periods are enforced by triggers, not here. The SQL lives in
+`countersign.store.journals`.
 """
 
 from __future__ import annotations
@@ -11,22 +12,16 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
 from typing import Any
 
 import orjson
 from psycopg import AsyncConnection, errors
-from psycopg.rows import class_row, scalar_row
 
 from countersign.audit.trace import append_event
 from countersign.drill_hooks.kill_points import kill_point
-
-
-@dataclass(frozen=True)
-class JournalLine:
-    account: str
-    amount: Decimal
-    description: str
+from countersign.store import journals
+from countersign.store.journals import JournalLine as JournalLine
+from countersign.store.journals import StoredJournalKey as StoredJournalKey
 
 
 @dataclass(frozen=True)
@@ -81,21 +76,8 @@ class PostingRefused(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
-class StoredJournalKey:
-    """The journal a posting key already names, and the hash of the request that posted it."""
-
-    journal_id: int
-    request_hash: str
-
-
 async def _existing(conn: AsyncConnection[Any], request: JournalRequest) -> PostedJournal | None:
-    async with conn.cursor(row_factory=class_row(StoredJournalKey)) as cur:
-        await cur.execute(
-            "SELECT journal_id, request_hash FROM journal WHERE idempotency_key = %s",
-            (request.idempotency_key,),
-        )
-        stored = await cur.fetchone()
+    stored = await journals.journal_key(conn, request.idempotency_key)
     if stored is None:
         return None
     if stored.request_hash != request.request_hash():
@@ -110,41 +92,29 @@ async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, p
         return found
     try:
         async with conn.transaction():
-            async with conn.cursor(row_factory=scalar_row) as cur:
-                await cur.execute(
-                    "INSERT INTO journal (idempotency_key, request_hash, entity, period, journal_date, memo,"
-                    " source_close, source_task, posted_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (idempotency_key) DO NOTHING RETURNING journal_id",
-                    (
-                        request.idempotency_key,
-                        request.request_hash(),
-                        request.entity,
-                        request.period,
-                        request.journal_date,
-                        request.memo,
-                        request.source_close,
-                        request.source_task,
-                        posted_by,
-                    ),
-                )
-                inserted: int | None = await cur.fetchone()
-                if inserted is None:  # a concurrent poster won the key between our read and our insert
-                    raced = await _existing(conn, request)
-                    assert raced is not None
-                    return raced
-                journal_id = inserted
-                await cur.executemany(
-                    "INSERT INTO journal_line (journal_id, line_no, account, amount, description)"
-                    " VALUES (%s, %s, %s, %s, %s)",
-                    [
-                        (journal_id, line_no, line.account, line.amount, line.description)
-                        for line_no, line in enumerate(request.lines, start=1)
-                    ],
-                )
-                kill_point("posting.mid")
-                # Check the deferred balance trigger now, inside this savepoint, so a bad journal fails here.
-                await cur.execute("SET CONSTRAINTS journal_balanced, journal_line_balanced IMMEDIATE")
-                await cur.execute("SET CONSTRAINTS journal_balanced, journal_line_balanced DEFERRED")
+            inserted = await journals.insert_journal(
+                conn,
+                journals.NewJournal(
+                    idempotency_key=request.idempotency_key,
+                    request_hash=request.request_hash(),
+                    entity=request.entity,
+                    period=request.period,
+                    journal_date=request.journal_date,
+                    memo=request.memo,
+                    source_close=request.source_close,
+                    source_task=request.source_task,
+                    posted_by=posted_by,
+                ),
+            )
+            if inserted is None:  # a concurrent poster won the key between our read and our insert
+                raced = await _existing(conn, request)
+                assert raced is not None
+                return raced
+            journal_id = inserted
+            await journals.insert_journal_lines(conn, journal_id, request.lines)
+            kill_point("posting.mid")
+            # Check the deferred balance trigger now, inside this savepoint, so a bad journal fails here.
+            await journals.check_journal_balanced(conn)
             await append_event(
                 conn,
                 actor=posted_by,

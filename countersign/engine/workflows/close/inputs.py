@@ -1,27 +1,28 @@
 """Queries that build each specialist's input from the book tables.
 
 Specialists get the data they need in the message and touch no database; every figure they may cite comes
-from a query here.
+from a query of `countersign.store.close_inputs`, which this module calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any, TypeVar
+from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
 
 from countersign.engine.books import recorded_rate
 from countersign.policy import Policy
-from countersign.specialists.variance import (
-    VarianceLine,  # the row the variance query returns is the line the specialist reads
-)
-
-Row = TypeVar("Row")
+from countersign.store import close_inputs
+from countersign.store.close_inputs import CashAccount as CashAccount
+from countersign.store.close_inputs import CurrencyBalance as CurrencyBalance
+from countersign.store.close_inputs import GrniReceipt as GrniReceipt
+from countersign.store.close_inputs import IntercompanyPair as IntercompanyPair
+from countersign.store.close_inputs import LedgerLine as LedgerLine
+from countersign.store.close_inputs import SubledgerTotal as SubledgerTotal
+from countersign.store.close_inputs import SupplierBankChange as SupplierBankChange
 
 
 def money(value: Decimal | None) -> str:
@@ -29,40 +30,8 @@ def money(value: Decimal | None) -> str:
     return str((value or Decimal("0")).quantize(Decimal("0.01")))
 
 
-async def _rows(
-    conn: AsyncConnection[Any], row: type[Row], sql: str, params: Sequence[Any] | Mapping[str, Any]
-) -> list[Row]:
-    async with conn.cursor(row_factory=class_row(row)) as cur:
-        await cur.execute(sql, params)
-        return await cur.fetchall()
-
-
-async def _values(conn: AsyncConnection[Any], sql: str, params: Sequence[Any]) -> list[Any]:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(sql, params)
-        return await cur.fetchall()
-
-
-async def _accounts_by_subtype(conn: AsyncConnection[Any], book_set_id: int, subtype: str) -> list[str]:
-    return await _values(
-        conn,
-        "SELECT account FROM book_account WHERE book_set_id = %s AND subtype = %s ORDER BY account",
-        (book_set_id, subtype),
-    )
-
-
-async def _gl_balance(conn: AsyncConnection[Any], book_set_id: int, account: str) -> Decimal:
-    (balance,) = await _values(
-        conn,
-        "SELECT COALESCE(sum(amount), 0) FROM book_gl_line WHERE book_set_id = %s AND account = %s",
-        (book_set_id, account),
-    )
-    return Decimal(balance)
-
-
 async def functional_currency(conn: AsyncConnection[Any], book_set_id: int) -> str:
-    (currency,) = await _values(conn, "SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
-    return str(currency)
+    return await close_inputs.functional_currency(conn, book_set_id)
 
 
 async def gl_amounts_present(
@@ -71,64 +40,16 @@ async def gl_amounts_present(
     """Which of `amounts` some GL line of the account carries (in the account's own currency when it is foreign)."""
     if not amounts:
         return set()
-    gl_amount = "COALESCE(currency_amount, amount)" if in_currency else "amount"
-    found = await _values(
-        conn,
-        f"SELECT DISTINCT {gl_amount} FROM book_gl_line WHERE book_set_id = %s AND account = %s"
-        f" AND {gl_amount} = ANY(%s)",
-        (book_set_id, account, list(amounts)),
-    )
-    return {Decimal(value) for value in found}
+    return await close_inputs.gl_amounts_present(conn, book_set_id, account, amounts, in_currency=in_currency)
 
 
 async def latest_feed_version(conn: AsyncConnection[Any], book_set_id: int) -> int:
-    (version,) = await _values(
-        conn, "SELECT COALESCE(max(feed_version), 0) FROM bank_feed WHERE book_set_id = %s", (book_set_id,)
-    )
-    return int(version)
-
-
-@dataclass(frozen=True)
-class LedgerLine:
-    """A bank line or a GL cash line, as reconciliation matches them."""
-
-    line_id: str
-    line_date: date
-    amount: Decimal
-    reference: str
-
-
-@dataclass(frozen=True)
-class CashAccount:
-    account: str
-    currency: str | None
-    """The account's own currency when it is kept in another than the entity's (a US dollar account)."""
-
-
-@dataclass(frozen=True)
-class CurrencyBalance:
-    functional: Decimal
-    in_currency: Decimal
-    lines_without_currency: int
-
-
-@dataclass(frozen=True)
-class SupplierBankChange:
-    change_id: str
-    vendor: str
-    changed_on: date
-    changed_by: str
+    return await close_inputs.latest_feed_version(conn, book_set_id)
 
 
 async def supplier_bank_changes(conn: AsyncConnection[Any], book_set_id: int) -> list[SupplierBankChange]:
     """Changes to suppliers' bank details the books show (supplier_bank_changes.csv), oldest first."""
-    return await _rows(
-        conn,
-        SupplierBankChange,
-        "SELECT change_id, vendor, changed_on, changed_by FROM book_supplier_bank_change"
-        " WHERE book_set_id = %s ORDER BY changed_on, change_id",
-        (book_set_id,),
-    )
+    return await close_inputs.supplier_bank_changes(conn, book_set_id)
 
 
 async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
@@ -136,31 +57,12 @@ async def bank_reconciliation_input(conn: AsyncConnection[Any], book_set_id: int
     currency (the GL lines' transaction amounts), and its unrealised exchange difference is explained beside it: the
     account's foreign balance at the books' closing rate against its carrying value, never matched away."""
     feed = await latest_feed_version(conn, book_set_id)
-    (functional,) = await _values(conn, "SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
+    functional = await close_inputs.functional_currency(conn, book_set_id)
     accounts = []
-    cash_accounts = await _rows(
-        conn,
-        CashAccount,
-        "SELECT account, currency FROM book_account WHERE book_set_id = %s AND subtype = 'cash' ORDER BY account",
-        (book_set_id,),
-    )
-    for cash in cash_accounts:
+    for cash in await close_inputs.cash_accounts(conn, book_set_id):
         foreign = cash.currency is not None and cash.currency != functional
-        bank = await _rows(
-            conn,
-            LedgerLine,
-            "SELECT bank_line_id AS line_id, line_date, amount, reference FROM book_bank_line"
-            " WHERE book_set_id = %s AND feed_version = %s AND account = %s ORDER BY bank_line_id",
-            (book_set_id, feed, cash.account),
-        )
-        gl_amount = "COALESCE(currency_amount, amount)" if foreign else "amount"
-        gl = await _rows(
-            conn,
-            LedgerLine,
-            f"SELECT line_id, line_date, {gl_amount} AS amount, reference FROM book_gl_line"
-            " WHERE book_set_id = %s AND account = %s ORDER BY line_id",
-            (book_set_id, cash.account),
-        )
+        bank = await close_inputs.bank_lines(conn, book_set_id, feed, cash.account)
+        gl = await close_inputs.gl_cash_lines(conn, book_set_id, cash.account, foreign=foreign)
         entry: dict[str, Any] = {
             "account": cash.account,
             "bank_lines": [_line(r) for r in bank],
@@ -184,14 +86,7 @@ async def unrealised_difference(
     conn: AsyncConnection[Any], book_set_id: int, account: str, currency: str, functional: str
 ) -> dict[str, Any]:
     """A foreign-currency account's balance revalued at the books' closing rate, against what the ledger carries."""
-    (balance,) = await _rows(
-        conn,
-        CurrencyBalance,
-        "SELECT COALESCE(sum(amount), 0) AS functional, COALESCE(sum(currency_amount), 0) AS in_currency,"
-        "       count(*) FILTER (WHERE currency_amount IS NULL OR currency <> %s) AS lines_without_currency"
-        " FROM book_gl_line WHERE book_set_id = %s AND account = %s",
-        (currency, book_set_id, account),
-    )
+    balance = await close_inputs.currency_balance(conn, book_set_id, account, currency)
     rate = await recorded_rate(conn, book_set_id, currency, functional)
     explained: dict[str, Any] = {
         "currency": currency,
@@ -234,57 +129,29 @@ def _line(line: LedgerLine) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class SubledgerTotal:
-    total: Decimal
-    items: int
-
-
 async def subledger_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy, ledger: str) -> dict[str, Any]:
     subtype, table = {
         "ap": ("payable_control", "book_ap_item"),
         "ar": ("receivable_control", "book_ar_item"),
     }[ledger]
-    controls = await _accounts_by_subtype(conn, book_set_id, subtype)
+    controls = await close_inputs.accounts_by_subtype(conn, book_set_id, subtype)
     if len(controls) != 1:
         raise ValueError(f"books must have exactly one {subtype} account, found {controls}")
     (control,) = controls
-    (totals,) = await _rows(
-        conn,
-        SubledgerTotal,
-        f"SELECT COALESCE(sum(amount), 0) AS total, count(*) AS items FROM {table} WHERE book_set_id = %s",
-        (book_set_id,),
-    )
+    totals = await close_inputs.subledger_total(conn, book_set_id, table)
     return {
         "kind": "subledger",
         "ledger": ledger,
         "control_account": control,
-        "control_balance": money(await _gl_balance(conn, book_set_id, control)),
+        "control_balance": money(await close_inputs.gl_balance(conn, book_set_id, control)),
         "subledger_total": money(totals.total),
         "items": totals.items,
         "tolerance_amount": str(policy.reconciliation.subledger_tolerance_amount),
     }
 
 
-@dataclass(frozen=True)
-class IntercompanyPair:
-    counterparty: str
-    account: str
-    our_balance: Decimal
-    their_balance: Decimal
-
-
 async def intercompany_input(conn: AsyncConnection[Any], book_set_id: int, policy: Policy) -> dict[str, Any]:
-    pairs = await _rows(
-        conn,
-        IntercompanyPair,
-        "SELECT ic.counterparty, ic.account, COALESCE(gl.balance, 0) AS our_balance, ic.their_balance"
-        " FROM book_intercompany ic"
-        " LEFT JOIN (SELECT account, sum(amount) AS balance FROM book_gl_line WHERE book_set_id = %s"
-        "            GROUP BY account) gl ON gl.account = ic.account"
-        " WHERE ic.book_set_id = %s ORDER BY ic.counterparty, ic.account",
-        (book_set_id, book_set_id),
-    )
+    pairs = await close_inputs.intercompany_pairs(conn, book_set_id)
     return {
         "kind": "intercompany",
         "tolerance_amount": str(policy.reconciliation.intercompany_tolerance_amount),
@@ -306,27 +173,8 @@ def period_end(period: str) -> date:
     return date.fromordinal(first_of_next.toordinal() - 1)
 
 
-@dataclass(frozen=True)
-class GrniReceipt:
-    """Goods received, not invoiced."""
-
-    receipt_id: str
-    vendor: str
-    po_number: str
-    received_date: date
-    amount: Decimal
-    expense_account: str
-    description: str
-
-
 async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: str, policy: Policy) -> dict[str, Any]:
-    receipts = await _rows(
-        conn,
-        GrniReceipt,
-        "SELECT receipt_id, vendor, po_number, received_date, amount, expense_account, description"
-        " FROM book_grni WHERE book_set_id = %s ORDER BY receipt_id",
-        (book_set_id,),
-    )
+    receipts = await close_inputs.grni_receipts(conn, book_set_id)
     return {
         "period_end": period_end(period).isoformat(),
         "accrual_account": policy.accruals.accrual_account,
@@ -346,40 +194,10 @@ async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: s
     }
 
 
-VARIANCE_QUERY = """
-WITH actual AS (
-    SELECT account, sum(amount) AS amount FROM (
-        SELECT account, amount FROM book_gl_line WHERE book_set_id = %(book_set_id)s
-        UNION ALL
-        SELECT l.account, l.amount FROM journal_line l JOIN journal j USING (journal_id)
-         WHERE j.entity = %(entity)s AND j.period = %(period)s
-    ) lines GROUP BY account
-),
-pnl AS (
-    SELECT a.account, a.name,
-           COALESCE(act.amount, 0) AS actual,
-           COALESCE(p.amount, 0) AS prior,
-           COALESCE(b.amount, 0) AS budget
-      FROM book_account a
-      LEFT JOIN actual act ON act.account = a.account
-      LEFT JOIN book_pnl_reference p ON p.book_set_id = a.book_set_id AND p.account = a.account AND p.basis = 'prior'
-      LEFT JOIN book_pnl_reference b ON b.book_set_id = a.book_set_id AND b.account = a.account AND b.basis = 'budget'
-     WHERE a.book_set_id = %(book_set_id)s AND a.type IN ('revenue', 'expense')
-)
-SELECT account, name, actual, prior, budget,
-       actual - prior AS variance_prior,
-       actual - budget AS variance_budget,
-       CASE WHEN budget = 0 THEN NULL ELSE round(100 * (actual - budget) / abs(budget), 1) END AS variance_budget_pct
-  FROM pnl ORDER BY account
-"""
-
-
 async def variance_input(
     conn: AsyncConnection[Any], book_set_id: int, entity: str, period: str, policy: Policy
 ) -> dict[str, Any]:
-    lines = await _rows(
-        conn, VarianceLine, VARIANCE_QUERY, {"book_set_id": book_set_id, "entity": entity, "period": period}
-    )
+    lines = await close_inputs.variance_lines(conn, book_set_id, entity, period)
     return {
         "period": period,
         "threshold_amount": str(policy.variance.threshold_amount),
