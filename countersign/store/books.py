@@ -13,7 +13,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
@@ -61,7 +61,10 @@ async def copy_rows(
 ) -> int:
     """COPYs the rows into `table`'s columns `names` (both the loader's own constants); returns how many it wrote."""
     count = 0
-    async with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(names)}) FROM STDIN") as copy:
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(table), sql.SQL(", ").join(sql.Identifier(name) for name in names)
+    )  # quoted as identifiers: a name is never spliced into the statement as text
+    async with conn.cursor() as cur, cur.copy(statement) as copy:
         for row in rows:
             await copy.write_row(row)
             count += 1

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
+from psycopg.sql import SQL, Identifier
 
 from countersign.store.states import TaskState
 
@@ -292,12 +293,11 @@ async def currency_balance(
 
 async def subledger_total(conn: AsyncConnection[Any], book_set_id: int, table: str) -> SubledgerTotal:
     """Returns the total and item count of a subledger table (`table` is the caller's constant, never input)."""
-    (totals,) = await _rows(
-        conn,
-        SubledgerTotal,
-        f"SELECT COALESCE(sum(amount), 0) AS total, count(*) AS items FROM {table} WHERE book_set_id = %s",
-        (book_set_id,),
-    )
+    statement = SQL("SELECT COALESCE(sum(amount), 0) AS total, count(*) AS items FROM {} WHERE book_set_id = %s")
+    async with conn.cursor(row_factory=class_row(SubledgerTotal)) as cur:
+        await cur.execute(statement.format(Identifier(table)), (book_set_id,))  # the name quoted, never spliced
+        totals = await cur.fetchone()
+    assert totals is not None  # an aggregate always returns its one row
     return totals
 
 
