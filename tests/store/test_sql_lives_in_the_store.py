@@ -35,9 +35,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/runs.py",
         "engine/supervisor.py",
         "engine/close_session.py",
-        "engine/workflows/certificates/certified_history.py",
-        "engine/workflows/certificates/duplicate_check.py",
-        "engine/workflows/certificates/queries.py",
         "services/board_reads.py",
     }
 )

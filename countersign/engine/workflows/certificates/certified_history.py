@@ -17,17 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-
 from countersign.certificates import Certificate, Contract, Position, advance_position, opening_position
 from countersign.certificates.assessment import certificate_order
 from countersign.certificates.pipeline import run_pipeline
+from countersign.store.certificate_runs import EarlierOutcome, earlier_outcomes, received_on
+
+__all__ = [
+    "CertifiedEntry",
+    "CertifiedHistory",
+    "CertifiedSource",
+    "EarlierOutcome",
+    "certified_history",
+    "earlier_outcomes",
+    "received_on",
+]
 
 
 class CertifiedSource(StrEnum):
@@ -35,13 +42,6 @@ class CertifiedSource(StrEnum):
     """Certified through its payment gate in Countersign."""
     DOCUMENTS = "documents"
     """Never decided in Countersign: the documents' own history, as the checks read it."""
-
-
-@dataclass(frozen=True)
-class EarlierOutcome:
-    certificate_id: str
-    has_run: bool
-    certified_amount: Decimal | None
 
 
 @dataclass(frozen=True)
@@ -69,40 +69,6 @@ class CertifiedHistory:
     """Earlier certificates of the contract that were given a run and certified nothing."""
     documents_position: Position
     """The position the documents alone reconstruct (every earlier certificate the checks pass, at its claim)."""
-
-
-_OUTCOMES = """
-SELECT c.certificate_id,
-       EXISTS (SELECT 1 FROM close_run r JOIN book_set b ON b.book_set_id = r.book_set_id
-                WHERE r.workflow = 'certificates' AND r.entity = c.certificate_id
-                  AND b.manifest->>'certificate_id' = c.certificate_id) AS has_run,
-       p.amount AS certified_amount
-  FROM construction_certificate c
-  LEFT JOIN payment_certification p ON p.certificate_id = c.certificate_id
- WHERE c.set_id = %s AND c.certificate_id = ANY(%s)
-"""
-
-
-async def earlier_outcomes(
-    conn: AsyncConnection[Any], set_id: int, certificate_ids: Sequence[str]
-) -> dict[str, EarlierOutcome]:
-    """For each certificate: whether any payment run was started for it, and the amount certified, if any (a
-    certification under any set counts: a certificate id is certified once, migration 0015)."""
-    async with conn.cursor(row_factory=class_row(EarlierOutcome)) as cur:
-        await cur.execute(_OUTCOMES, (set_id, list(certificate_ids)))
-        return {row.certificate_id: row for row in await cur.fetchall()}
-
-
-async def received_on(conn: AsyncConnection[Any], set_id: int) -> date:
-    """The day (UTC) the set's applications were received: when they were loaded."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT (loaded_at AT TIME ZONE 'UTC')::date FROM construction_set WHERE set_id = %s", (set_id,)
-        )
-        found: date | None = await cur.fetchone()
-    if found is None:
-        raise LookupError(f"no construction set {set_id}")
-    return found
 
 
 def certified_history(

@@ -13,7 +13,6 @@ from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import scalar_row
 
 from countersign.certificates import Certificate, Contract
 from countersign.certificates.duplicates import DuplicateHold, DuplicateIndex, Thresholds, submission_of
@@ -21,29 +20,14 @@ from countersign.engine.construction import contract_records, prior_certificates
 from countersign.engine.workflows.base import TaskContext, TaskHandler
 from countersign.engine.workflows.certificates.evidence import decimal_text, run_evidence
 from countersign.engine.workflows.certificates.stages import PAYMENT, WORKFLOW
+from countersign.store.certificate_runs import never_paid
 
 HOLD_KIND = "duplicate_submission"
 
-NEVER_PAID_QUERY = """
-SELECT DISTINCT b.manifest->>'certificate_id'
-  FROM close_run r
-  JOIN book_set b ON b.book_set_id = r.book_set_id
-  JOIN LATERAL (
-      SELECT s.status FROM gate_state s JOIN gate g USING (gate_id)
-       WHERE s.close_id = r.close_id AND s.task = %(payment)s AND s.kind = 'approval'
-       ORDER BY g.opened_at DESC, s.gate_id LIMIT 1) latest ON true
- WHERE r.workflow = %(workflow)s
-   AND (b.manifest->>'construction_set_id')::bigint = %(set_id)s
-   AND latest.status = 'rejected'
-   AND NOT EXISTS (SELECT 1 FROM payment_certification p WHERE p.certificate_id = b.manifest->>'certificate_id')
-"""
-"""Certificates of the set whose payment run's latest payment gate was rejected and which nothing certified."""
-
 
 async def rejected_at_payment_gate(conn: AsyncConnection[Any], set_id: int) -> frozenset[str]:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(NEVER_PAID_QUERY, {"payment": PAYMENT, "workflow": WORKFLOW, "set_id": set_id})
-        return frozenset(await cur.fetchall())
+    """Certificates of the set whose payment run's latest payment gate was rejected and which nothing certified."""
+    return await never_paid(conn, set_id, payment=PAYMENT, workflow=WORKFLOW)
 
 
 class DuplicateCheck(TaskHandler):
