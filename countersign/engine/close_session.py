@@ -1,4 +1,5 @@
-"""The close's connection and advisory lock, held for database work only."""
+"""The close's connection and advisory lock, held for database work only (the lock's statements:
+countersign/store/close_locks.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.engine.leases import Connect
+from countersign.store import close_locks
 
 
 def _lock_key(close_id: str) -> int:
@@ -39,13 +41,11 @@ class CloseSession:
         held = self.connect()
         conn = await held.__aenter__()
         try:
-            async with conn.cursor() as cur:
-                if wait:
-                    await cur.execute("SELECT pg_advisory_lock(%s)", (self._key,))
-                    locked = True
-                else:
-                    await cur.execute("SELECT pg_try_advisory_lock(%s) AS locked", (self._key,))
-                    (locked,) = await cur.fetchone() or (False,)
+            if wait:
+                await close_locks.lock_close(conn, self._key)
+                locked = True
+            else:
+                locked = await close_locks.try_lock_close(conn, self._key)
         except BaseException:
             await held.__aexit__(None, None, None)
             raise
@@ -62,8 +62,7 @@ class CloseSession:
             return
         try:
             if not conn.closed:
-                async with conn.cursor() as cur:
-                    await cur.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+                await close_locks.unlock_close(conn, self._key)
         finally:
             await held.__aexit__(None, None, None)
 

@@ -1,10 +1,13 @@
-"""Typed reads of the tables more than one room reads, and the states those tables store.
+"""The store: the only SQL outside the migrations, one module per table family, typed rows whose states are Enums.
 
 `countersign.store.states` names every stored state as a StrEnum (its values are the strings the database holds);
 `countersign.store.gates` is the one read of a gate: its row, what `gate_state` derives from its decisions, its close
-and task,
-and every decision on it. The engine, the decision writer, the services and the doors all read gates through it.
+and task, and every decision on it. The other modules read and write their family's tables (principals, books,
+journals, the close's inputs and bank lines, the certificates workflow's runs, payment notices, decision keys, the
+close's advisory lock) on the caller's connection, inside the caller's transaction. Each module's docstring names
+its tables and its callers. The modules still writing their own SQL are listed in
+tests/store/test_sql_lives_in_the_store.py, a list that only shrinks.
 
-May import psycopg and nothing else of Countersign (an import-linter contract holds it); every room but the pure
-ones may import it. It reads; it never writes.
+May import psycopg, the drill hooks and the pure rooms below it, and nothing above (an import-linter contract holds
+it); every room but the pure ones may import it.
 """

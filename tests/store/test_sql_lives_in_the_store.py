@@ -34,7 +34,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/outbox.py",
         "engine/runs.py",
         "engine/supervisor.py",
-        "engine/close_session.py",
         "services/board_reads.py",
     }
 )
