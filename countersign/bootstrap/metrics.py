@@ -36,7 +36,7 @@ from psycopg import AsyncConnection
 
 from countersign.audit.transparency_log import log_progress
 from countersign.callbacks.decision_writer import decisions_by_channel
-from countersign.engine.gauges import engine_counts, gates_by_status
+from countersign.store.gauges import engine_counts, gates_by_status
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SCRAPE_STATEMENT_TIMEOUT_MS = 2000  # a scrape never holds the database longer than this per statement

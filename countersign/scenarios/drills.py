@@ -34,7 +34,6 @@ from countersign.engine.integrity import (
     sealing_sample,
     server_identity,
 )
-from countersign.engine.jobs_stats import DatabaseActivity, Reaction
 from countersign.engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
 from countersign.engine.runs import load_close
 from countersign.engine.workflows.close.inputs import accruals_input
@@ -42,6 +41,7 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import StartRules, start_close_on_book_set
 from countersign.specialists.client import open_in_process
+from countersign.store.job_stats import DatabaseActivity, Reaction
 from countersign.store.states import Channel, GateStatus
 from countersign.synthetic import generate_books, load_profile
 
@@ -511,7 +511,8 @@ def run_workers_drill(
     import tempfile
 
     from countersign.audit.trace import seal_pending
-    from countersign.engine.jobs_stats import database_activity, decision_to_next_gate, ready_jobs, registered_workers
+    from countersign.engine.jobs import WORKER_APP
+    from countersign.store.job_stats import database_activity, decision_to_next_gate, ready_jobs, registered_workers
 
     database_identity(rt)
     say = progress or (lambda _phrase, _done, _total: None)
@@ -524,7 +525,7 @@ def run_workers_drill(
 
     async def activity() -> DatabaseActivity:
         async with connection(rt) as conn:
-            return await database_activity(conn)
+            return await database_activity(conn, WORKER_APP)
 
     before = asyncio.run(activity())
     # a file, not a pipe: a full pipe would stall a worker; closed in the `finally` below

@@ -54,7 +54,7 @@ DATABASE_CODE = (
     "countersign.engine.runs",
     "countersign.engine.dispatch",
     "countersign.engine.gates",
-    "countersign.engine.gauges",
+    "countersign.store.gauges",
     "countersign.engine.integrity",
     "countersign.engine.outbox",
     "countersign.engine.postings",

@@ -1,4 +1,8 @@
-"""What the workers drill and its bench read about the job engine at work: reaction times, sessions, idle cost."""
+"""What the workers drill and its bench read about the job engine at work: reaction times, sessions, idle cost.
+
+Reads `gate_decision`, `gate`, PostgreSQL's statistics views and the job library's tables (`procrastinate.*`);
+called by countersign/scenarios/drills.py.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,6 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
-
-from countersign.engine.jobs import WORKER_APP
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class Reaction:
 
 
 async def decision_to_next_gate(conn: AsyncConnection[Any], close_ids: list[str]) -> Reaction:
+    """Returns the reaction times over the runs `close_ids`."""
     async with conn.cursor(row_factory=class_row(Reaction)) as cur:
         await cur.execute(
             "WITH last AS ("
@@ -50,7 +53,8 @@ class DatabaseActivity:
     workers_connected: int
 
 
-async def database_activity(conn: AsyncConnection[Any]) -> DatabaseActivity:
+async def database_activity(conn: AsyncConnection[Any], worker_app: str) -> DatabaseActivity:
+    """Returns this database's counters; `worker_app` is the application_name worker connections carry."""
     async with conn.cursor(row_factory=class_row(DatabaseActivity)) as cur:
         await cur.execute(
             "SELECT coalesce(s.sessions, 0)::int AS sessions, s.xact_commit::int AS commits,"
@@ -58,7 +62,7 @@ async def database_activity(conn: AsyncConnection[Any]) -> DatabaseActivity:
             " (SELECT count(*) FROM pg_stat_activity a WHERE a.datname = current_database()"
             "   AND a.application_name = %s)::int AS workers_connected"
             " FROM pg_stat_database s WHERE s.datname = current_database()",
-            (WORKER_APP,),
+            (worker_app,),
         )
         row = await cur.fetchone()
     assert row is not None

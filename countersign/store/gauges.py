@@ -1,4 +1,8 @@
-"""Counts the metrics endpoint reads from the engine's tables: each a count over an index or a small view."""
+"""Counts the metrics endpoint reads from the engine's tables: each a count over an index or a small view.
+
+Reads `outbox_message`, `dispatch`, `close_task`, `gate_state`, `trace_head` and `trace_checkpoint`; called by
+countersign/bootstrap/metrics.py.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
+
+from countersign.store.states import GateStatus
 
 
 @dataclass(frozen=True)
@@ -24,8 +30,11 @@ class EngineCounts:
 
 @dataclass(frozen=True)
 class GateCount:
-    status: str
+    status: GateStatus
     gates: int
+
+    def __post_init__(self) -> None:  # the stored word becomes its Enum at the store's edge
+        object.__setattr__(self, "status", GateStatus(self.status))
 
 
 async def engine_counts(conn: AsyncConnection[Any], *, outbox_budget_s: float) -> EngineCounts:
@@ -57,6 +66,7 @@ async def engine_counts(conn: AsyncConnection[Any], *, outbox_budget_s: float) -
 
 
 async def gates_by_status(conn: AsyncConnection[Any]) -> dict[str, int]:
+    """Returns how many gates are in each status (only the statuses some gate is in)."""
     async with conn.cursor(row_factory=class_row(GateCount)) as cur:
         await cur.execute("SELECT status, count(*) AS gates FROM gate_state GROUP BY status")
-        return {row.status: row.gates for row in await cur.fetchall()}
+        return {row.status.value: row.gates for row in await cur.fetchall()}
