@@ -210,3 +210,19 @@ async def read_caller_by_token(conn: AsyncConnection[Any], token_sha256: bytes) 
             (token_sha256,),
         )
         return await cur.fetchone()
+
+
+async def teams_ids_of_deciders(
+    conn: AsyncConnection[Any], *, role: str, excluded: Sequence[str], limit: int
+) -> tuple[str, ...]:
+    """Returns the Teams ids (as `principal_identity` holds them) of the active humans holding `role`, none of
+    `excluded`: at most `limit`, in principal order. countersign.bot.queries reads the deciders of a gate this way."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT i.external_id FROM principal_identity i JOIN principal p USING (principal_id)"
+            " WHERE i.channel = 'teams' AND p.kind = 'human' AND p.active AND %(role)s = ANY(p.roles)"
+            " AND p.principal_id <> ALL(%(preparers)s)"
+            " ORDER BY p.principal_id, i.tenant, i.external_id LIMIT %(limit)s",
+            {"role": role, "preparers": list(excluded), "limit": limit},
+        )
+        return tuple(str(row[0]) for row in await cur.fetchall())
