@@ -26,8 +26,8 @@ from countersign.cards.model import (
     Viewer,
 )
 from countersign.policy import ESCALATION
+from countersign.states import Decision, GateStatus
 from countersign.store.gates import GateRecord
-from countersign.store.states import Decision, GateStatus
 
 PERIOD = re.compile(r"\d{4}-(0[1-9]|1[0-2])")  # a month as `close payments` takes it
 

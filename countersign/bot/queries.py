@@ -17,8 +17,8 @@ from countersign.services.chat_reads import EnrolledPasskey as EnrolledPasskey
 from countersign.services.chat_reads import enrolled_passkey_for_slack_user as enrolled_passkey_for_slack_user
 from countersign.services.chat_reads import first_slack_event as first_slack_event
 from countersign.services.chat_reads import teams_decider_ids
+from countersign.states import GateStatus
 from countersign.store.gates import GateRecord, read_gate
-from countersign.store.states import GateStatus
 
 
 class UnknownGate(LookupError):

@@ -61,7 +61,7 @@ from countersign.services.reading import (
     read_close_status,
     read_payment_runs,
 )
-from countersign.store.states import Decision, GateStatus
+from countersign.states import Decision, GateStatus
 
 log = logging.getLogger("countersign.slack")
 

@@ -17,7 +17,7 @@ from typing import Any
 from countersign.cards.model import REASON_MAX_CHARS
 from countersign.cards.slack import REASON_ACTION_ID, REASON_BLOCK_ID
 from countersign.http_edge.storable import storable_text
-from countersign.store.states import Decision
+from countersign.states import Decision
 
 FORM_VERSION = 1
 MAX_FIELD_CHARS = 200  # of an id carried in the metadata

@@ -67,7 +67,7 @@ from countersign.services.reading import (
     read_close_status,
     read_payment_runs,
 )
-from countersign.store.states import Decision
+from countersign.states import Decision
 
 log = logging.getLogger("countersign.teams")
 

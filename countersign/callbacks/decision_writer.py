@@ -27,9 +27,9 @@ from countersign.callbacks.person_signature import (
     check_person_signature,
 )
 from countersign.callbacks.principals import Principal, normalise_identity
+from countersign.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, PrincipalKind, ProofKind
 from countersign.store.gates import GateFacts, GateRecord, read_gate
 from countersign.store.principals import PRINCIPAL_LOOKUP
-from countersign.store.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, PrincipalKind, ProofKind
 
 DECISIONS = tuple(decision.value for decision in Decision)
 # What each door's decision carries as proof (the database maps channels to proofs the same way: migration 0017).

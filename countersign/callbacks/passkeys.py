@@ -19,7 +19,7 @@ from psycopg.rows import class_row, scalar_row
 
 from countersign.audit.trace import append_event
 from countersign.callbacks.callers import Caller
-from countersign.store.states import PrincipalKind
+from countersign.states import PrincipalKind
 
 CHALLENGE_TTL_S = 300
 MAX_LIVE_SIGN_INS = 10_000  # open sign-in challenges (anyone may ask for one); past this, new ones are refused

@@ -15,7 +15,7 @@ from typing import Any
 
 from countersign.audit.person_proof import decision_message, passkey_proof_problem, verify_signature
 from countersign.callbacks.principals import normalise_identity
-from countersign.store.states import Channel
+from countersign.states import Channel
 
 SIGNED_CALLBACK = Channel.SIGNED_CALLBACK
 BOARD = Channel.BOARD

@@ -17,10 +17,10 @@ import yaml
 from psycopg import AsyncConnection
 
 from countersign.audit.person_proof import parse_public_key
+from countersign.states import PrincipalKind
 from countersign.store import principals as principal_store
 from countersign.store.principals import Identity as Identity
 from countersign.store.principals import Principal as Principal
-from countersign.store.states import PrincipalKind
 
 # Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.
 INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e"))

@@ -100,7 +100,7 @@ def close_status_command(
 def print_status(status: dict[str, Any]) -> None:
     """The status as a person reads it: statuses and kinds in words (the JSON keeps the codes)."""
     from countersign.policy.wording import in_words
-    from countersign.store.states import GateStatus
+    from countersign.states import GateStatus
 
     console.print(
         f"[bold]{status['entity']} {status['period']}[/]  close {status['close_id']}  status "

@@ -50,9 +50,9 @@ from countersign.engine.outbox import (
     renew_claim,
 )
 from countersign.engine.runs import find_close_record
+from countersign.states import OutboxKind, OutboxStatus
 from countersign.store.gates import read_gate
 from countersign.store.payment_notices import read_payment_notice
-from countersign.store.states import OutboxKind, OutboxStatus
 
 log = logging.getLogger("countersign.delivery")
 tracer = trace.get_tracer("countersign.delivery")  # a no-op unless the process installed a tracer provider

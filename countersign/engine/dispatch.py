@@ -24,7 +24,7 @@ from countersign.audit.trace import append_event
 from countersign.drill_hooks.kill_points import kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
 from countersign.engine.supervisor import move_task
-from countersign.store.states import DispatchStatus, TaskState
+from countersign.states import DispatchStatus, TaskState
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 

@@ -27,8 +27,8 @@ from countersign.engine.task_runner import complete_task
 from countersign.engine.workflows import TaskContext
 from countersign.policy import ESCALATION, EscalationReason, Workflow
 from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
+from countersign.states import DECIDED, GateLifecycle, GateStatus, TaskState
 from countersign.store.gates import GateRecord, read_gates_of_close
-from countersign.store.states import DECIDED, GateLifecycle, GateStatus, TaskState
 
 _WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
 

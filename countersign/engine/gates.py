@@ -25,8 +25,8 @@ from countersign.audit.person_proof import decision_message, digest_of_gate, pas
 from countersign.audit.trace import append_event
 from countersign.engine.supervisor import move_gate
 from countersign.policy import GateRequirement
+from countersign.states import GateLifecycle
 from countersign.store.gates import read_gate_facts
-from countersign.store.states import GateLifecycle
 
 
 async def open_gate(

@@ -39,7 +39,7 @@ from countersign.drill_hooks.kill_points import kill_point
 from countersign.engine.leases import Connect
 from countersign.engine.orchestrator import AdvanceReport, EngineContext, advance
 from countersign.engine.outbox import enqueue_card_updates
-from countersign.store.states import RunState
+from countersign.states import RunState
 
 log = logging.getLogger("countersign.jobs")
 tracer = trace.get_tracer("countersign.worker")  # a no-op unless the process installed a tracer provider

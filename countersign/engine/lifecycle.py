@@ -1,6 +1,6 @@
 """The state machines of a close: runs, tasks and gates, each with one transition table. Pure: no I/O.
 
-The states themselves are stored words and live with the others in `countersign.store.states`.
+The states themselves are stored words and live with the others in `countersign.states`.
 
 Every state change in the engine goes through `countersign.engine.supervisor`, which checks it here; migration
 0011 seeds the same table into `lifecycle_transition`, and triggers refuse any other change, whoever connects.
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeAlias
 
-from countersign.store.states import GateLifecycle, Machine, RunState, TaskState
+from countersign.states import GateLifecycle, Machine, RunState, TaskState
 
 State: TypeAlias = RunState | TaskState | GateLifecycle
 

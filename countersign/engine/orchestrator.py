@@ -23,7 +23,7 @@ from countersign.engine.leases import Connect, connect_to
 from countersign.engine.outbox import enqueue_notices
 from countersign.engine.runs import CloseRecord, load_close, refresh_close_status
 from countersign.engine.task_runner import run_ready_tasks
-from countersign.store.states import RunState
+from countersign.states import RunState
 
 MAX_ROUNDS = 32
 

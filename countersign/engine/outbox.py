@@ -34,8 +34,8 @@ from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
+from countersign.states import OutboxKind, OutboxStatus
 from countersign.store.gates import card_state
-from countersign.store.states import OutboxKind, OutboxStatus
 
 DEFAULT_BUDGET_HOURS = 24.0  # COUNTERSIGN_OUTBOX_BUDGET_HOURS: how long a message is retried before it is dead-lettered
 BACKOFF_BASE_S = 1.0  # the first wait's ceiling; each failure doubles it

@@ -20,8 +20,8 @@ from countersign.engine.dispatch import dead_letters
 from countersign.engine.outbox import failed_deliveries
 from countersign.engine.supervisor import move_run
 from countersign.policy import Policy, Workflow
+from countersign.states import GateStatus, RunState, TaskState
 from countersign.store.gates import GateRecord, read_gates_of_close
-from countersign.store.states import GateStatus, RunState, TaskState
 
 
 def _app_version() -> str:

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 from countersign.engine.lifecycle import IllegalTransition, check_transition
 from countersign.policy import APPROVAL, EscalationReason
-from countersign.store.states import GateLifecycle, GateStatus, Machine, RunState, TaskState
+from countersign.states import GateLifecycle, GateStatus, Machine, RunState, TaskState
 
 
 @dataclass(frozen=True)

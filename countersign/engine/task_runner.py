@@ -52,7 +52,7 @@ from countersign.policy import (
     derive_gate,
 )
 from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
-from countersign.store.states import TaskState
+from countersign.states import TaskState
 
 
 async def run_ready_tasks(

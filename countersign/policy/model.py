@@ -24,7 +24,7 @@ class Tier:
     accepted_proofs: tuple[str, ...] = ()  # PROOF_KINDS a decision on a gate of this tier may carry; () if ungated
 
 
-# What may prove that a person decided (countersign.store.states.ProofKind holds the same words; so does the database).
+# What may prove that a person decided (countersign.states.ProofKind holds the same words; so does the database).
 PLATFORM_IDENTITY = "platform_identity"
 PERSON_KEY_PROOFS = ("ed25519", "passkey")
 PROOF_KINDS = (PLATFORM_IDENTITY, *PERSON_KEY_PROOFS)

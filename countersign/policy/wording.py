@@ -25,14 +25,14 @@ WORDS: dict[str, str] = {
     # gate kinds (countersign/policy/gates.py)
     "approval": "approval",
     "escalation": "escalation",
-    # gate statuses (countersign/store/states.py GateStatus) and what the engine did with a gate (GateLifecycle)
+    # gate statuses (countersign/states.py GateStatus) and what the engine did with a gate (GateLifecycle)
     "open": "awaiting a decision",
     "approved": "approved",
     "rejected": "rejected",
     "expired": "expired",
     "cancelled": "cancelled",
     "applied": "applied",
-    # decisions (countersign/store/states.py Decision)
+    # decisions (countersign/states.py Decision)
     "approve": "approve",
     "reject": "reject",
     # task statuses (countersign/engine/lifecycle.py TaskState)
@@ -52,7 +52,7 @@ WORDS: dict[str, str] = {
     "login": "a signed-in session",
     "signed_callback": "a signed callback",
     "board": "the Close Board",
-    # the proofs a tier accepts (countersign/store/states.py ProofKind)
+    # the proofs a tier accepts (countersign/states.py ProofKind)
     "platform_identity": "the chat platform's identity",
     "ed25519": "the person's own Ed25519 key",
     "passkey": "the person's passkey",

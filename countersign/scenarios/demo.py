@@ -33,7 +33,7 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import start_close_on_book_set
 from countersign.specialists.narration import MODEL_OFF_REASONS
-from countersign.store.states import GateStatus
+from countersign.states import GateStatus
 from countersign.synthetic import generate_books, load_profile
 
 MAX_ROUNDS = 20

@@ -46,7 +46,7 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_construction
 from countersign.services.starting import start_month_of_payment_runs
 from countersign.specialists.certificate_cassettes import write_certificate_cassettes
-from countersign.store.states import DECIDED, Decision, GateStatus
+from countersign.states import DECIDED, Decision, GateStatus
 from countersign.synthetic import generate_construction, load_construction_profile
 from countersign.synthetic.construction import CERTIFICATES_FILE, CONTRACTS_FILE
 from countersign.synthetic.ground_truth import GROUND_TRUTH_FILE

@@ -41,8 +41,8 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import StartRules, start_close_on_book_set
 from countersign.specialists.client import open_in_process
+from countersign.states import Channel, GateStatus
 from countersign.store.job_stats import DatabaseActivity, Reaction
-from countersign.store.states import Channel, GateStatus
 from countersign.synthetic import generate_books, load_profile
 
 CONNECTIONS_PER_PROCESS = 8

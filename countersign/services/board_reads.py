@@ -33,8 +33,8 @@ from countersign.policy.command_roles import READ_CLOSE
 from countersign.policy.model import Policy
 from countersign.services.errors import CloseNotFound, GateNotFound
 from countersign.services.reading import Caller, Reader, authorize, is_close_id
+from countersign.states import GateStatus
 from countersign.store.gates import GateRecord, read_gate, read_gates_of_close
-from countersign.store.states import GateStatus
 
 MAX_RUNS = 500  # closes and payment runs on the board's front page, newest first
 MAX_INBOX_GATES = 200

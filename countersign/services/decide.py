@@ -38,7 +38,7 @@ from countersign.callbacks.person_signature import WINDOW_S as PERSON_WINDOW_S
 from countersign.callbacks.principals import resolve_identity
 from countersign.callbacks.signature import SignatureRejected
 from countersign.callbacks.signature import verify as verify_transport_signature
-from countersign.store.states import CHAT_CHANNELS, Channel
+from countersign.states import CHAT_CHANNELS, Channel
 
 # What a door needs besides `decide_gate` (for the signed callback: the transport HMAC check and the person's Ed25519
 # proof), so no door reaches into the modules that run the SQL.

@@ -40,8 +40,8 @@ from countersign.callbacks.callers import Caller
 from countersign.callbacks.decision_writer import OnRecorded, Seal
 from countersign.callbacks.passkeys import PasskeyRefused, Session
 from countersign.services.decide import Decided, PlatformIdentity, decide_gate
+from countersign.states import Channel, Decision, GateStatus
 from countersign.store.gates import read_gate
-from countersign.store.states import Channel, Decision, GateStatus
 
 __all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
 

@@ -1,6 +1,6 @@
 """The store: the only SQL outside the migrations, one module per table family, typed rows whose states are Enums.
 
-`countersign.store.states` names every stored state as a StrEnum (its values are the strings the database holds);
+`countersign.states` names every stored state as a StrEnum (its values are the strings the database holds);
 `countersign.store.gates` is the one read of a gate: its row, what `gate_state` derives from its decisions, its close
 and task, and every decision on it. The other modules read and write their family's tables (principals, books,
 journals, the close's inputs and bank lines, the certificates workflow's runs, payment notices, decision keys, the

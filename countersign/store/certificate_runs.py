@@ -19,7 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
-from countersign.store.states import GateStatus, RunState, TaskState
+from countersign.states import GateStatus, RunState, TaskState
 
 
 async def insert_run_book_set(

@@ -21,7 +21,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.sql import SQL, Identifier
 
-from countersign.store.states import TaskState
+from countersign.states import TaskState
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import RowMaker, class_row, dict_row
 
-from countersign.store.states import Decision, GateStatus, ProofKind
+from countersign.states import Decision, GateStatus, ProofKind
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
-from countersign.store.states import GateStatus
+from countersign.states import GateStatus
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from countersign.store.states import NoticeKind
+from countersign.states import NoticeKind
 
 
 @dataclass(frozen=True)

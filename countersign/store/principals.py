@@ -21,7 +21,7 @@ from typing import Any
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import class_row, scalar_row
 
-from countersign.store.states import PrincipalKind
+from countersign.states import PrincipalKind
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from countersign.engine.runs import close_status
 from countersign.money.formatting import format_money
 from countersign.policy.wording import in_words
 from countersign.services.board_reads import may_decide
+from countersign.states import Decision, GateStatus
 from countersign.store.gates import DecisionRecord, read_gate
-from countersign.store.states import Decision, GateStatus
 from tests.board.pages_support import Board, board_fixture  # noqa: F401  (the `board` fixture)
 from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, post_decision, start_default_close

@@ -22,7 +22,7 @@ from countersign.engine.gates import unproven_decisions
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status
 from countersign.scenarios.software_authenticator import Misbehaviour, SoftwareAuthenticator
-from countersign.store.states import GateStatus
+from countersign.states import GateStatus
 from tests.support import count, import_default_principals, start_default_close
 
 BOARD = "http://localhost:8000"

@@ -23,7 +23,7 @@ from countersign.bootstrap.runtime import Runtime
 from countersign.bot.slack_forms import DecisionForm
 from countersign.bot.teams import clear_metadata_cache
 from countersign.callbacks.principals import Identity, Principal, upsert_principals
-from countersign.store.states import Decision
+from countersign.states import Decision
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.teams_auth import FakeBotFrameworkAuth
 

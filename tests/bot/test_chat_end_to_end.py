@@ -23,7 +23,7 @@ import psycopg
 
 from countersign.audit.person_proof import public_key_text
 from countersign.engine.runs import close_status
-from countersign.store.states import ProofKind
+from countersign.states import ProofKind
 from tests.bot.conftest import (
     TEAM,
     TEAMS_APP_ID,

@@ -8,7 +8,7 @@ import pytest
 
 from countersign.policy import EscalationReason
 from countersign.policy.wording import WORDS, in_words
-from countersign.store.states import Decision, GateLifecycle, GateStatus, ProofKind, RunState, TaskState
+from countersign.states import Decision, GateLifecycle, GateStatus, ProofKind, RunState, TaskState
 
 
 def without_words(codes: type[StrEnum] | tuple[str, ...]) -> list[str]:

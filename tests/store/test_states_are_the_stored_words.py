@@ -1,4 +1,4 @@
-"""Each StrEnum in `countersign.store.states` names exactly the words its table admits: the CHECKs of the migrations,
+"""Each StrEnum in `countersign.states` names exactly the words its table admits: the CHECKs of the migrations,
 the CASE of the `gate_state` view (migration 0002) and the decisions it counts."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from countersign.store.states import (
+from countersign.states import (
     Channel,
     Decision,
     DispatchStatus,
@@ -63,7 +63,7 @@ async def test_gate_status_names_every_outcome_the_view_derives(conn: Any) -> No
 async def test_proof_kinds_are_the_words_policy_and_both_proof_checks_admit(conn: Any) -> None:
     """records.ProofKind, policy's PROOF_KINDS and the CHECKs of policy_tier and gate name the same proofs."""
     from countersign.policy.model import PROOF_KINDS
-    from countersign.store.states import ProofKind
+    from countersign.states import ProofKind
 
     words = {kind.value for kind in ProofKind}
     assert set(PROOF_KINDS) == words

@@ -15,7 +15,7 @@ import pytest
 from countersign.bootstrap.database import Database
 from countersign.engine.lifecycle import STATES, TRANSITIONS, IllegalTransition, check_transition, illegal_pairs
 from countersign.policy import EscalationReason
-from countersign.store.states import Machine, TaskState
+from countersign.states import Machine, TaskState
 from tests.engine.lifecycle_support import cloned_database, decide, new_close, put_gate, put_task, seed_approver
 
 ILLEGAL = [(machine, source, target) for machine in Machine for source, target in illegal_pairs(machine)]

@@ -23,7 +23,7 @@ from countersign.bootstrap.database import Database
 from countersign.engine.lifecycle import TRANSITIONS, IllegalTransition
 from countersign.engine.supervisor import move_gate, move_task
 from countersign.policy import EscalationReason
-from countersign.store.states import GateLifecycle, Machine, TaskState
+from countersign.states import GateLifecycle, Machine, TaskState
 from tests.engine.lifecycle_support import cloned_database, decide, new_close, put_gate, seed_approver
 
 GATE_ENDINGS = ("approved", "rejected", "expired", "undecided")

@@ -14,7 +14,7 @@ import pytest_asyncio
 from countersign.bootstrap.database import Database
 from countersign.engine.lifecycle import IllegalTransition
 from countersign.engine.supervisor import move_gate, move_run, move_task
-from countersign.store.states import GateLifecycle, RunState, TaskState
+from countersign.states import GateLifecycle, RunState, TaskState
 from tests.engine.lifecycle_support import decide, new_close, put_gate, put_task, seed_approver
 
 

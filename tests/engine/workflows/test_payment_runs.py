@@ -34,7 +34,7 @@ from countersign.engine.workflows.certificates.runs import payment_run_status, s
 from countersign.engine.workflows.certificates.stages import STAGES
 from countersign.policy import Workflow
 from countersign.specialists.client import open_in_process
-from countersign.store.states import Machine, TaskState
+from countersign.states import Machine, TaskState
 from tests.engine import payment_run_support as support
 from tests.engine.lifecycle_support import cloned_database, new_close, put_task
 from tests.engine.workflow_support import approve_open_gates

@@ -19,8 +19,8 @@ from countersign.engine.outbox import enqueue_notices
 from countersign.engine.workflows.base import TaskContext
 from countersign.engine.workflows.certificates.evidence import RunEvidence
 from countersign.money.formatting import format_money
+from countersign.states import NoticeKind
 from countersign.store.payment_notices import NewPaymentNotice, ServedNotice, record_payment_notice
-from countersign.store.states import NoticeKind
 
 PAY_LESS = NoticeKind.PAY_LESS
 NOTICE_TEMPLATE = "pay_less_notice"
