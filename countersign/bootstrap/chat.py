@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from countersign.bootstrap.settings import Settings
-from countersign.engine.outbox import ChannelTarget
+from countersign.cards.targets import ChannelTarget
 
 if TYPE_CHECKING:
     from countersign.delivery.worker import TeamsSender

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from countersign.bot.gate_cards import GateView
 from countersign.bot.queries import UnknownGate, first_slack_event, load_gate_card, load_gate_view
 from countersign.cards.model import GateCard
-from countersign.engine.outbox import ChannelTarget
+from countersign.cards.targets import ChannelTarget
 from countersign.policy.model import Policy
 from countersign.services.decide import Connect, OnRecorded, Seal
 from countersign.services.errors import NoBooksLoaded

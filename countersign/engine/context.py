@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from countersign.audit.checkpoint import NoteSigner
+from countersign.cards.targets import ChannelTarget
 from countersign.engine.actors import ENGINE_ACTOR
 from countersign.engine.dispatch import SpecialistCall
-from countersign.engine.outbox import ChannelTarget
 from countersign.engine.workflows import Handlers, TaskHandler, UnknownHandler, shipped_handlers
 from countersign.money.formatting import DEFAULT_LOCALE
 from countersign.policy import Policy, Workflow, WorkflowTask

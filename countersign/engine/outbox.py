@@ -34,6 +34,7 @@ from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
+from countersign.cards.targets import ChannelTarget as ChannelTarget
 from countersign.states import OutboxKind, OutboxStatus
 from countersign.store.gates import card_state
 
@@ -65,12 +66,6 @@ DATABASE_NOTICES = frozenset({"passkey_enrolled"})
 
 class NotAFact(ValueError):
     """A notice whose template or arguments are not in NOTICE_TEMPLATES."""
-
-
-@dataclass(frozen=True)
-class ChannelTarget:
-    platform: str  # "slack" | "teams"
-    channel: str  # Slack channel id, or Teams conversation id
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import AsyncConnection
 
-from countersign.engine.outbox import ChannelTarget
+from countersign.cards.targets import ChannelTarget
 from countersign.engine.runs import CloseRecord
 from countersign.money.formatting import DEFAULT_LOCALE, format_money
 from countersign.policy import AlwaysHumanEvent, EscalationReason, Policy, WorkflowTask
