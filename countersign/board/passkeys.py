@@ -54,7 +54,7 @@ def check_origin(request: Request, board: BoardOrigin) -> None:
 async def _json(request: Request) -> dict[str, Any]:
     try:
         body = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # bad JSON or bad UTF-8, and nesting past Python's recursion limit
         raise PasskeyRefused("the request body is not JSON") from None
     if not isinstance(body, dict):
         raise PasskeyRefused("the request body must be a JSON object")

@@ -11,6 +11,7 @@ writer verifies the assertion again before it records the row, and the engine on
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from countersign.callbacks import passkeys as store
 from countersign.callbacks.callers import Caller
 from countersign.callbacks.decision_writer import OnRecorded, Seal
 from countersign.callbacks.passkeys import PasskeyRefused, Session
+from countersign.http_edge.storable import storable_text
 from countersign.services.decide import Decided, PlatformIdentity, decide_gate
 from countersign.states import Channel, Decision, GateStatus
 from countersign.store.gates import read_gate
@@ -48,6 +50,26 @@ __all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
 RP_NAME = "Countersign Close Board"
 MAX_RESPONSE_CHARS = 16_384
 MAX_LABEL_CHARS = 80
+MAX_CREDENTIAL_ID_CHARS = 1_366  # base64url of the 1,023 bytes WebAuthn allows a credential id
+MAX_TOKEN_CHARS = 128  # our links' and sessions' tokens are 43 characters of base64url
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _base64url(value: object, longest: int) -> str | None:
+    """`value` when it is base64url text of at most `longest` characters (so no NUL, no surrogate), else None."""
+    if isinstance(value, str) and len(value) <= longest and _BASE64URL.fullmatch(value):
+        return value
+    return None
+
+
+def enrolment_token(value: object) -> str:
+    """An enrolment link's token as the browser sent it; PasskeyRefused for anything our links never carry."""
+    token = _base64url(value, MAX_TOKEN_CHARS)
+    if token is None:
+        raise PasskeyRefused("this enrolment link is unknown, already used or expired: ask the owner for a new one")
+    return token
+
+
 MAX_REASON_CHARS = 2_000
 
 
@@ -75,10 +97,12 @@ def _response(text: Any) -> dict[str, Any]:
             raise PasskeyRefused("the passkey response is larger than any authenticator sends")
         try:
             text = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, and nesting past Python's recursion limit
             raise PasskeyRefused("the passkey response is not JSON") from None
     if not isinstance(text, dict) or not isinstance(text.get("id"), str) or not isinstance(text.get("response"), dict):
         raise PasskeyRefused("the passkey response has no credential id or response")
+    if _base64url(text["id"], MAX_CREDENTIAL_ID_CHARS) is None:
+        raise PasskeyRefused("the passkey response's credential id is not base64url text")
     if len(json.dumps(text)) > MAX_RESPONSE_CHARS:
         raise PasskeyRefused("the passkey response is larger than any authenticator sends")
     return text
@@ -98,7 +122,7 @@ def _challenge_of(response: dict[str, Any]) -> bytes:
 
 async def enrolment_options(conn: AsyncConnection[Any], token: str, board: BoardOrigin) -> dict[str, Any]:
     """Creation options for the person the token names; PasskeyRefused when the link is used, expired or unknown."""
-    enrolment = await store.enrolment_for(conn, token)
+    enrolment = await store.enrolment_for(conn, enrolment_token(token))
     if enrolment is None:
         raise PasskeyRefused("this enrolment link is unknown, already used or expired: ask the owner for a new one")
     existing = await store.passkeys_of(conn, enrolment.principal_id)
@@ -123,8 +147,11 @@ async def complete_enrolment(
     conn: AsyncConnection[Any], token: str, response_text: Any, label: str, board: BoardOrigin
 ) -> str:
     """Verify the new credential and redeem the token with it (one transaction); returns the principal enrolled."""
+    token = enrolment_token(token)
     response = _response(response_text)
     label = " ".join(str(label or "").split())[:MAX_LABEL_CHARS] or "passkey"
+    if not storable_text(label):
+        raise PasskeyRefused("the passkey's name contains a NUL character or an unpaired surrogate")
     async with conn.transaction():
         challenge = await store.use_challenge(conn, _challenge_of(response), "enrol")
         enrolment = await store.enrolment_for(conn, token)
@@ -190,11 +217,14 @@ async def complete_sign_in(conn: AsyncConnection[Any], response_text: Any, board
 
 async def viewer_for(conn: AsyncConnection[Any], token: str | None) -> tuple[Caller, str] | None:
     """The signed-in person and their session's CSRF token, or None."""
-    return None if not token else await store.session_viewer(conn, token)
+    session = _base64url(token, MAX_TOKEN_CHARS)  # a cookie we never set reads as no session, not an error
+    return None if session is None else await store.session_viewer(conn, session)
 
 
 async def sign_out(conn: AsyncConnection[Any], token: str) -> None:
-    await store.end_session(conn, token)
+    session = _base64url(token, MAX_TOKEN_CHARS)
+    if session is not None:
+        await store.end_session(conn, session)
 
 
 async def passkeys_of(conn: AsyncConnection[Any], principal_id: str) -> list[store.Passkey]:

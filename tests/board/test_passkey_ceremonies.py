@@ -5,6 +5,7 @@ the role, another origin, and a passkey revoked mid-session. (In a real browser:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -277,3 +278,52 @@ async def test_oversized_and_malformed_ceremony_bodies_are_refused_naming_what_i
     assert not_json.status_code == 401 and "not JSON" in not_json.json()["error"]
     no_data = await stranger.post("/board/sign-in", json={"response": {"id": "a" * 20, "response": {}}})
     assert no_data.status_code == 401 and "client data" in no_data.json()["error"]
+
+
+JSON = {"content-type": "application/json"}
+HOSTILE_TEXTS = ("a\x00b", "\ud800", "é" * 3, "a" * 5_000, "../../etc", "")
+
+
+async def _post_escaped(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> int:
+    """POST `body` as ASCII JSON (a lone surrogate travels as its escape, as a hostile client sends it)."""
+    answer = await client.post(path, content=json.dumps(body).encode(), headers=JSON)
+    return answer.status_code
+
+
+async def test_hostile_text_in_every_ceremony_field_is_refused_never_a_server_error(conn: Any, board_app: Any) -> None:
+    """A NUL, a lone surrogate, a non-base64url or overlong credential id, token or label, and JSON nested past
+    Python's recursion limit: each gets one 4xx naming what was wrong, and nothing is written."""
+    stranger = _client(board_app)
+    before = await count(conn, "SELECT count(*) FROM principal_passkey")
+    answers: dict[str, int] = {}
+    for text in HOSTILE_TEXTS:
+        credential = {"id": text, "response": {"clientDataJSON": "e30"}}
+        answers[f"sign-in id {text[:8]!r}"] = await _post_escaped(stranger, "/board/sign-in", {"response": credential})
+        answers[f"enrol options token {text[:8]!r}"] = await _post_escaped(
+            stranger, "/board/enrol/options", {"token": text}
+        )
+        answers[f"enrol token and label {text[:8]!r}"] = await _post_escaped(
+            stranger, "/board/enrol", {"token": text, "response": credential, "label": text}
+        )
+    deep = b'{"response": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    nested = await stranger.post("/board/sign-in", content=deep, headers={"content-type": "application/json"})
+    answers["sign-in nested past the recursion limit"] = nested.status_code
+    await import_default_principals(conn)
+    async with conn.transaction():  # a real link and a real authenticator: only the name it gives is hostile
+        token = await issue_enrolment(conn, "alice.chen", issued_by="test-owner")
+    device = SoftwareAuthenticator("localhost", BOARD)
+    begun = await stranger.post("/board/enrol/options", json={"token": token})
+    assert begun.status_code == 200, begun.text
+    named = {"token": token, "response": device.register(begun.json()["options"]), "label": "lap\x00top"}
+    refused = await stranger.post("/board/enrol", content=json.dumps(named).encode(), headers=JSON)
+    answers["enrol with a NUL in the passkey's name"] = refused.status_code
+    assert "NUL" in refused.json()["error"]
+    for text in ("a\x00b", "\ud800"):  # a live sign-in challenge, answered with a hostile credential id
+        options = await stranger.post("/board/sign-in/options")
+        answer = {**device.assert_(options.json()["options"]), "id": text}
+        answers[f"sign-in on a live challenge, id {text!r}"] = await _post_escaped(
+            stranger, "/board/sign-in", {"response": answer}
+        )
+    server_errors = {what: code for what, code in answers.items() if not 400 <= code < 500}
+    assert not server_errors, f"answered outside 4xx: {server_errors}"
+    assert await count(conn, "SELECT count(*) FROM principal_passkey") == before
