@@ -7,8 +7,6 @@ each takes the connection (or the way to connect) and the engine context its com
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,9 @@ from countersign.engine.context import AdvanceReport, EngineContext
 from countersign.engine.leases import Connect
 from countersign.engine.orchestrator import advance
 from countersign.engine.outbox import OutboxSummary
-from countersign.engine.workflows.close.bank_pages import Say, progress_to
+from countersign.engine.workflows.close.bank_pages import (
+    progress_to as paged_progress,  # a paged reconciliation's progress
+)
 from countersign.services.errors import CloseNotFound, NoCloseStarted, ServiceError
 
 __all__ = [
@@ -69,13 +69,6 @@ async def advance_close(connect: Connect, close_id: str, ctx: EngineContext) -> 
     """Run every step of the close that is ready; stop at gates and halts. A connection is taken from `connect` per
     step, so none is held while a specialist works."""
     return await advance(connect, close_id, ctx)
-
-
-@contextmanager
-def paged_progress(say: Say) -> Iterator[None]:
-    """While open, a paged bank reconciliation tells `say` which page of which account it is on."""
-    with progress_to(say):
-        yield
 
 
 async def load_bank_feed_for_close(conn: AsyncConnection[Any], close_id: str, feed: Path, *, loaded_by: str) -> int:

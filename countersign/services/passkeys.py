@@ -62,7 +62,7 @@ def _base64url(value: object, longest: int) -> str | None:
     return None
 
 
-def enrolment_token(value: object) -> str:
+def _link_token(value: object) -> str:
     """An enrolment link's token as the browser sent it; PasskeyRefused for anything our links never carry."""
     token = _base64url(value, MAX_TOKEN_CHARS)
     if token is None:
@@ -122,7 +122,7 @@ def _challenge_of(response: dict[str, Any]) -> bytes:
 
 async def enrolment_options(conn: AsyncConnection[Any], token: str, board: BoardOrigin) -> dict[str, Any]:
     """Creation options for the person the token names; PasskeyRefused when the link is used, expired or unknown."""
-    enrolment = await store.enrolment_for(conn, enrolment_token(token))
+    enrolment = await store.enrolment_for(conn, _link_token(token))
     if enrolment is None:
         raise PasskeyRefused("this enrolment link is unknown, already used or expired: ask the owner for a new one")
     existing = await store.passkeys_of(conn, enrolment.principal_id)
@@ -147,7 +147,7 @@ async def complete_enrolment(
     conn: AsyncConnection[Any], token: str, response_text: Any, label: str, board: BoardOrigin
 ) -> str:
     """Verify the new credential and redeem the token with it (one transaction); returns the principal enrolled."""
-    token = enrolment_token(token)
+    token = _link_token(token)
     response = _response(response_text)
     label = " ".join(str(label or "").split())[:MAX_LABEL_CHARS] or "passkey"
     if not storable_text(label):

@@ -2,7 +2,10 @@
 (accounts, GL lines, bank statements and lines, rates, items) by COPY, and reads them back.
 
 Called by `countersign.engine.books`, which validates every row before it reaches here and owns the transaction a
-load runs in; the functions here run on the caller's connection and never open or commit a transaction.
+load runs in; the functions here run on the caller's connection and never commit. The one exception to "never
+open a transaction" is `insert_run_book_set` (a payment run's book set, for
+countersign/engine/workflows/certificates/queries.py): its insert-or-read is one transaction of its own, a savepoint
+inside the caller's.
 """
 
 from __future__ import annotations
@@ -105,6 +108,36 @@ async def insert_book_set(
         new_id: int | None = await cur.fetchone()
     assert new_id is not None
     return new_id
+
+
+async def insert_run_book_set(
+    conn: AsyncConnection[Any],
+    *,
+    entity: str,
+    period: str,
+    currency: str,
+    source: str,
+    manifest: dict[str, Any],
+    digest: str,
+) -> int:
+    """Returns the id of a payment run's book set: inserted once, the same row on a second call (the certificates
+    workflow's runs, countersign/engine/workflows/certificates/queries.py)."""
+    async with conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (entity, period, digest) DO NOTHING RETURNING book_set_id",
+            (entity, period, currency, source, Jsonb(manifest), digest),
+        )
+        inserted: int | None = await cur.fetchone()
+        if inserted is not None:
+            return inserted
+        await cur.execute(
+            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s AND digest = %s",
+            (entity, period, digest),
+        )
+        found: int | None = await cur.fetchone()
+    assert found is not None
+    return found
 
 
 async def first_unbalanced_journal(conn: AsyncConnection[Any], book_set_id: int) -> UnbalancedJournal | None:

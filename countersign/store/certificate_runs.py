@@ -1,7 +1,7 @@
-"""The certificates workflow's rows: its runs' book sets, their status, the manifest a stage reads, the approval gate
+"""The certificates workflow's rows: its runs' status, the manifest a stage reads, the approval gate
 a stage certifies through, the certification itself, and what became of earlier certificates.
 
-Writes `book_set` (a run's, once) and `payment_certification` (admitted by the database only through an approved gate
+Writes `payment_certification` (admitted by the database only through an approved gate
 for that amount); reads `close_run`, `close_task`, `gate`, `gate_state`, `construction_certificate` and
 `construction_set`. Called by countersign/engine/workflows/certificates/ (queries.py, certified_history.py,
 duplicate_check.py), which pass the workflow's own words (its name, stages, reconstruction and payment tasks).
@@ -17,38 +17,8 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 
 from countersign.states import GateStatus, RunState, TaskState
-
-
-async def insert_run_book_set(
-    conn: AsyncConnection[Any],
-    *,
-    entity: str,
-    period: str,
-    currency: str,
-    source: str,
-    manifest: dict[str, Any],
-    digest: str,
-) -> int:
-    """Returns the run's `book_set` id: inserted once, the same row on a second call."""
-    async with conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (entity, period, digest) DO NOTHING RETURNING book_set_id",
-            (entity, period, currency, source, Jsonb(manifest), digest),
-        )
-        inserted: int | None = await cur.fetchone()
-        if inserted is not None:
-            return inserted
-        await cur.execute(
-            "SELECT book_set_id FROM book_set WHERE entity = %s AND period = %s AND digest = %s",
-            (entity, period, digest),
-        )
-        found: int | None = await cur.fetchone()
-    assert found is not None
-    return found
 
 
 @dataclass(frozen=True)

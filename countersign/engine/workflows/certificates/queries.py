@@ -9,12 +9,12 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.engine.workflows.certificates.stages import RECONSTRUCTION, STAGES, WORKFLOW
+from countersign.store.books import insert_run_book_set
 from countersign.store.certificate_runs import (
     PaymentRunRow,
     RunManifest,
     approval_gate_id,
     insert_certification,
-    insert_run_book_set,
     run_manifest,
 )
 from countersign.store.certificate_runs import payment_run_rows as _payment_run_rows
