@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import sys
+from datetime import UTC
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from countersign.cli.common import console, fail, resolve_close_id, run, runtime
+from countersign.cli.common import console, fail, resolve_close_id, run, runtime, write_json
 from countersign.cli.progress import spinner
 
 close_app = typer.Typer(help="Start, advance and inspect closes.", no_args_is_help=True)
@@ -28,6 +27,7 @@ def close_start(
     synthetic: Annotated[
         bool, typer.Option("--synthetic", help="No books loaded: generate synthetic ones seeded from the entity.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Start a close on the given books or the ones loaded before; refuses an entity with none unless --synthetic."""
     from countersign.bootstrap.runtime import connection, start_rules
@@ -49,12 +49,16 @@ def close_start(
 
     with spinner(f"starting the close of {entity} {period}: loading the books"):
         close_id = run(go)
+    if as_json:
+        write_json({"close_id": close_id, "entity": entity, "period": period})
+        return
     console.print(f"started close [bold]{close_id}[/] for {entity} {period}")
 
 
 @close_app.command("advance")
 def close_advance(
     close: Annotated[str | None, typer.Option("--close", help="Close id (default: latest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Run every step that is ready; stop at gates and halts."""
     from countersign.bootstrap.runtime import connection, engine_context
@@ -69,6 +73,9 @@ def close_advance(
 
     with spinner(f"advancing close {close or '(latest)'}: every step that is ready") as say, paged_progress(say):
         report = run(go)  # a paged bank reconciliation says which page of which account it is on
+    if as_json:
+        write_json({"close_id": report.close_id, "status": report.status, "busy": report.busy, "steps": report.steps})
+        return
     for step in report.steps:
         console.print(f"  {escape(step)}", highlight=False)
     console.print(f"close {report.close_id}: [bold]{report.status}[/]")
@@ -92,9 +99,68 @@ def close_status_command(
 
     status = run(go)
     if as_json:
-        sys.stdout.write(json.dumps(status, indent=2) + "\n")
+        write_json(status)
         return
     print_status(status)
+
+
+@close_app.command("list")
+def close_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Every close, newest first, with its status and the gates it waits on (payment runs: `payments status`)."""
+    from countersign.bootstrap.runtime import connection
+    from countersign.services.board_reads import read_overview
+    from countersign.services.reading import LOCAL_OPERATOR
+
+    rt = runtime()
+
+    async def go() -> Any:
+        async with connection(rt) as conn:
+            return await read_overview(conn, rt.policy, LOCAL_OPERATOR)
+
+    closes = run(go).closes
+    if as_json:
+        write_json([_close_line_json(line) for line in closes])
+        return
+    print_close_list(closes)
+
+
+def _close_line_json(line: Any) -> dict[str, Any]:
+    return {
+        "close_id": line.close_id,
+        "entity": line.entity,
+        "period": line.period,
+        "currency": line.currency,
+        "status": line.status,
+        "status_reason": line.status_reason,
+        "updated_at": line.updated_at.astimezone(UTC).isoformat(),
+        "waiting_on": [
+            {"gate_id": w.gate_id, "task": w.task, "approver_role": w.approver_role, "approvals_missing": w.missing}
+            for w in line.waiting
+        ],
+    }
+
+
+def print_close_list(closes: Any) -> None:
+    """The closes as a person reads them: statuses in words, the roles each open gate waits on."""
+    from countersign.policy.wording import in_words
+
+    if not closes:
+        console.print("no close has been started; run `countersign close start`")
+        return
+    table = Table("close", "entity", "period", "status", "updated", "waiting on", title="closes")
+    for line in closes:
+        waiting = ", ".join(f"{w.title}: {w.missing} more from {w.approver_role}" for w in line.waiting)
+        table.add_row(
+            line.close_id,
+            escape(line.entity),
+            line.period,
+            in_words(line.status),
+            line.updated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            escape(waiting) or "nobody",
+        )
+    console.print(table)
 
 
 def print_status(status: dict[str, Any]) -> None:

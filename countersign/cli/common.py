@@ -8,6 +8,9 @@ function that uses it, so a command pays for what it runs and `--help` for nothi
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import sys
 from collections.abc import Callable, Coroutine, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,10 +23,23 @@ if TYPE_CHECKING:
     from countersign.bootstrap.runtime import Runtime
     from countersign.bootstrap.settings import Settings
 
-console = Console()
+# A pipe or a file has no width: rich would cut every table and line at 80 columns for it. There, lines are as wide
+# as their content (a script or `less -S` reads them whole); COLUMNS, when set, still wins, and a terminal is measured.
+PIPED_WIDTH = 10_000
 
 
-err = Console(stderr=True)
+def output_width(stream: object, environ: Mapping[str, str] = os.environ) -> int | None:
+    """The width to render for `stream`: None (rich measures the terminal, or reads COLUMNS) or PIPED_WIDTH."""
+    isatty = getattr(stream, "isatty", None)
+    if environ.get("COLUMNS", "").isdigit() or (callable(isatty) and isatty()):
+        return None
+    return PIPED_WIDTH
+
+
+console = Console(width=output_width(sys.stdout))
+
+
+err = Console(stderr=True, width=output_width(sys.stderr))
 
 
 T = TypeVar("T")
@@ -73,6 +89,11 @@ def startup_errors() -> tuple[type[BaseException], ...]:
         MissingRoleURL,
         PasswordFileUnreadable,
     )
+
+
+def write_json(value: object) -> None:
+    """A command's `--json` output: one document on stdout, indented, nothing else on stdout."""
+    sys.stdout.write(json.dumps(value, indent=2) + "\n")
 
 
 def fail(message: str, code: int = 2) -> None:

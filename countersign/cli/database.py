@@ -5,11 +5,13 @@ Imports here stay light (typer, rich): the migrations and the runtime are import
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from countersign.cli.common import console, err, runtime
+from countersign.cli.common import console, err, runtime, write_json
 
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 
@@ -31,10 +33,21 @@ def db_upgrade() -> None:
 
 
 @config_app.command("check")
-def config_check() -> None:
+def config_check(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (exit codes unchanged).")] = False,
+) -> None:
     """Print every variable, its effective value (secrets redacted) and its source; exit 2 when one is wrong."""
     from countersign.bootstrap.settings import SettingsError, describe, load_settings
 
+    if as_json:
+        variables = [{"variable": name, "value": value, "from": source} for name, value, source in describe()]
+        try:
+            load_settings()
+        except SettingsError as exc:
+            write_json({"valid": False, "errors": list(exc.lines), "variables": variables})
+            raise typer.Exit(2) from None
+        write_json({"valid": True, "errors": [], "variables": variables})
+        return
     table = Table("variable", "value", "from", title="configuration")
     for name, value, source in describe():
         table.add_row(name, escape(value), source)

@@ -1,4 +1,4 @@
-"""`countersign principals`: import people and machines, make a person's key pair, issue API tokens."""
+"""`countersign principals`: import and list people and machines, make a person's key pair, issue API tokens."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from countersign.cli.common import console, fail, run, runtime
+from countersign.cli.common import console, fail, run, runtime, write_json
 
 principals_app = typer.Typer(help="People and machines that act on closes.", no_args_is_help=True)
 
@@ -31,6 +31,58 @@ def principals_import(
             return await import_principals(conn, file)
 
     console.print(f"imported {run(go)} principals")
+
+
+@principals_app.command("list")
+def principals_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Every principal: kind, roles, whether active, the channels it is mapped on, its signing key and passkeys."""
+    from rich.table import Table
+
+    from countersign.bootstrap.runtime import connection
+    from countersign.services.administering import PrincipalListing, list_principals
+
+    rt = runtime()
+
+    async def go() -> list[PrincipalListing]:
+        async with connection(rt) as conn:
+            return await list_principals(conn)
+
+    listed = run(go)
+    if as_json:
+        write_json(
+            [
+                {
+                    "principal_id": p.principal_id,
+                    "kind": p.kind.value,
+                    "display_name": p.display_name,
+                    "roles": list(p.roles),
+                    "active": p.active,
+                    "channels": list(p.channels),
+                    "has_signing_key": p.has_signing_key,
+                    "live_passkeys": p.live_passkeys,
+                }
+                for p in listed
+            ]
+        )
+        return
+    if not listed:
+        console.print("no principals yet; run `countersign principals import FILE`")
+        return
+    table = Table("principal", "name", "kind", "roles", "active", "reached on", "signing key", "passkeys")
+    for p in listed:
+        table.add_row(
+            escape(p.principal_id),
+            escape(p.display_name),
+            p.kind.value,
+            escape(", ".join(p.roles)) or "none",
+            "yes" if p.active else "no (deactivated)",
+            ", ".join(p.channels) or "nowhere",
+            "yes" if p.has_signing_key else "no",
+            str(p.live_passkeys),
+        )
+    console.print(table)
 
 
 KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")

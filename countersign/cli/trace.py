@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from countersign.cli.common import LazyNames, ProofRequestError, console, err, fail, run, runtime
+from countersign.cli.common import LazyNames, ProofRequestError, console, err, fail, run, runtime, write_json
 from countersign.cli.progress import spinner
 
 # The export every door shares, imported when a command runs; `countersign.cli.trace.export_trace` still answers (the
@@ -25,6 +24,7 @@ def trace_verify(
     close: Annotated[str | None, typer.Option("--close", help="Also report this close's events.")] = None,
     bundle: Annotated[Path | None, typer.Option(help="Verify an evidence bundle offline (no database).")] = None,
     key: Annotated[str | None, typer.Option(help="With --bundle: the verifier key you trust (pins it).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (exit codes unchanged).")] = False,
 ) -> None:
     """Recompute the hash chain and check it against every signed checkpoint; exit 1 naming what broke."""
     from countersign.audit.trace import iter_events, seal_pending
@@ -33,7 +33,7 @@ def trace_verify(
     from countersign.services.operating import require_close
 
     if bundle is not None:
-        _verify_bundle_offline(bundle, key)
+        _verify_bundle_offline(bundle, key, as_json=as_json)
         return
     rt = runtime()
 
@@ -52,6 +52,9 @@ def trace_verify(
 
     with spinner("verifying the trace: recomputing the hash chain and the signed roots"):
         verdict, close_events = run(go)
+    if as_json:
+        _verdict_json(verdict, close, close_events)
+        return
     if isinstance(verdict, LogInconsistent):
         err.print(f"[bold red]trace broken:[/] {escape(str(verdict))}")
         raise typer.Exit(1)
@@ -69,7 +72,35 @@ def trace_verify(
         console.print(f"close {close}: {close_events} events")
 
 
-def _verify_bundle_offline(path: Path, key: str | None) -> None:
+def _verdict_json(verdict: Any, close: str | None, close_events: int | None) -> None:
+    """`trace verify --json`: `ok` and what was checked, or where the trace broke; exit 1 when broken, as without."""
+    from countersign.audit.transparency_log import LogInconsistent
+
+    if isinstance(verdict, LogInconsistent):
+        write_json({"ok": False, "first_bad_seq": None, "problem": str(verdict)})
+        raise typer.Exit(1)
+    result, checkpoint = verdict.chain, verdict.latest
+    if not result.ok:
+        write_json({"ok": False, "first_bad_seq": result.first_bad_seq, "problem": result.problem})
+        raise typer.Exit(1)
+    write_json(
+        {
+            "ok": True,
+            "tree_size": result.size,
+            "root": result.root.hex(),
+            "checkpoint": None
+            if checkpoint is None
+            else {
+                "tree_size": checkpoint.tree_size,
+                "key_name": checkpoint.key_name,
+                "checkpoints_checked": verdict.checkpoints,
+            },
+            "close": None if close is None else {"close_id": close, "events": close_events},
+        }
+    )
+
+
+def _verify_bundle_offline(path: Path, key: str | None, *, as_json: bool = False) -> None:
     from countersign.audit.bundle import BundleInvalid, verify_bundle
 
     try:
@@ -79,8 +110,32 @@ def _verify_bundle_offline(path: Path, key: str | None) -> None:
         fail(f"{path.name}: {exc.strerror}")
         return
     except BundleInvalid as exc:
+        if as_json:
+            write_json({"ok": False, "problem": exc.reason})
+            raise typer.Exit(1) from exc
         err.print(f"[bold red]bundle invalid:[/] {escape(exc.reason)}")
         raise typer.Exit(1) from exc
+    if as_json:
+        write_json(
+            {
+                "ok": True,
+                "close_id": report.close_id,
+                "events": report.events,
+                "tree_size": report.tree_size,
+                "root": report.root.hex(),
+                "key_name": report.key_name,
+                "origin": report.origin,
+                "key_pinned": key is not None,
+                "decision_proofs": {
+                    "checked": report.decision_proofs,
+                    "ed25519": report.ed25519_decisions,
+                    "passkey": report.passkey_decisions,
+                    "platform_identity_not_checkable_offline": report.platform_identity_decisions,
+                },
+                "notes": list(report.notes),
+            }
+        )
+        return
     console.print(
         f"bundle verified: {report.events} events of close {report.close_id} included in tree size "
         f"{report.tree_size}, root {report.root.hex()}, signed by {report.key_name} ({report.origin})"
@@ -185,7 +240,7 @@ def trace_prove(
             raise ProofRequestError(f"--seq: {seq} is not in a tree of size {tree.size}")
         return inclusion_json(tree, seq - 1)
 
-    sys.stdout.write(json.dumps(run(go), indent=2) + "\n")
+    write_json(run(go))
 
 
 @trace_app.command("consistency")
@@ -211,4 +266,4 @@ def trace_consistency(
                 raise ProofRequestError(f"--to: {exc}") from exc
         return consistency_json(tree, from_size)
 
-    sys.stdout.write(json.dumps(run(go), indent=2) + "\n")
+    write_json(run(go))

@@ -226,3 +226,38 @@ async def teams_ids_of_deciders(
             {"role": role, "preparers": list(excluded), "limit": limit},
         )
         return tuple(str(row[0]) for row in await cur.fetchall())
+
+
+@dataclass(frozen=True)
+class PrincipalListing:
+    """A principal as `principals list` shows it: who, what they may do, how they are reached and how they prove it."""
+
+    principal_id: str
+    kind: PrincipalKind
+    display_name: str
+    roles: tuple[str, ...]
+    active: bool
+    channels: tuple[str, ...]
+    """The channels with an identity mapped to the principal (login, slack, teams), sorted."""
+    has_signing_key: bool
+    live_passkeys: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", PrincipalKind(self.kind))
+        object.__setattr__(self, "roles", tuple(self.roles))
+        object.__setattr__(self, "channels", tuple(self.channels))
+
+
+async def list_principals(conn: AsyncConnection[Any]) -> list[PrincipalListing]:
+    """Every principal, by id, with its mapped channels, whether it has an Ed25519 key and how many live passkeys."""
+    async with conn.cursor(row_factory=class_row(PrincipalListing)) as cur:
+        await cur.execute(
+            "SELECT p.principal_id, p.kind, p.display_name, p.roles, p.active,"
+            " ARRAY(SELECT DISTINCT i.channel FROM principal_identity i WHERE i.principal_id = p.principal_id"
+            " ORDER BY i.channel) AS channels,"
+            " p.public_key IS NOT NULL AS has_signing_key,"
+            " (SELECT count(*) FROM principal_passkey k WHERE k.principal_id = p.principal_id"
+            " AND k.revoked_at IS NULL)::int AS live_passkeys"
+            " FROM principal p ORDER BY p.principal_id"
+        )
+        return await cur.fetchall()
