@@ -1,7 +1,8 @@
 """Prometheus metrics: what `serve` exposes at `GET /metrics`, and what `worker --metrics-port` exposes.
 
 Counters and histograms live in the process (decision latency in `serve`; pass duration and deliveries in the worker).
-Gauges about the close (gates by state, overdue gates, outbox backlog and age, dispatch retries, trace head) are read
+Gauges about the close (gates by state, overdue gates, outbox backlog and age, dispatch retries, trace head, the job
+queue) are read
 from the tables at scrape time, so every `serve` reports the same numbers however many run. Both registries also carry
 the build (`countersign_build_info`), the process (`process_*`: CPU, memory, file descriptors) and the platform
 (`python_info`). Only counts, durations and fixed label values leave through here: never a name, a reason, an amount
@@ -37,6 +38,7 @@ from psycopg import AsyncConnection
 from countersign.audit.transparency_log import log_progress
 from countersign.callbacks.decision_writer import decisions_by_channel
 from countersign.store.gauges import engine_counts, gates_by_status
+from countersign.store.job_stats import job_queue_counts
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SCRAPE_STATEMENT_TIMEOUT_MS = 2000  # a scrape never holds the database longer than this per statement
@@ -136,6 +138,18 @@ class ServeMetrics:
             "Sealed trace events after the last signed checkpoint (1 right after a signing: its own event)",
             registry=r,
         )
+        self.jobs_ready = Gauge(
+            "countersign_jobs_ready", "Jobs a worker could start now (queued and due, not yet taken)", registry=r
+        )
+        self.jobs_running = Gauge("countersign_jobs_running", "Jobs a worker is running now", registry=r)
+        self.jobs_failed = Gauge(
+            "countersign_jobs_failed", "Jobs that failed for good and are kept in the queue's table", registry=r
+        )
+        self.jobs_oldest_ready_age = Gauge(
+            "countersign_jobs_oldest_ready_age_seconds",
+            "Seconds the oldest ready job has waited for a worker (0 when none is ready)",
+            registry=r,
+        )
         self._refresh_lock = threading.Lock()
 
     async def refresh_from_tables(self, conn: AsyncConnection[Any]) -> None:
@@ -147,7 +161,12 @@ class ServeMetrics:
             progress = await log_progress(conn)
             gates = await gates_by_status(conn)
             decisions = await decisions_by_channel(conn)
+            jobs = await job_queue_counts(conn)
         with self._refresh_lock:
+            self.jobs_ready.set(jobs.ready)
+            self.jobs_running.set(jobs.running)
+            self.jobs_failed.set(jobs.failed)
+            self.jobs_oldest_ready_age.set(jobs.oldest_ready_age_s)
             self.outbox_backlog.set(counts.outbox_backlog)
             self.outbox_failed.set(counts.outbox_failed)
             self.outbox_oldest_age.set(counts.outbox_oldest_pending_age_s)

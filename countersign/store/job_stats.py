@@ -1,7 +1,7 @@
 """What the workers drill and its bench read about the job engine at work: reaction times, sessions, idle cost.
 
 Reads `gate_decision`, `gate`, PostgreSQL's statistics views and the job library's tables (`procrastinate.*`);
-called by countersign/scenarios/drills.py.
+called by countersign/scenarios/drills.py, and by countersign/bootstrap/metrics.py for the job queue's gauges.
 """
 
 from __future__ import annotations
@@ -86,3 +86,36 @@ async def registered_workers(conn: AsyncConnection[Any]) -> int:
         await cur.execute("SELECT count(*) FROM procrastinate.procrastinate_workers")
         row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+@dataclass(frozen=True)
+class JobQueueCounts:
+    """The job queue as the metrics endpoint reports it: jobs a worker could start now, jobs running, jobs that
+    failed for good (kept: only successful jobs are deleted), and how long the oldest ready job has waited."""
+
+    ready: int
+    running: int
+    failed: int
+    oldest_ready_age_s: float  # 0 when no job is ready
+
+
+async def job_queue_counts(conn: AsyncConnection[Any]) -> JobQueueCounts:
+    """One statement over `procrastinate_jobs` (and, for the ready jobs alone, their events). A job is ready when it
+    is `todo` and due; it has been ready since it was due (`scheduled_at`) or, when later, since it was last queued
+    (deferred, deferred again for a retry, or retried by hand)."""
+    async with conn.cursor(row_factory=class_row(JobQueueCounts)) as cur:
+        await cur.execute(
+            "WITH ready AS ("
+            "  SELECT j.id, j.scheduled_at FROM procrastinate.procrastinate_jobs j"
+            "  WHERE j.status = 'todo' AND (j.scheduled_at IS NULL OR j.scheduled_at <= now()))"
+            " SELECT (SELECT count(*) FROM ready)::int AS ready,"
+            "  (SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = 'doing')::int AS running,"
+            "  (SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = 'failed')::int AS failed,"
+            "  coalesce((SELECT extract(epoch FROM now() - min(greatest(r.scheduled_at,"
+            "     (SELECT max(e.at) FROM procrastinate.procrastinate_events e WHERE e.job_id = r.id"
+            "        AND e.type IN ('deferred', 'deferred_for_retry', 'retried'))))) FROM ready r), 0)::float8"
+            "   AS oldest_ready_age_s"
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    return row

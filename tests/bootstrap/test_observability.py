@@ -437,3 +437,46 @@ def test_worker_metrics_are_served_on_their_own_port_with_the_time_of_the_last_p
     assert samples[("countersign_worker_passes_total", (("outcome", "completed"),))] == 1
     assert samples[("countersign_build_info", tuple(sorted(build_labels().items())))] == 1
     assert samples[("process_cpu_seconds_total", ())] > 0
+
+
+async def test_metrics_report_the_job_queue_ready_running_failed_and_the_oldest_ready_age(
+    conn: Any, runtime: Runtime, default_books: Any
+) -> None:
+    """Starting a close queues its advance (migration 0024's trigger); job rows are then moved as a worker would."""
+    await start_default_close(conn, runtime, default_books)
+    metrics = ServeMetrics()
+    await metrics.refresh_from_tables(conn)
+    queued = _samples(metrics.exposition().decode())
+    ready = await count(
+        conn, "SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = 'todo' AND scheduled_at IS NULL"
+    )
+    assert ready >= 1 and queued[("countersign_jobs_ready", ())] == ready
+    assert queued[("countersign_jobs_running", ())] == 0 and queued[("countersign_jobs_failed", ())] == 0
+    assert 0 <= queued[("countersign_jobs_oldest_ready_age_seconds", ())] < 60
+
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT id FROM procrastinate.procrastinate_jobs WHERE status = 'todo' ORDER BY id LIMIT 1")
+        (job,) = await cur.fetchone()
+    # Queued ten minutes ago: the oldest ready job has waited that long.
+    await conn.execute(
+        "UPDATE procrastinate.procrastinate_events SET at = now() - interval '10 minutes' WHERE job_id = %s", (job,)
+    )
+    await metrics.refresh_from_tables(conn)
+    waited = _samples(metrics.exposition().decode())
+    assert 600 <= waited[("countersign_jobs_oldest_ready_age_seconds", ())] < 660
+
+    # Due only in an hour: not ready, whatever its age. Then running, then failed for good.
+    await conn.execute(
+        "UPDATE procrastinate.procrastinate_jobs SET scheduled_at = now() + interval '1 hour' WHERE id = %s", (job,)
+    )
+    await metrics.refresh_from_tables(conn)
+    scheduled = _samples(metrics.exposition().decode())
+    assert scheduled[("countersign_jobs_ready", ())] == ready - 1
+    assert scheduled[("countersign_jobs_oldest_ready_age_seconds", ())] < 60
+    await conn.execute("UPDATE procrastinate.procrastinate_jobs SET status = 'doing' WHERE id = %s", (job,))
+    await metrics.refresh_from_tables(conn)
+    assert _samples(metrics.exposition().decode())[("countersign_jobs_running", ())] == 1
+    await conn.execute("UPDATE procrastinate.procrastinate_jobs SET status = 'failed' WHERE id = %s", (job,))
+    await metrics.refresh_from_tables(conn)
+    failed = _samples(metrics.exposition().decode())
+    assert failed[("countersign_jobs_failed", ())] == 1 and failed[("countersign_jobs_running", ())] == 0

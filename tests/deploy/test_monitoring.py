@@ -38,6 +38,8 @@ WATCHED = {
     "countersign_trace_checkpoint_age_seconds",
     "countersign_worker_last_pass_timestamp_seconds",
     "countersign_database_up",
+    "countersign_jobs_oldest_ready_age_seconds",
+    "countersign_jobs_failed",
 }
 PROMETHEUS_OWN = {"up"}  # written by Prometheus for each target, not by the code
 KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right"}
