@@ -5,3 +5,15 @@ the command line; demos, drills and evals; the composition root (`bootstrap`); t
 the use cases every door calls (`services`); the close engine and the decision writer (`engine`, `callbacks`); the
 A2A specialists; the store; and the pure rooms underneath (`policy`, `audit`, `cards`, `certificates`, ...).
 """
+
+from importlib import metadata
+
+DISTRIBUTION = "countersign-close"  # the name pip knows (README, "Installing"); the import package is `countersign`
+
+
+def installed_version() -> str:
+    """The installed distribution's version (pyproject.toml's `version`), or "0+unknown" when it is not installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

@@ -18,7 +18,6 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from importlib import metadata
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -35,6 +34,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from psycopg import AsyncConnection
 
+from countersign import installed_version
 from countersign.audit.transparency_log import log_progress
 from countersign.callbacks.decision_writer import decisions_by_channel
 from countersign.store.gauges import engine_counts, gates_by_status
@@ -56,10 +56,7 @@ def build_labels(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """`version` from the installed package's metadata, `revision` from COUNTERSIGN_REVISION when it is a git commit
     id ("unknown" otherwise): fixed for the life of a process, so fixed label values."""
     env = os.environ if env is None else env
-    try:
-        version = metadata.version("countersign")
-    except metadata.PackageNotFoundError:
-        version = "0+unknown"
+    version = installed_version()
     revision = (env.get(REVISION_VARIABLE) or "").strip().lower()
     return {"version": version, "revision": revision if REVISION.match(revision) else "unknown"}
 

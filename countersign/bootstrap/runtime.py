@@ -6,7 +6,6 @@ import hashlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from countersign import installed_version
 from countersign.bootstrap import migrate
 from countersign.bootstrap.chat import channel_targets
 from countersign.bootstrap.database import CALLBACKS_ROLE, ENGINE_ROLE, Database, open_database
@@ -35,10 +35,7 @@ DEFAULT_PROFILE = "default"
 
 
 def app_version() -> str:
-    try:
-        return metadata.version("countersign")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return installed_version()
 
 
 @dataclass

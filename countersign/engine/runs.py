@@ -6,12 +6,12 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from psycopg import AsyncConnection, errors
 from psycopg.rows import class_row, scalar_row
 
+from countersign import installed_version
 from countersign.audit.person_proof import digest_of_gate
 from countersign.audit.trace import append_event, register_close_versions, seal_pending
 from countersign.engine.actors import ENGINE_ACTOR
@@ -22,14 +22,6 @@ from countersign.engine.supervisor import move_run
 from countersign.policy import Policy, Workflow
 from countersign.states import GateStatus, RunState, TaskState
 from countersign.store.gates import GateRecord, read_gates_of_close
-
-
-def _app_version() -> str:
-    try:
-        return metadata.version("countersign")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
 
 ENTITY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 PERIOD_PATTERN = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
@@ -266,7 +258,7 @@ async def start_close(
                 manifest = await cur.fetchone() or {}
             rates = await _checked_currency(conn, policy, entity, book_set_id)
             version_set = {
-                "app_version": _app_version(),
+                "app_version": installed_version(),
                 "risk_yaml_sha256": policy.digest,
                 "checklist_sha256": workflow.digest,
                 "workflow": workflow.name,
