@@ -1,11 +1,12 @@
 """The passkey ceremonies' steps: enrolments, credentials, WebAuthn challenges and board sessions (migration 0017).
 
-Credentials are never written here directly: the service roles hold no INSERT or UPDATE on `principal_passkey`, so
-a credential enters through `redeem_passkey_enrolment` (which needs the owner's one-time token), leaves through
-`revoke_passkey`, and its sign count rises through `record_passkey_use`, each a database function. Sessions and
-challenges belong to the callbacks role; tokens are stored as their SHA-256, never as themselves. The statements are
-countersign.store.passkeys (its rows are re-exported here); this module holds the rules around them: the tokens and
-their digests, the lifetimes, the cap on live sign-ins, and the refusals the person reads.
+Credentials are never written here directly: the service roles may neither insert into nor update
+`principal_passkey`, so a credential enters through `redeem_passkey_enrolment` (which needs the owner's one-time
+token), leaves through `revoke_passkey`, and its sign count rises through `record_passkey_use`, each a database
+function. Sessions and challenges belong to the callbacks role; tokens are stored as their SHA-256, never as
+themselves. The statements are countersign.store.passkeys (its rows are re-exported here); this module holds the
+rules around them: the tokens and their digests, the lifetimes, the cap on live sign-ins, and the refusals the
+person reads.
 """
 
 from __future__ import annotations
