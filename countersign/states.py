@@ -1,7 +1,7 @@
 """The states the tables store, as StrEnums whose values are the stored strings. Pure: no I/O.
 
 A StrEnum member equals its string, so rows read as plain text compare equal to these, and the database's CHECKs
-and views (migrations 0002, 0003, 0009) keep using the same words.
+and views (migrations 0002, 0003, 0009, 0017) keep using the same words.
 """
 
 from __future__ import annotations
@@ -98,6 +98,14 @@ class ProofKind(StrEnum):
 
 
 PERSON_KEYS = frozenset({ProofKind.ED25519, ProofKind.PASSKEY})
+
+
+class ChallengePurpose(StrEnum):
+    """What a WebAuthn challenge was issued for (`webauthn_challenge.purpose`, migration 0017): it answers only that."""
+
+    SIGN_IN = "sign_in"
+    ENROL = "enrol"
+    DECIDE = "decide"  # a decision on a gate: the challenge is the SHA-256 of the decision message
 
 
 class Machine(StrEnum):

@@ -5,7 +5,8 @@
 2. Static: the import-linter layers contract puts `engine` beside `callbacks` (neither imports the other) and
    below the doors.
 3. Database: the engine's role cannot write decisions; the callbacks role can only insert them.
-4. Single writer: no module outside `countersign/callbacks/` writes the decisions table.
+4. Single writer: no module but `countersign/store/decisions.py` writes the decisions table, and only
+   `countersign.callbacks` (the decision writer) imports that module.
 """
 
 from __future__ import annotations
@@ -85,6 +86,17 @@ def test_negative_control_a_package_that_breaks_the_contract_fails_the_check(tmp
     assert done.returncode != 0
     assert "one layer model: each room imports only the rooms below it BROKEN" in done.stdout
     assert "countersign.engine.shortcut" in done.stdout
+
+
+def test_negative_control_a_room_that_reaches_for_the_decisions_store_fails_the_check(tmp_path: Path) -> None:
+    root = throwaway_copy(tmp_path)
+    (root / "countersign" / "services" / "shortcut.py").write_text("import countersign.store.decisions\n")
+    done = lint_imports(root)
+    assert done.returncode != 0
+    assert "countersign.services.shortcut -> countersign.store.decisions" in done.stdout, done.stdout
+    assert (
+        "one layer model: each room imports only the rooms below it KEPT" in done.stdout
+    )  # services may reach the store
 
 
 def test_an_indirect_path_to_callbacks_also_breaks_the_contract(tmp_path: Path) -> None:
@@ -178,13 +190,13 @@ def decision_writers(root: Path) -> list[str]:
     return found
 
 
-def test_only_callbacks_writes_the_decisions_table() -> None:
+THE_WRITER = "countersign/store/decisions.py"  # its statements; countersign.callbacks alone imports it
+
+
+def test_only_the_decisions_store_writes_the_decisions_table() -> None:
     writers = decision_writers(PROJECT_ROOT)
-    assert writers, (
-        "the scanner found no writer at all: countersign/callbacks/decision_writer.py must be found, "
-        "or the scan is broken"
-    )
-    outside = [w for w in writers if not w.startswith("countersign/callbacks/")]
+    assert writers, f"the scanner found no writer at all: {THE_WRITER} must be found, or the scan is broken"
+    outside = [w for w in writers if not w.startswith(f"{THE_WRITER}:")]
     assert outside == []
 
 
@@ -200,5 +212,5 @@ def test_only_callbacks_writes_the_decisions_table() -> None:
 def test_negative_control_a_second_writer_is_found(tmp_path: Path, smuggled: str) -> None:
     root = throwaway_copy(tmp_path)
     (root / "countersign" / "engine" / "smuggler.py").write_text(smuggled)
-    outside = [w for w in decision_writers(root) if not w.startswith("countersign/callbacks/")]
+    outside = [w for w in decision_writers(root) if not w.startswith(f"{THE_WRITER}:")]
     assert outside and outside[0].startswith("countersign/engine/smuggler.py")

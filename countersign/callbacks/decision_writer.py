@@ -1,7 +1,9 @@
 """The only code that writes gate decisions.
 
 A decision is recorded only for a known human principal holding the role the gate's tier requires, once per
-(gate, principal), with a unique nonce. Every refusal is traced with its reason.
+(gate, principal), with a unique nonce. Every refusal is traced with its reason. The statements are
+countersign.store.decisions (this module alone may import it: an import-linter contract) and, for a board
+decision's sign count, countersign.store.passkeys; the rules are here.
 """
 
 from __future__ import annotations
@@ -10,12 +12,9 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection, errors
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 
 from countersign.audit.person_proof import digest_of_gate
 from countersign.audit.trace import append_event, seal_pending
@@ -27,9 +26,11 @@ from countersign.callbacks.person_signature import (
     check_person_signature,
 )
 from countersign.callbacks.principals import Principal, normalise_identity
-from countersign.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, PrincipalKind, ProofKind
-from countersign.store.gates import GateFacts, GateRecord, read_gate
-from countersign.store.principals import PRINCIPAL_LOOKUP
+from countersign.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, ProofKind
+from countersign.store import decisions as decision_store
+from countersign.store.decisions import DecisionContext, NewDecision
+from countersign.store.gates import GateRecord, read_gate
+from countersign.store.passkeys import record_passkey_use
 
 DECISIONS = tuple(decision.value for decision in Decision)
 # What each door's decision carries as proof (the database maps channels to proofs the same way: migration 0017).
@@ -184,10 +185,6 @@ def _second_vote(request: DecisionRequest, principal_id: str, previous: str) -> 
     )
 
 
-def _lock_key(gate_id: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"gate:{gate_id}".encode()).digest()[:8], "big", signed=True)
-
-
 async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
     """The gate's state and every decision on it, in the order they were made (one query: `countersign.store.gates`)."""
     gate = await read_gate(conn, gate_id)
@@ -273,7 +270,7 @@ async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, r
         await append_event(
             conn,
             actor="callbacks",
-            close_id=await _close_of(conn, request.gate_id),
+            close_id=await decision_store.read_close_of(conn, request.gate_id),
             kind="decision_refused",
             payload={
                 "gate_id": request.gate_id,
@@ -286,95 +283,8 @@ async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, r
         )
 
 
-async def _close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT close_id::text FROM gate WHERE gate_id = %s", (gate_id,))
-        close_id: str | None = await cur.fetchone()
-    return close_id
-
-
-# Everything a decision is judged on, read in one round trip under the gate's lock. Always exactly one row: the nonce,
-# the gate and (gate, principal) are unique, and the principal lookup is LIMIT 1.
-_DECISION_CONTEXT = (
-    "SELECT r.gate_id::text AS replay_gate, r.request_digest AS replay_digest,"
-    " s.status, g.approver_role AS role, g.tier, g.prepared_by, g.requested_by, g.accepted_proofs,"
-    " p.principal_id, p.kind, p.display_name, p.roles, previous.decision AS previous, p.public_key,"
-    " k.public_key AS passkey_public_key, k.sign_count AS passkey_sign_count,"
-    " g.close_id::text AS close_id, g.task, g.attempt, g.kind AS gate_kind, g.quorum, g.rule, g.subject, g.amount,"
-    " coalesce(g.summary, 'null'::jsonb)::text AS summary_json"
-    " FROM (SELECT 1) AS one"
-    " LEFT JOIN gate_decision r ON r.nonce = %(nonce)s"
-    " LEFT JOIN gate g ON g.gate_id = %(gate)s"
-    " LEFT JOIN gate_state s ON s.gate_id = g.gate_id"
-    f" LEFT JOIN LATERAL ({PRINCIPAL_LOOKUP}) p ON true"
-    " LEFT JOIN gate_decision previous ON previous.gate_id = g.gate_id AND previous.principal_id = p.principal_id"
-    " LEFT JOIN principal_passkey k ON k.credential_id = %(credential)s AND k.principal_id = p.principal_id"
-    "  AND k.revoked_at IS NULL"
-)
-
-
-@dataclass(frozen=True)
-class _DecisionContext:
-    """One row of `_DECISION_CONTEXT`: a replayed nonce's request, the gate, the principal and their earlier vote."""
-
-    replay_gate: str | None
-    replay_digest: str | None
-    status: str | None
-    role: str | None
-    tier: str | None
-    prepared_by: str | None
-    requested_by: list[str] | None
-    accepted_proofs: list[str] | None
-    principal_id: str | None
-    kind: str | None
-    display_name: str | None
-    roles: list[str] | None
-    previous: str | None
-    public_key: bytes | None
-    passkey_public_key: bytes | None
-    passkey_sign_count: int | None
-    close_id: str | None
-    task: str | None
-    attempt: int | None
-    gate_kind: str | None
-    quorum: int | None
-    rule: str | None
-    subject: str | None
-    amount: Decimal | None
-    summary_json: str | None
-
-    @property
-    def principal(self) -> Principal | None:
-        if self.principal_id is None:
-            return None
-        # `principal.kind` is NOT NULL; a kind-less row would be no human (machine_principal), as it always was
-        kind = PrincipalKind(self.kind) if self.kind else PrincipalKind.MACHINE
-        return Principal(self.principal_id, kind, self.display_name or "", tuple(self.roles or ()))
-
-    def gate_facts(self, gate_id: str) -> GateFacts:
-        """The gate's signed columns (`countersign.store.gates.GateFacts`), read in the same statement as the rest."""
-        assert self.close_id is not None and self.task is not None and self.attempt is not None  # the gate was found
-        assert self.gate_kind is not None and self.quorum is not None and self.rule is not None
-        assert self.role is not None and self.tier is not None
-        assert self.subject is not None and self.summary_json is not None
-        return GateFacts(
-            gate_id,
-            self.close_id,
-            self.task,
-            self.attempt,
-            self.gate_kind,
-            self.tier,
-            self.quorum,
-            self.role,
-            self.rule,
-            self.subject,
-            self.amount,
-            self.summary_json,
-        )
-
-
 async def _check_person_proof(
-    conn: AsyncConnection[Any], request: DecisionRequest, principal: Principal, row: _DecisionContext
+    conn: AsyncConnection[Any], request: DecisionRequest, principal: Principal, row: DecisionContext
 ) -> None:
     """A signed-callback decision carries the person's own Ed25519 signature, a board decision their passkey's
     assertion (countersign/callbacks/person_signature.py), each over the digest of the gate's summary as the database
@@ -408,11 +318,11 @@ async def _check_person_proof(
         )
     except PersonProofRejected as rejected:
         raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
-    async with conn.cursor() as cur:  # the count only rises: a replayed assertion is refused here by the database
-        await cur.execute("SELECT record_passkey_use(%s, %s)", (request.proof["credential_id"], count))
+    # the count only rises: a replayed assertion is refused here by the database
+    await record_passkey_use(conn, request.proof["credential_id"], count)
 
 
-def _check_proof_strength(request: DecisionRequest, row: _DecisionContext) -> None:
+def _check_proof_strength(request: DecisionRequest, row: DecisionContext) -> None:
     """The gate's accepted proofs (frozen from risk.yaml when it opened) admit this door's proof; the database
     checks the same, whoever connects. A rejection says why."""
     who = normalise_identity(request.principal)
@@ -442,20 +352,15 @@ def stored_proof(request: DecisionRequest) -> dict[str, Any]:
 
 async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateOutcome:
     digest = request.digest()
-    async with conn.cursor() as cur:  # in a pipeline, sent with the context query (its own statement and snapshot)
-        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(request.gate_id),))
-    async with conn.cursor(row_factory=class_row(_DecisionContext)) as cur:
-        await cur.execute(
-            _DECISION_CONTEXT,
-            {
-                "nonce": request.nonce,
-                "gate": request.gate_id,
-                "key": normalise_identity(request.principal),
-                "credential": request.proof.get("credential_id") if request.channel == BOARD else None,
-            },
-        )
-        row = await cur.fetchone()
-    assert row is not None
+    # in a pipeline, the lock is sent with the context query (its own statement and snapshot)
+    await decision_store.lock_gate(conn, request.gate_id)
+    row = await decision_store.read_decision_context(
+        conn,
+        nonce=request.nonce,
+        gate_id=request.gate_id,
+        key=normalise_identity(request.principal),
+        credential_id=request.proof.get("credential_id") if request.channel == BOARD else None,
+    )
     if row.replay_gate is not None:
         if row.replay_digest != digest or row.replay_gate != request.gate_id:
             raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
@@ -478,39 +383,26 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
     if row.previous is not None:
         raise _second_vote(request, principal.principal_id, row.previous)
     _check_proof_strength(request, row)
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "INSERT INTO gate_decision"
-            " (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
-            (
-                request.gate_id,
-                principal.principal_id,
-                request.decision,
-                request.reason,
-                request.nonce,
-                digest,
-                request.channel,
-                Jsonb(stored_proof(request)),
-            ),
-        )
-        # In a pipeline the gate's read travels with the insert; a refusal by the database surfaces here either way.
-        outcome = await gate_outcome(conn, request.gate_id, recorded=True)
-        inserted = await cur.fetchone()
+    new = NewDecision(
+        request.gate_id,
+        principal.principal_id,
+        Decision(request.decision),
+        request.reason,
+        request.nonce,
+        digest,
+        request.channel,
+        stored_proof(request),
+    )
+    # In a pipeline the gate's read travels with the insert; a refusal by the database surfaces there either way.
+    inserted, outcome = await decision_store.insert_decision(
+        conn, new, meanwhile=lambda: gate_outcome(conn, request.gate_id, recorded=True)
+    )
     if inserted is None:  # a unique key held: the same nonce committed meanwhile for another gate
         raise DecisionConflict(request.gate_id, request.principal, "nonce already used for a different request")
     # The database traces the decision itself (`gate_decided`, from the row it admitted: migration 0015).
     return outcome
 
 
-@dataclass(frozen=True)
-class ChannelCount:
-    channel: str
-    decisions: int
-
-
 async def decisions_by_channel(conn: AsyncConnection[Any]) -> dict[str, int]:
     """How many decisions each door has recorded (the metrics endpoint reads it)."""
-    async with conn.cursor(row_factory=class_row(ChannelCount)) as cur:
-        await cur.execute("SELECT channel, count(*) AS decisions FROM gate_decision GROUP BY channel")
-        return {row.channel: row.decisions for row in await cur.fetchall()}
+    return {row.channel: row.decisions for row in await decision_store.count_decisions_by_channel(conn)}

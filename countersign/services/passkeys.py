@@ -42,7 +42,7 @@ from countersign.callbacks.decision_writer import OnRecorded, Seal
 from countersign.callbacks.passkeys import PasskeyRefused, Session
 from countersign.http_edge.storable import storable_text
 from countersign.services.decide import Decided, PlatformIdentity, decide_gate
-from countersign.states import Channel, Decision, GateStatus
+from countersign.states import ChallengePurpose, Channel, Decision, GateStatus
 from countersign.store.gates import read_gate
 
 __all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
@@ -139,7 +139,7 @@ async def enrolment_options(conn: AsyncConnection[Any], token: str, board: Board
             PublicKeyCredentialDescriptor(id=base64url_to_bytes(k.credential_id)) for k in existing if not k.revoked_at
         ],
     )
-    await store.store_challenge(conn, options.challenge, "enrol", principal_id=enrolment.principal_id)
+    await store.store_challenge(conn, options.challenge, ChallengePurpose.ENROL, principal_id=enrolment.principal_id)
     return {"options": json.loads(options_to_json(options)), "display_name": enrolment.display_name}
 
 
@@ -153,7 +153,7 @@ async def complete_enrolment(
     if not storable_text(label):
         raise PasskeyRefused("the passkey's name contains a NUL character or an unpaired surrogate")
     async with conn.transaction():
-        challenge = await store.use_challenge(conn, _challenge_of(response), "enrol")
+        challenge = await store.use_challenge(conn, _challenge_of(response), ChallengePurpose.ENROL)
         enrolment = await store.enrolment_for(conn, token)
         if enrolment is None or enrolment.principal_id != challenge.principal_id:
             raise PasskeyRefused("this passkey was not created for this enrolment link")
@@ -182,7 +182,7 @@ async def complete_enrolment(
 async def sign_in_options(conn: AsyncConnection[Any], board: BoardOrigin) -> dict[str, Any]:
     """Request options for a discoverable passkey: the person picks theirs, no name is typed."""
     options = generate_authentication_options(rp_id=board.rp_id, user_verification=UserVerificationRequirement.REQUIRED)
-    await store.store_challenge(conn, options.challenge, "sign_in")
+    await store.store_challenge(conn, options.challenge, ChallengePurpose.SIGN_IN)
     return {"options": json.loads(options_to_json(options))}
 
 
@@ -206,7 +206,7 @@ async def complete_sign_in(conn: AsyncConnection[Any], response_text: Any, board
     """Verify the assertion and open a session for its person (one transaction)."""
     response = _response(response_text)
     async with conn.transaction():
-        challenge = await store.use_challenge(conn, _challenge_of(response), "sign_in")
+        challenge = await store.use_challenge(conn, _challenge_of(response), ChallengePurpose.SIGN_IN)
         passkey = await store.live_passkey(conn, str(response["id"]))
         if passkey is None:
             raise PasskeyRefused("this passkey is not enrolled, or it was revoked, or its person is no longer active")
@@ -285,7 +285,12 @@ async def decision_options(
         user_verification=UserVerificationRequirement.REQUIRED,
     )
     await store.store_challenge(
-        conn, challenge, "decide", principal_id=viewer.principal_id, gate_id=gate.gate_id, message=message
+        conn,
+        challenge,
+        ChallengePurpose.DECIDE,
+        principal_id=viewer.principal_id,
+        gate_id=gate.gate_id,
+        message=message,
     )
     return DecisionToSign(json.loads(options_to_json(options)), fields)
 
@@ -304,7 +309,7 @@ async def complete_decision(
     this board issued to this person for this gate, unused (a replayed assertion is refused); the decision writer
     verifies the assertion before the row."""
     response = _response(response_text)
-    challenge = await store.use_challenge(conn, _challenge_of(response), "decide")
+    challenge = await store.use_challenge(conn, _challenge_of(response), ChallengePurpose.DECIDE)
     if challenge.principal_id != viewer.principal_id or challenge.gate_id != gate_id or challenge.message is None:
         raise PasskeyRefused("this signature was asked for another person or another gate")
     fields = json.loads(challenge.message)

@@ -3,7 +3,8 @@
 Reads and writes `principal`, `principal_identity` and `api_token`. A principal is read two ways: as a `Principal`
 (the directory's view: countersign.callbacks.principals imports, finds and resolves them) and as a `Caller` (the access
 rules' view, with `active`: countersign.callbacks.callers resolves chat callers, login lookups and API tokens, and
-countersign.store.passkeys returns the person behind a board session). The callers' reads are this family's reads (the
+countersign.store.passkeys returns the person behind a board session); countersign.callbacks.passkeys asks whether a
+principal is an active human before it issues an enrolment. The callers' reads are this family's reads (the
 same tables, the same lookup), so they live here and there is no store module of their own. `PRINCIPAL_LOOKUP` is
 the one lookup of a principal by id or login; the decision writer's context query (countersign.store.decisions) joins
 it too.
@@ -180,6 +181,16 @@ async def read_principal_id(conn: AsyncConnection[Any], principal_id: str) -> st
     """`principal_id` when there is such a principal, else None."""
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute("SELECT principal_id FROM principal WHERE principal_id = %s", (principal_id,))
+        found: str | None = await cur.fetchone()
+    return found
+
+
+async def read_active_human_id(conn: AsyncConnection[Any], principal_id: str) -> str | None:
+    """`principal_id` when it is an active human (who may be given a passkey enrolment), else None."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "SELECT principal_id FROM principal WHERE principal_id = %s AND kind = 'human' AND active", (principal_id,)
+        )
         found: str | None = await cur.fetchone()
     return found
 

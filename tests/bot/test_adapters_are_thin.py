@@ -50,6 +50,8 @@ DATABASE_CODE = (
     "countersign.callbacks.callers",
     "countersign.callbacks.decision_writer",
     "countersign.callbacks.principals",
+    "countersign.store.decisions",
+    "countersign.store.passkeys",
     "countersign.engine.books",
     "countersign.engine.runs",
     "countersign.engine.dispatch",

@@ -21,8 +21,6 @@ _NOT_YET_MOVED = frozenset(
         "audit/trace.py",
         "audit/transparency_log.py",
         "bootstrap/migrate.py",
-        "callbacks/decision_writer.py",
-        "callbacks/passkeys.py",
         "engine/construction.py",
         "engine/dispatch.py",
         "engine/gates.py",

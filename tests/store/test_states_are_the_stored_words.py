@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from countersign.states import (
+    ChallengePurpose,
     Channel,
     Decision,
     DispatchStatus,
@@ -43,6 +44,7 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
         ("principal", "kind", PrincipalKind),
         ("gate_decision", "decision", Decision),
         ("dispatch", "status", DispatchStatus),
+        ("webauthn_challenge", "purpose", ChallengePurpose),
     ],
 )
 async def test_an_enum_names_the_words_its_column_admits(
