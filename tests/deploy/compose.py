@@ -50,7 +50,18 @@ OWNER_VARIABLES = ("DATABASE_URL", "POSTGRES_PASSWORD")
 # The Close Board's origin and the locale, given to `serve` and `worker` with these defaults when unset.
 BOARD_DEFAULTS = {"COUNTERSIGN_BOARD_URL": "http://localhost:8000", "COUNTERSIGN_LOCALE": "en_GB"}
 
+# The model every service names (the specialists ask it; the others record it in the closes they start), with these
+# defaults when unset; the model's address and key go to the specialists alone.
+MODEL_DEFAULTS = {"COUNTERSIGN_MODEL_PROVIDER": "replay", "COUNTERSIGN_MODEL_ID": "countersign-narrator-v1"}
+MODEL_ACCESS_VARIABLES = ("COUNTERSIGN_MODEL_BASE_URL", "COUNTERSIGN_MODEL_API_KEY")
+# Logs and traces of the long-running processes.
+OBSERVE_DEFAULTS = {"COUNTERSIGN_LOG_FORMAT": "text", "OTEL_EXPORTER_OTLP_ENDPOINT": ""}
+OPTIONAL_VARIABLES = (*CHAT_VARIABLES, *MODEL_ACCESS_VARIABLES)
+DEFAULTED = {**BOARD_DEFAULTS, **MODEL_DEFAULTS, **OBSERVE_DEFAULTS}
+
 _CHAT = {name: "{" + name + "}" for name in (*CHAT_VARIABLES, *BOARD_DEFAULTS)}
+_MODEL = {name: "{" + name + "}" for name in MODEL_DEFAULTS}
+_OBSERVE = {name: "{" + name + "}" for name in OBSERVE_DEFAULTS}
 _ENGINE_URL = "postgresql://countersign_engine:{COUNTERSIGN_ENGINE_DB_PASSWORD}@{db}/countersign"
 _CALLBACKS_URL = "postgresql://countersign_callbacks:{COUNTERSIGN_CALLBACKS_DB_PASSWORD}@{db}/countersign"
 
@@ -60,6 +71,8 @@ CONTRACT: dict[str, dict[str, Any]] = {
     "migrate": {
         "command": ["db", "upgrade"],
         "environment": {
+            **_MODEL,
+            **{name: "{" + name + "}" for name in BOARD_DEFAULTS},
             "DATABASE_URL": "postgresql://countersign:{POSTGRES_PASSWORD}@{db}/countersign",
             "COUNTERSIGN_ENGINE_DB_PASSWORD": "{COUNTERSIGN_ENGINE_DB_PASSWORD}",
             "COUNTERSIGN_CALLBACKS_DB_PASSWORD": "{COUNTERSIGN_CALLBACKS_DB_PASSWORD}",
@@ -76,12 +89,19 @@ CONTRACT: dict[str, dict[str, Any]] = {
             "--public-url",
             "http://{specialists}",
         ],
-        "environment": {"COUNTERSIGN_SPECIALIST_TOKEN": "{COUNTERSIGN_SPECIALIST_TOKEN}"},
+        "environment": {
+            **_MODEL,
+            **_OBSERVE,
+            **{name: "{" + name + "}" for name in MODEL_ACCESS_VARIABLES},
+            "COUNTERSIGN_SPECIALIST_TOKEN": "{COUNTERSIGN_SPECIALIST_TOKEN}",
+        },
     },
     "serve": {
         "command": ["serve", "--host", "0.0.0.0", "--port", "8000"],
         "environment": {
             **_CHAT,
+            **_MODEL,
+            **_OBSERVE,
             "COUNTERSIGN_ENGINE_DATABASE_URL": _ENGINE_URL,
             "COUNTERSIGN_CALLBACKS_DATABASE_URL": _CALLBACKS_URL,
             "COUNTERSIGN_CALLBACK_SECRET": "{COUNTERSIGN_CALLBACK_SECRET}",
@@ -91,6 +111,8 @@ CONTRACT: dict[str, dict[str, Any]] = {
         "command": ["worker", "--poll-s", "2", "--metrics-host", "0.0.0.0", "--metrics-port", "9100"],
         "environment": {
             **_CHAT,
+            **_MODEL,
+            **_OBSERVE,
             "COUNTERSIGN_ENGINE_DATABASE_URL": _ENGINE_URL,
             "COUNTERSIGN_SPECIALISTS_URL": "http://{specialists}",
             "COUNTERSIGN_SPECIALIST_TOKEN": "{COUNTERSIGN_SPECIALIST_TOKEN}",
@@ -204,8 +226,8 @@ def healthcheck_command(compose: Mapping[str, Any], service: str, ports: Mapping
 
 def contract_environment(service: str, variables: Mapping[str, str], hosts: Mapping[str, str]) -> dict[str, str]:
     """What the topology test relies on `service` getting, for these variables and local addresses."""
-    fields = {**{name: variables.get(name, "") for name in (*REQUIRED_VARIABLES, *CHAT_VARIABLES)}}
-    fields.update({name: variables.get(name) or default for name, default in BOARD_DEFAULTS.items()})
+    fields = {**{name: variables.get(name, "") for name in (*REQUIRED_VARIABLES, *OPTIONAL_VARIABLES)}}
+    fields.update({name: variables.get(name) or default for name, default in DEFAULTED.items()})
     fields.update({service_name: hosts[address] for service_name, address in CONTAINER_ADDRESSES.items()})
     return {key: value.format(**fields) for key, value in CONTRACT[service]["environment"].items()}
 
@@ -222,7 +244,7 @@ def problems(compose: Mapping[str, Any], dockerfile: str | None = None) -> list[
     hosts = {address: address for address in CONTAINER_ADDRESSES.values()}  # container addresses kept as they are
     known = {variable(field) for field in Settings.model_fields}
     referenced = referenced_variables(compose)
-    for name in sorted(referenced - {*REQUIRED_VARIABLES, *CHAT_VARIABLES, *BOARD_DEFAULTS}):
+    for name in sorted(referenced - {*REQUIRED_VARIABLES, *OPTIONAL_VARIABLES, *DEFAULTED}):
         found.append(f"${{{name}}}: not a deployment variable (the topology test does not set it)")
     for name in sorted(set(REQUIRED_VARIABLES) - referenced):
         found.append(f"{name}: required by the deployment but used nowhere")

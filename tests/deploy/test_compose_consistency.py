@@ -29,6 +29,12 @@ def test_rendering_resolves_variables_and_addresses_as_compose_would() -> None:
         f"postgresql://countersign_engine:{engine_password}@127.0.0.1:6000/countersign"
     )
     assert serve["SLACK_BOT_TOKEN"] == ""  # optional, off
+    assert serve["COUNTERSIGN_MODEL_PROVIDER"] == "replay" and serve["COUNTERSIGN_LOG_FORMAT"] == "text"
+    named = {**variables, "COUNTERSIGN_MODEL_PROVIDER": "openai", "COUNTERSIGN_MODEL_ID": "gpt-x"}
+    for service in ("migrate", "serve", "worker", "specialists"):  # one .env: every service names the same model
+        environment = compose.service_environment(loaded, service, named, hosts)
+        assert (environment["COUNTERSIGN_MODEL_PROVIDER"], environment["COUNTERSIGN_MODEL_ID"]) == ("openai", "gpt-x")
+        assert ("COUNTERSIGN_MODEL_API_KEY" in environment) == (service == "specialists")
     worker = compose.service_environment(loaded, "worker", variables, hosts)
     assert worker["COUNTERSIGN_SPECIALISTS_URL"] == "http://127.0.0.1:6100"
     assert compose.service_command(loaded, "worker", {9100: 7001}, hosts)[-1] == "7001"
@@ -68,6 +74,19 @@ DRIFTS: dict[str, Callable[[dict[str, Any]], None]] = {
         migrate={"condition": "service_started"}
     ),
     "worker without the key volume": lambda c: c["services"]["worker"].update(volumes=[]),
+    # the specialists could not reach the model an operator configured
+    "specialists without the model's key": lambda c: c["services"]["specialists"]["environment"].pop(
+        "COUNTERSIGN_MODEL_API_KEY"
+    ),
+    # serve would record the default model in the version set of the closes it starts, not the one asked
+    "serve not naming the model": lambda c: c["services"]["serve"]["environment"].pop("COUNTERSIGN_MODEL_ID"),
+    "worker given the model's key": lambda c: c["services"]["worker"]["environment"].update(
+        COUNTERSIGN_MODEL_API_KEY="${COUNTERSIGN_MODEL_API_KEY:-}"
+    ),
+    "specialists without OTLP": lambda c: c["services"]["specialists"]["environment"].pop(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    ),
+    "migrate without the board URL": lambda c: c["services"]["migrate"]["environment"].pop("COUNTERSIGN_BOARD_URL"),
 }
 
 
