@@ -30,8 +30,9 @@ lock: | $(BIN)/python
 
 install: $(STAMP)
 
+# The story end to end, then the Close Board left running with an open close to visit (Ctrl-C stops).
 demo: $(STAMP)
-	$(BIN)/countersign demo
+	$(BIN)/countersign demo --serve
 
 # The board's browser tests (tests/board) drive Debian's chromium through Playwright; installed here when missing.
 chromium:
