@@ -22,7 +22,7 @@ from countersign.board.rendering import board_environment
 from countersign.board.session import CSRF_FIELD, SESSION_COOKIE, NotSignedIn, Viewer, require_viewer
 from countersign.services import passkeys
 from countersign.services.decide import DecisionConflict, DecisionRefused, GateNotFound
-from countersign.services.passkeys import BoardOrigin, PasskeyRefused
+from countersign.services.passkeys import BoardOrigin, FieldRefused, PasskeyRefused
 
 STATIC = Path(__file__).parent / "static"
 SignedIn = Annotated[Viewer, Depends(require_viewer)]
@@ -31,6 +31,13 @@ CSRF_HEADER = "x-csrf-token"
 
 def _refused(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+def _refusal(exc: PasskeyRefused, status: int) -> JSONResponse:
+    """A ceremony refused: 400 naming the field for input no such thing could hold, else `status` and the reason."""
+    if isinstance(exc, FieldRefused):
+        return JSONResponse({"error": str(exc), "field": exc.field}, status_code=400)
+    return _refused(str(exc), status)
 
 
 def check_csrf(request: Request, viewer: Viewer, form_token: str | None = None) -> None:
@@ -103,7 +110,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             async with deps.connect_callbacks() as conn:
                 session = await passkeys.complete_sign_in(conn, body.get("response"), board)
         except PasskeyRefused as exc:
-            return _refused(str(exc), 401)
+            return _refusal(exc, 401)
         answer = JSONResponse(
             {"signed_in": session.principal_id, "csrf_token": session.csrf_token, "next": f"{PREFIX}/inbox"}
         )
@@ -141,7 +148,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             async with deps.connect_callbacks() as conn:
                 return JSONResponse(await passkeys.enrolment_options(conn, str(body.get("token", "")), board))
         except PasskeyRefused as exc:
-            return _refused(str(exc), 403)
+            return _refusal(exc, 403)
 
     @router.post("/enrol")
     async def enrol(request: Request) -> Response:
@@ -153,7 +160,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
                     conn, str(body.get("token", "")), body.get("response"), str(body.get("label", "")), board
                 )
         except PasskeyRefused as exc:
-            return _refused(str(exc), 403)
+            return _refusal(exc, 403)
         await seal()  # the enrolment's trace event, written by the database
         return JSONResponse({"enrolled": principal, "next": f"{PREFIX}/sign-in"})
 
@@ -169,8 +176,11 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
     ) -> Response:
         check_origin(request, board)
         check_csrf(request, viewer, csrf_token)
-        async with deps.connect_callbacks() as conn:
-            revoked = await passkeys.revoke_passkey(conn, viewer.principal_id, credential_id)
+        try:
+            async with deps.connect_callbacks() as conn:
+                revoked = await passkeys.revoke_passkey(conn, viewer.principal_id, credential_id)
+        except PasskeyRefused as exc:
+            return _refusal(exc, 400)
         await seal()
         if not revoked:
             return page("not_found.html", viewer, status_code=404, missing="You hold no live passkey with that id")
@@ -187,7 +197,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
                     conn, viewer.caller, gate_id, str(body.get("decision", "")), str(body.get("reason", "")), board
                 )
         except PasskeyRefused as exc:
-            return _refused(str(exc), 409)
+            return _refusal(exc, 409)
         return JSONResponse({"options": to_sign.options, "message": to_sign.message})
 
     @router.post("/gates/{gate_id}/decision")
@@ -207,7 +217,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
                     on_recorded=deps.on_recorded,
                 )
         except PasskeyRefused as exc:
-            return _refused(str(exc), 409)
+            return _refusal(exc, 409)
         except DecisionRefused as exc:
             return JSONResponse({"error": str(exc), "code": exc.code}, status_code=403)
         except DecisionConflict as exc:

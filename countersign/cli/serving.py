@@ -42,6 +42,10 @@ def serve(
     from countersign.bootstrap.app import MissingSecret, create_app
 
     rt = runtime(roles=("engine", "callbacks"))
+    if "board_url" not in rt.settings.model_fields_set:  # unset: the board is where this server listens
+        from dataclasses import replace
+
+        rt = replace(rt, settings=rt.settings.model_copy(update={"board_url": f"http://localhost:{port}"}))
     json_logs = _observe(rt.settings.log_format, telemetry.SERVE)
     try:
         application = create_app(rt)

@@ -32,7 +32,7 @@ from countersign.engine.workflows.certificates.runs import payment_run_status
 from countersign.policy.command_roles import READ_CLOSE
 from countersign.policy.model import Policy
 from countersign.services.errors import CloseNotFound, GateNotFound
-from countersign.services.reading import Caller, Reader, authorize, is_close_id
+from countersign.services.reading import Caller, Reader, authorize, is_close_id, is_gate_id
 from countersign.states import GateStatus
 from countersign.store.gates import GateRecord, read_gate, read_gates_of_close
 
@@ -504,7 +504,7 @@ async def _unmatched_bank_lines(conn: AsyncConnection[Any], gate: GateRecord, bo
 async def read_gate_view(conn: AsyncConnection[Any], policy: Policy, reader: Reader | None, gate_id: str) -> GateView:
     """The gate with its decisions' proofs and the evidence in the tables; `GateNotFound` for an unknown id."""
     authorize(READ_CLOSE, policy, reader)
-    gate = await read_gate(conn, gate_id) if is_close_id(gate_id) else None
+    gate = await read_gate(conn, gate_id) if is_gate_id(gate_id) else None
     if gate is None:
         raise GateNotFound(gate_id)
     header = await _close_header(conn, gate.close_id)

@@ -42,16 +42,18 @@ from countersign.callbacks.decision_writer import OnRecorded, Seal
 from countersign.callbacks.passkeys import PasskeyRefused, Session
 from countersign.http_edge.storable import storable_text
 from countersign.services.decide import Decided, PlatformIdentity, decide_gate
+from countersign.services.reading import is_gate_id
 from countersign.states import ChallengePurpose, Channel, Decision, GateStatus
 from countersign.store.gates import read_gate
 
-__all__ = ["BoardOrigin", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
+__all__ = ["BoardOrigin", "FieldRefused", "OnRecorded", "PasskeyRefused", "Seal", "Session"]
 
 RP_NAME = "Countersign Close Board"
 MAX_RESPONSE_CHARS = 16_384
 MAX_LABEL_CHARS = 80
 MAX_CREDENTIAL_ID_CHARS = 1_366  # base64url of the 1,023 bytes WebAuthn allows a credential id
 MAX_TOKEN_CHARS = 128  # our links' and sessions' tokens are 43 characters of base64url
+ASSERTION_FIELDS = ("authenticatorData", "clientDataJSON", "signature", "userHandle")
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -60,6 +62,21 @@ def _base64url(value: object, longest: int) -> str | None:
     if isinstance(value, str) and len(value) <= longest and _BASE64URL.fullmatch(value):
         return value
     return None
+
+
+class FieldRefused(PasskeyRefused):
+    """Input no such thing could hold (a NUL, a lone surrogate, not base64url, not a UUID), refused before it reaches
+    the database: the board answers 400 naming `field`."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+def _gate_id(value: str) -> str:
+    if not is_gate_id(value):
+        raise FieldRefused("gate_id", "a gate id is a UUID, and this is not one")
+    return value
 
 
 def _link_token(value: object) -> str:
@@ -102,7 +119,7 @@ def _response(text: Any) -> dict[str, Any]:
     if not isinstance(text, dict) or not isinstance(text.get("id"), str) or not isinstance(text.get("response"), dict):
         raise PasskeyRefused("the passkey response has no credential id or response")
     if _base64url(text["id"], MAX_CREDENTIAL_ID_CHARS) is None:
-        raise PasskeyRefused("the passkey response's credential id is not base64url text")
+        raise FieldRefused("response.id", "the passkey response's credential id is not base64url text")
     if len(json.dumps(text)) > MAX_RESPONSE_CHARS:
         raise PasskeyRefused("the passkey response is larger than any authenticator sends")
     return text
@@ -232,7 +249,10 @@ async def passkeys_of(conn: AsyncConnection[Any], principal_id: str) -> list[sto
 
 
 async def revoke_passkey(conn: AsyncConnection[Any], principal_id: str, credential_id: str) -> bool:
-    """Revoke one of the person's own passkeys (and end the sessions it opened); False when it was not theirs."""
+    """Revoke one of the person's own passkeys (and end the sessions it opened); False when it was not theirs.
+    FieldRefused for an id no passkey has (not base64url of a credential id's length: a NUL never reaches SQL)."""
+    if _base64url(credential_id, MAX_CREDENTIAL_ID_CHARS) is None:
+        raise FieldRefused("credential_id", "a passkey's credential id is base64url text, and this is not")
     return await store.revoke(conn, principal_id, credential_id)
 
 
@@ -252,9 +272,12 @@ async def decision_options(
 ) -> DecisionToSign:
     """The canonical decision message for this person, gate, decision and reason, and request options whose challenge
     is its SHA-256, limited to the person's own passkeys. Nothing is recorded until the signed response returns."""
+    gate_id = _gate_id(gate_id)
     if decision not in tuple(d.value for d in Decision):
         raise PasskeyRefused(f"decision must be approve or reject, not {decision!r}")
     reason = str(reason or "").strip()
+    if not storable_text(reason):  # it is signed as UTF-8 and stored as text: neither holds these
+        raise FieldRefused("reason", "contains a NUL character or an unpaired surrogate")
     if len(reason) > MAX_REASON_CHARS:
         raise PasskeyRefused(f"the reason is longer than {MAX_REASON_CHARS} characters")
     if decision == Decision.REJECT and not reason:
@@ -308,12 +331,16 @@ async def complete_decision(
     """Record the decision the person signed, through `decide_gate` like every other door: the challenge must be one
     this board issued to this person for this gate, unused (a replayed assertion is refused); the decision writer
     verifies the assertion before the row."""
+    gate_id = _gate_id(gate_id)
     response = _response(response_text)
+    inner = response["response"]
+    for name in ASSERTION_FIELDS:  # copied into the stored proof (jsonb, which holds no NUL): checked before use
+        if inner.get(name) is not None and _base64url(inner[name], MAX_RESPONSE_CHARS) is None:
+            raise FieldRefused(f"response.response.{name}", "an assertion's field is base64url text, and this is not")
     challenge = await store.use_challenge(conn, _challenge_of(response), ChallengePurpose.DECIDE)
     if challenge.principal_id != viewer.principal_id or challenge.gate_id != gate_id or challenge.message is None:
         raise PasskeyRefused("this signature was asked for another person or another gate")
     fields = json.loads(challenge.message)
-    inner = response["response"]
     proof = {
         "kind": "passkey",
         "credential_id": str(response["id"]),

@@ -12,7 +12,7 @@ Before any of that, a chat door answers only the Slack workspaces and Teams tena
 
 from __future__ import annotations
 
-import uuid
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ __all__ = [
     "authorize_chat_command",
     "close_to_export",
     "is_close_id",
+    "is_gate_id",
     "read_close_status",
     "read_payment_runs",
 ]
@@ -137,13 +138,21 @@ async def authorize_chat_command(
     return caller
 
 
+# A UUID as PostgreSQL's uuid type reads it: 32 ASCII hex digits, hyphenated or not, optionally in braces. Python's
+# uuid.UUID also takes a urn:uuid: prefix, underscores, non-ASCII digits and surrounding space, which the database
+# refuses (an error, not "no such close"), so they are not ids here.
+_UUID_HEX = r"[0-9A-Fa-f]{8}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{4}-?[0-9A-Fa-f]{12}"
+_UUID_TEXT = re.compile(rf"{_UUID_HEX}|\{{{_UUID_HEX}\}}")
+
+
 def is_close_id(text: str) -> bool:
-    """Is this a close id (a UUID), rather than an entity's name?"""
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
+    """Is this a close id (a UUID the database reads), rather than an entity's name?"""
+    return isinstance(text, str) and _UUID_TEXT.fullmatch(text) is not None
+
+
+def is_gate_id(text: str) -> bool:
+    """Is this a gate id (a UUID the database reads)? Anything else names no gate and never reaches SQL."""
+    return is_close_id(text)
 
 
 async def _close_id(conn: AsyncConnection[Any], close_id: str | None, entity: str | None) -> str:

@@ -167,7 +167,9 @@ class BoardServer:
 def board_server_env(
     database: Database, state_dir: Path, port: int, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The server's environment: the test database as owner, its own state dir, the board at localhost:PORT."""
+    """The server's environment: the test database as owner, its own state dir. COUNTERSIGN_BOARD_URL is left unset:
+    `serve --port PORT` puts the board at http://localhost:PORT itself, so every browser test's passkeys (bound to
+    that origin) show the board following the port."""
     if database.url is None:
         raise ValueError("the board server needs the test database's owner URL (it runs as the test's owner)")
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(INHERITED_ENV_DROPPED)}
@@ -176,7 +178,6 @@ def board_server_env(
         "DATABASE_URL": database.url,
         "COUNTERSIGN_STATE_DIR": str(state_dir),
         "COUNTERSIGN_CALLBACK_SECRET": CALLBACK_SECRET,
-        "COUNTERSIGN_BOARD_URL": f"http://localhost:{port}",
         **(extra or {}),
     }
 
