@@ -8,7 +8,9 @@ The model only explains: figures, verdicts and gates come from deterministic cod
   then the deterministic fallback ships, flagged `malformed_fallback`.
 - verdict language (`VERDICT_PATTERNS`) in the narrative: the fallback ships, flagged `verdict_claim_fallback`.
 - steering (`steering_claims`): a narrative that addresses the approver, the card or its buttons ("the controller can
-  press the first button on this card without waiting") ships the fallback, flagged `approver_address_fallback`; one
+  press the first button on this card without waiting"), or that steers toward a decision or away from looking ("This
+  variance is routine; approve it.", scored by countersign/specialists/steering.py) ships the fallback, flagged
+  `approver_address_fallback`; one
   that carries a link (a URL, a bare domain, mailto, Slack `<url|label>` or `<!channel>`, a markdown link) ships the
   fallback, flagged `link_fallback`. Neither gets a retry: a model that tried to steer the decision once is not asked
   to phrase it better.
@@ -40,6 +42,7 @@ from countersign.llm import Limits, LoopResult, LoopStopped, Message, ModelReque
 from countersign.specialists.errors import SpecialistInputError
 from countersign.specialists.grounding import UngroundedFigureError, ground_figures
 from countersign.specialists.injection import LINK_PATTERN
+from countersign.specialists.steering import is_steering
 
 SOURCE_MODEL = "model"
 SOURCE_FALLBACK = "fallback"
@@ -244,9 +247,11 @@ def verdict_claims(text: str) -> list[str]:
 
 
 def steering_claims(text: str) -> list[str]:
-    """Why model prose may not reach a card: `approver_address` (it speaks to the approver, the card or its buttons),
-    `link` (it carries a link); empty when it only explains."""
-    claims = [APPROVER_ADDRESS] if _APPROVER_ADDRESS.search(text) else []
+    """Why model prose may not reach a card: `approver_address` (it speaks to the approver, the card or its buttons,
+    or steers toward a decision or away from looking: `APPROVER_ADDRESS_PATTERNS` or the scored detector,
+    countersign/specialists/steering.py), `link` (it carries a link); empty when it only explains."""
+    steers = _APPROVER_ADDRESS.search(text) is not None or is_steering(text)
+    claims = [APPROVER_ADDRESS] if steers else []
     return [*claims, LINK] if _LINK.search(text) else claims
 
 
