@@ -40,6 +40,15 @@ def _refusal(exc: PasskeyRefused, status: int) -> JSONResponse:
     return _refused(str(exc), status)
 
 
+def _text(body: dict[str, Any], name: str) -> str:
+    """A body field that must be text when given (JSON null, a number or an object is refused, not written as its
+    Python text: a null reason must not become the reason "None")."""
+    value = body.get(name, "")
+    if not isinstance(value, str):
+        raise FieldRefused(name, f"must be text, not {type(value).__name__ if value is not None else 'null'}")
+    return value
+
+
 def check_csrf(request: Request, viewer: Viewer, form_token: str | None = None) -> None:
     """The session's CSRF token must come back with the request (header or form field); else NotSignedIn's cousin:
     a 403 the caller answers."""
@@ -146,7 +155,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
         try:
             body = await _json(request)
             async with deps.connect_callbacks() as conn:
-                return JSONResponse(await passkeys.enrolment_options(conn, str(body.get("token", "")), board))
+                return JSONResponse(await passkeys.enrolment_options(conn, _text(body, "token"), board))
         except PasskeyRefused as exc:
             return _refusal(exc, 403)
 
@@ -157,7 +166,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             body = await _json(request)
             async with deps.connect_callbacks() as conn:
                 principal = await passkeys.complete_enrolment(
-                    conn, str(body.get("token", "")), body.get("response"), str(body.get("label", "")), board
+                    conn, _text(body, "token"), body.get("response"), _text(body, "label"), board
                 )
         except PasskeyRefused as exc:
             return _refusal(exc, 403)
@@ -194,7 +203,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             body = await _json(request)
             async with deps.connect_callbacks() as conn:
                 to_sign = await passkeys.decision_options(
-                    conn, viewer.caller, gate_id, str(body.get("decision", "")), str(body.get("reason", "")), board
+                    conn, viewer.caller, gate_id, _text(body, "decision"), _text(body, "reason"), board
                 )
         except PasskeyRefused as exc:
             return _refusal(exc, 409)

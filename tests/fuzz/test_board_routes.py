@@ -429,6 +429,21 @@ async def test_a_reason_that_cannot_be_signed_or_stored_is_a_400_naming_it(close
     await _still_signed_in(close_world)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("reason", None), ("reason", 7), ("decision", {"a": 1}), ("decision", None)]
+)
+async def test_a_decision_field_that_is_not_text_is_a_400_naming_it(close_world: World, field: str, value: Any) -> None:
+    """Left by the fuzz: a JSON null reason was written as the reason "None", an object as its Python text."""
+    fields: dict[str, Any] = {"decision": "reject", "reason": "the accrual is unsupported", field: value}
+    refused = await close_world.client.post(
+        f"/board/gates/{close_world.gate_id}/decision/options",
+        content=json.dumps(fields).encode(),
+        headers=_as_alice(close_world, **{"content-type": "application/json"}),
+    )
+    assert refused.status_code == 400 and refused.json()["field"] == field, refused.text
+    await _still_signed_in(close_world)
+
+
 async def test_a_nul_in_the_assertions_user_handle_is_a_400_and_records_nothing(
     close_world: World, conn: AsyncConnection[Any]
 ) -> None:
