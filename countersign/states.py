@@ -54,6 +54,7 @@ class NoticeKind(StrEnum):
     """Which statutory notice a `payment_notice` row is (migration 0018)."""
 
     PAY_LESS = "pay_less"
+    PAYMENT = "payment"  # the payment notice proper, s. 110A (migration 0025)
 
 
 class PrincipalKind(StrEnum):

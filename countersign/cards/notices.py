@@ -91,6 +91,33 @@ def passkey_enrolled_notice(*, label: str, created_at: dt.datetime, board_url: s
     )
 
 
+def payment_notice_post(
+    *,
+    certificate_id: str,
+    currency: str,
+    notified_sum: Decimal,
+    sum_to_pay: Decimal,
+    deadline: dt.date,
+    served_in_time: bool,
+    sha256: str,
+    document: str,
+    locale: str | None = None,
+) -> str:
+    """The channel's copy of a payment notice (s. 110A): the sum considered due, by when it had to be given, then the
+    document itself."""
+    when = (
+        f"given in time (deadline {deadline.isoformat()})"
+        if served_in_time
+        else f"given LATE (deadline {deadline.isoformat()}): the payee may give a default notice"
+    )
+    head = (
+        f"Payment notice for certificate {one_line(certificate_id)}: the sum considered due is"
+        f" {format_money(sum_to_pay, currency, locale=locale)} of the"
+        f" {format_money(notified_sum, currency, locale=locale)} applied for, {when}. Document SHA-256 {sha256[:16]}…"
+    )
+    return fit(f"{head}\n```\n{document}```", SLACK_SECTION_TEXT_CHARS)
+
+
 def pay_less_notice_post(
     *,
     certificate_id: str,

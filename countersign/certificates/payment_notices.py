@@ -3,7 +3,8 @@
 Under the Housing Grants, Construction and Regeneration Act 1996 as amended (ss. 110A-111), the payer serves a payment
 notice stating the sum it considers due and, to pay less than the notified sum, a pay-less notice before the final
 date for payment stating the sum and the basis on which it is calculated; otherwise the notified sum is payable in
-full. `payment_dates` computes the dates from the contract's `PaymentTerms`; `pay_less_notice` writes the notice.
+full. `payment_dates` computes the dates from the contract's `PaymentTerms`; `payment_notice` and `pay_less_notice`
+write the two notices.
 
 The due date runs from the later of the valuation date and the day the application was received (an application made
 late makes the payment fall due later). The database computes the same dates from the frozen rows when it admits a
@@ -129,6 +130,55 @@ def pay_less_notice(notice: PayLessNotice) -> str:
             "."
             if notice.in_time
             else ". IT IS LATE: the notified sum is payable in full on the final date for payment."
+        ),
+        f"Decision: {notice.decided_by}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def payment_notice(notice: PayLessNotice) -> str:
+    """The payment notice (s. 110A) as a document: the sum the payer considers due at the due date and the basis on
+    which it is calculated (the sum applied for, less each ground with its amounts and clauses), the dates it was
+    served against. Served on every decided certificate: what was certified, or nothing on a rejection."""
+    money = notice.currency
+    in_time = notice.served_on <= notice.dates.payment_notice_by
+    lines = [
+        "PAYMENT NOTICE",
+        "(Housing Grants, Construction and Regeneration Act 1996, s. 110A, and the contract's payment provisions)",
+        "",
+        f"Contract: {notice.contract_id} {notice.contract_title}",
+        f"Contractor: {notice.contractor}",
+        f"Application: certificate {notice.certificate_no} ({notice.certificate_id}), period {notice.period}, "
+        f"valuation date {notice.dates.valuation_date.isoformat()}, received {notice.dates.received_on.isoformat()}",
+        "",
+        f"Sum the payer considers due at the due date: {amount_text(notice.sum_to_pay, money)}",
+        "",
+        "Basis on which that sum is calculated:",
+        f"  The sum applied for: {amount_text(notice.notified_sum, money)}",
+    ]
+    if not notice.grounds:
+        lines.append(
+            "  No deduction: the sum applied for is the sum due."
+            if notice.sum_to_pay == notice.notified_sum
+            else "  (no ground recorded)"
+        )
+    for number, ground in enumerate(notice.grounds, start=1):
+        lines.append(f"  Less {number}. {ground.title}: {ground.explanation}")
+        if ground.amounts:
+            amounts = "; ".join(f"{_label(name)} {amount_text(value, money)}" for name, value in ground.amounts)
+            lines.append(f"     Amounts: {amounts}")
+        lines.append(f"     Clauses: {', '.join(ground.clauses) if ground.clauses else 'none cited'}")
+    lines += [
+        f"  Sum due: {amount_text(notice.sum_to_pay, money)}",
+        "",
+        f"Due date: {notice.dates.due_date.isoformat()}. "
+        f"Final date for payment: {notice.dates.final_date.isoformat()}.",
+        f"This notice is given on {notice.served_on.isoformat()}; it must be given no later than "
+        f"{notice.dates.payment_notice_by.isoformat()}"
+        + (
+            "."
+            if in_time
+            else ". IT IS LATE: the payee may give a default notice (s. 110B) of the sum it considers due."
         ),
         f"Decision: {notice.decided_by}.",
     ]

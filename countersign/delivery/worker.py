@@ -375,11 +375,12 @@ async def notice_text(
         if gate is None:
             raise DeliveryError(f"notice for unknown gate {message.gate_id}", permanent=True)
         return notices.overdue_reminder_for(gate)
-    if message.template == "pay_less_notice":
+    if message.template in ("pay_less_notice", "payment_notice"):
         notice = await read_payment_notice(conn, int(message.payload["notice_id"]))
         if notice is None:
             raise DeliveryError(f"no payment notice {message.payload['notice_id']}", permanent=True)
-        return notices.pay_less_notice_post(
+        post = notices.payment_notice_post if message.template == "payment_notice" else notices.pay_less_notice_post
+        return post(
             certificate_id=notice.certificate_id,
             currency=notice.currency,
             notified_sum=notice.notified_sum,

@@ -57,8 +57,10 @@ NOTICE_TEMPLATES: dict[str, frozenset[str]] = {
     # base64url string). Only the database writes it, as the enrolment is redeemed (migration 0017): the engine
     # never enqueues it, and `enqueue_notices` takes integer arguments only.
     "passkey_enrolled": frozenset({"credential_id"}),
-    # A pay-less notice Countersign recorded (migration 0018): the deliverer posts its document from the row.
+    # A pay-less notice (migration 0018) or a payment notice (0025) Countersign recorded: the deliverer posts its
+    # document from the row.
     "pay_less_notice": frozenset({"notice_id"}),
+    "payment_notice": frozenset({"notice_id"}),
 }
 # The templates only the database writes; `enqueue_notices` refuses them.
 DATABASE_NOTICES = frozenset({"passkey_enrolled"})

@@ -71,6 +71,7 @@ TIMELINE_KINDS = (
     "task_requeued",
     "clauses_cited",
     "certificate_certified",
+    "payment_notice_served",
     "pay_less_notice_served",
 )
 
@@ -116,6 +117,7 @@ class RunOutcome:
     reconstructed_amount: str | None = None
     currency: str = ""  # the contract's, beside every amount the demo prints
     pay_less_notices: list[dict[str, Any]] = field(default_factory=list)  # pay_less_notice_served events
+    payment_notices: list[dict[str, Any]] = field(default_factory=list)  # payment_notice_served events (s. 110A)
 
     @property
     def findings(self) -> list[str]:
@@ -352,6 +354,7 @@ async def collect_outcomes(rt: Runtime, runs: Mapping[str, str]) -> dict[str, Ru
                 reconstructed_amount=reconstruction.get("reconstructed_amount"),
                 currency=row["currency"],
                 pay_less_notices=[dict(e.payload) for e in events if e.kind == "pay_less_notice_served"],
+                payment_notices=[dict(e.payload) for e in events if e.kind == "payment_notice_served"],
             )
     return outcomes
 
@@ -401,6 +404,14 @@ async def print_certificate_timelines(
                 else "[yellow]not certified[/]"
             )
             console.print(f"   claimed {amount(outcome.claimed_amount)}: {mark}", highlight=False)
+            for notice in outcome.payment_notices:
+                when = "in time" if notice["served_in_time"] else "[red]LATE[/]"
+                console.print(
+                    f"   [bold]payment notice[/] {notice['notice_id']}: {amount(notice['sum_to_pay'])} due of "
+                    f"{amount(notice['notified_sum'])}, deadline {notice['deadline']} ({when}), "
+                    f"document sha256 {notice['sha256'][:16]}…",
+                    highlight=False,
+                )
             for notice in outcome.pay_less_notices:
                 when = "in time" if notice["served_in_time"] else "[red]LATE[/]"
                 console.print(
@@ -445,12 +456,16 @@ def _payment_problems(certificate_id: str, outcome: RunOutcome) -> list[str]:
     """A duplicate pays nothing and says why; a violation is certified at the reconstructed sum, with a pay-less
     notice when that is below the claim; a clean certificate at its claim, with no notice. Every notice in time."""
     problems = [
-        f"{certificate_id}: pay-less notice {n['notice_id']} served after its deadline {n['deadline']}"
-        for n in outcome.pay_less_notices
+        f"{certificate_id}: {kind} notice {n['notice_id']} served after its deadline {n['deadline']}"
+        for kind, served in (("payment", outcome.payment_notices), ("pay-less", outcome.pay_less_notices))
+        for n in served
         if not n["served_in_time"]
     ]
     claimed = Decimal(outcome.claimed_amount or "0")
     certified = None if outcome.certified_amount is None else Decimal(outcome.certified_amount)
+    due = [Decimal(str(n["sum_to_pay"])) for n in outcome.payment_notices]
+    if outcome.payment_gates and due != [certified if certified is not None else Decimal(0)]:
+        problems.append(f"{certificate_id}: its payment notice does not state the sum decided ({due})")
     if outcome.holds:
         if outcome.certified:
             problems.append(f"{certificate_id}: certified although held as a duplicate")
@@ -551,6 +566,7 @@ async def _run(rt: Runtime, *, seed: int, console: Console, data_dir: Path, cass
         f"certified: {sum(1 for o in outcomes.values() if o.certified)} of {len(outcomes)} "
         f"({sum(1 for o in outcomes.values() if o.certified and o.violations)} at the reconstructed sum); "
         f"rejected at the payment gate: {sum(1 for o in outcomes.values() if not o.certified)}; "
+        f"payment notices served: {sum(len(o.payment_notices) for o in outcomes.values())}; "
         f"pay-less notices served: {sum(len(o.pay_less_notices) for o in outcomes.values())}"
     )
     console.print(

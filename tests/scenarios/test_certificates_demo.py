@@ -61,7 +61,17 @@ async def test_the_demo_month_gates_every_seeded_class_certifies_corrected_sums_
         "SELECT count(*) FROM payment_notice n JOIN gate_state s USING (gate_id)"
         " WHERE s.status = 'rejected' AND n.sum_to_pay = 0"
     )
-    assert await count(conn, on_rejection) == 1
+    assert await count(conn, on_rejection + " AND n.kind = 'pay_less'") == 1
+    # The payment notice (s. 110A) on every decided certificate, in time, stating the sum decided.
+    payment_notices = "SELECT count(*) FROM payment_notice WHERE kind = 'payment' AND served_in_time"
+    assert await count(conn, payment_notices) == 13
+    assert await count(conn, on_rejection + " AND n.kind = 'payment'") == 1
+    stated = (
+        "SELECT count(*) FROM payment_notice n JOIN payment_certification p USING (gate_id)"
+        " WHERE n.kind = 'payment' AND n.sum_to_pay = p.amount"
+    )
+    assert await count(conn, stated) == 12
+    assert "payment notices served: 13; pay-less notices served: " in out
     assert "pay-less notice" in out and "in time" in out
     # The same certificates cannot be paid twice: a second demo in this database is refused before anything runs.
     runs = await count(conn, "SELECT count(*) FROM close_run")

@@ -176,7 +176,8 @@ async def test_a_reduced_certification_serves_a_pay_less_notice_before_its_deadl
 
     (notice,) = await _rows(
         conn,
-        "SELECT notice_id, notified_sum, sum_to_pay, deadline, served_in_time, document, sha256 FROM payment_notice",
+        "SELECT notice_id, notified_sum, sum_to_pay, deadline, served_in_time, document, sha256 FROM payment_notice"
+        " WHERE kind = 'pay_less'",
     )
     notice_id, notified, to_pay, deadline, in_time, document, sha = notice
     today = datetime.now(UTC).date()
@@ -201,6 +202,13 @@ async def test_a_reduced_certification_serves_a_pay_less_notice_before_its_deadl
     text = await notice_text(conn, message, "http://localhost:8000")
     assert "Pay-less notice for certificate" in text and "given in time" in text and "PAY LESS NOTICE" in text
 
+    # The payment notice (s. 110A) beside it: the sum certified, its basis, due five days after the due date.
+    ((pay_due, pay_deadline, pay_document),) = await _rows(
+        conn, "SELECT sum_to_pay, deadline, document FROM payment_notice WHERE kind = 'payment'"
+    )
+    assert (pay_due, pay_deadline) == (claimed - 1000, expected.payment_notice_by)
+    assert "PAYMENT NOTICE" in pay_document and "s. 110A" in pay_document and "Statement foots" in pay_document
+
 
 async def test_a_rejection_serves_a_pay_less_notice_for_nothing_naming_each_finding(
     conn: Any, runtime: Any, api: Any, data_dir: Path
@@ -215,13 +223,17 @@ async def test_a_rejection_serves_a_pay_less_notice_for_nothing_naming_each_find
         report = await advance(conn, close_id, ctx)
     assert report.status == "blocked"
     assert any("pay-less notice" in step for step in report.steps), report.steps
-    ((to_pay, notified, document),) = await _rows(conn, "SELECT sum_to_pay, notified_sum, document FROM payment_notice")
-    assert (to_pay, notified) == (0, Decimal(first["totals"]["amount_due"]))
-    assert "Statement foots" in document and "Amount due" in document
+    notices = await _rows(conn, "SELECT kind, sum_to_pay, notified_sum, document FROM payment_notice ORDER BY kind")
+    assert [(kind, to_pay, notified) for kind, to_pay, notified, _ in notices] == [
+        ("pay_less", 0, Decimal(first["totals"]["amount_due"])),
+        ("payment", 0, Decimal(first["totals"]["amount_due"])),  # s. 110A: nothing is due, and why
+    ]
+    for *_, document in notices:
+        assert "Statement foots" in document and "Amount due" in document
     assert await count(conn, "SELECT count(*) FROM payment_certification") == 0
 
 
-async def test_a_clean_certificate_certified_at_its_claim_serves_no_notice(
+async def test_a_clean_certificate_certified_at_its_claim_serves_its_payment_notice_and_no_pay_less_notice(
     conn: Any, runtime: Any, api: Any, data_dir: Path
 ) -> None:
     first = support.find(support.read_certificates(data_dir), "CT-0001", 1)
@@ -234,7 +246,25 @@ async def test_a_clean_certificate_certified_at_its_claim_serves_no_notice(
         assert (await advance(conn, close_id, ctx)).status == "closed"
     rows = await _rows(conn, "SELECT basis, difference FROM payment_certification")
     assert rows == [("claimed", Decimal("0.00"))]
-    assert await count(conn, "SELECT count(*) FROM payment_notice") == 0
+    ((kind, notified, to_pay, deadline, in_time, document, notice_id),) = await _rows(
+        conn,
+        "SELECT kind, notified_sum, sum_to_pay, deadline, served_in_time, document, notice_id FROM payment_notice",
+    )
+    claim = Decimal(first["totals"]["amount_due"])
+    expected = payment_dates(
+        PaymentTerms(), valuation_date=date.fromisoformat(first["date"]), received_on=datetime.now(UTC).date()
+    )
+    assert (kind, notified, to_pay, deadline, in_time) == ("payment", claim, claim, expected.payment_notice_by, True)
+    assert "PAYMENT NOTICE" in document and "No deduction: the sum applied for is the sum due." in document
+    ((event,),) = await _rows(conn, "SELECT payload FROM trace_event WHERE kind = 'payment_notice_served'")
+    assert (event["notice_id"], event["sum_to_pay"]) == (notice_id, f"{claim:.2f}")
+    posted = await _rows(
+        conn,
+        "SELECT message_id, dedupe_key, close_id::text, gate_id::text, platform, channel, kind, payload, attempts,"
+        " template FROM outbox_message WHERE template = 'payment_notice'",
+    )
+    text = await notice_text(conn, OutboxMessage(*posted[0]), "http://localhost:8000")
+    assert len(posted) == 1 and "Payment notice for certificate" in text and "PAYMENT NOTICE" in text
 
 
 # --- the database admits notices only against the gate's outcome (attacks as the engine role) --------------------
@@ -303,6 +333,27 @@ async def test_the_engine_role_cannot_pay_anything_on_a_rejected_gate_nor_forge_
         for statement in ("UPDATE payment_notice SET sum_to_pay = 1", "DELETE FROM payment_notice"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
                 await engine.execute(statement)
+
+
+async def test_the_engine_role_cannot_serve_a_payment_notice_for_another_sum_than_the_gate_decided(
+    conn: Any, database: Any, runtime: Any, api: Any, data_dir: Path
+) -> None:
+    """s. 110A's notice states the sum decided: nothing on a rejected gate; the database takes its deadline itself."""
+    close_id, gate_id, certificate = await _decided(conn, runtime, api, data_dir, reject=True)
+    payment = _NOTICE.replace("SELECT 'pay_less'", "SELECT 'payment'")
+    async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="sum to be paid is nothing"):
+            await engine.execute(payment, _notice_args(close_id, gate_id, certificate, "10.00"))
+        await engine.execute(payment, _notice_args(close_id, gate_id, certificate, "0"))
+        ((due, deadline),) = await _rows(engine, "SELECT due_date, deadline FROM payment_notice WHERE kind = 'payment'")
+        assert deadline == due + timedelta(days=5)  # the Scheme's five days after the due date, not the caller's
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await engine.execute(payment, _notice_args(close_id, gate_id, certificate, "0"))  # one per certificate
+        with pytest.raises(psycopg.errors.CheckViolation):
+            await engine.execute(
+                _NOTICE.replace("SELECT 'pay_less'", "SELECT 'default'"),
+                _notice_args(close_id, gate_id, certificate, "0"),
+            )
 
 
 async def test_negative_control_the_owner_sees_the_forged_deadline_replaced_too(

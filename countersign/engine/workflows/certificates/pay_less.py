@@ -1,7 +1,10 @@
-"""Pay-less notices: when a payment gate is rejected, or approves the reconstructed sum below the claim, the notice
-the law requires is written as a document, recorded (`payment_notice`, admitted by the database only against that
-gate's outcome, with the deadline computed from the frozen rows), traced and posted in the close's channels, in the
-same transaction as the decision's effect.
+"""The payer's notices on a decided certificate, as documents: recorded (`payment_notice`, admitted by the database
+only against the payment gate's outcome, with the deadline computed from the frozen rows), traced and posted in the
+close's channels, in the same transaction as the decision's effect.
+
+- The payment notice (s. 110A), on every decided certificate: the sum considered due (what was certified, or
+  nothing on a rejection) and its basis, due 5 days after the due date (migration 0025).
+- The pay-less notice (s. 111), when a payment gate is rejected or certifies less than the claim (migration 0018).
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event
-from countersign.certificates.payment_notices import NoticeGround, PayLessNotice, PaymentDates, pay_less_notice
+from countersign.certificates.payment_notices import (
+    NoticeGround,
+    PayLessNotice,
+    PaymentDates,
+    pay_less_notice,
+    payment_notice,
+)
 from countersign.engine.outbox import enqueue_notices
 from countersign.engine.workflows.base import TaskContext
 from countersign.engine.workflows.certificates.evidence import RunEvidence
@@ -24,6 +33,14 @@ from countersign.store.payment_notices import NewPaymentNotice, ServedNotice, re
 
 PAY_LESS = NoticeKind.PAY_LESS
 NOTICE_TEMPLATE = "pay_less_notice"
+# Each kind's document, the day it must be served by, its outbox template and its trace event.
+_DOCUMENT = {NoticeKind.PAY_LESS: pay_less_notice, NoticeKind.PAYMENT: payment_notice}
+_TEMPLATE = {NoticeKind.PAY_LESS: NOTICE_TEMPLATE, NoticeKind.PAYMENT: "payment_notice"}
+_WORDS = {NoticeKind.PAY_LESS: "pay-less", NoticeKind.PAYMENT: "payment"}
+
+
+def deadline_of(kind: NoticeKind, dates: PaymentDates) -> date:
+    return dates.payment_notice_by if kind is NoticeKind.PAYMENT else dates.pay_less_notice_by
 
 
 class NoticeDeadlineDisagrees(RuntimeError):
@@ -84,6 +101,34 @@ async def serve_pay_less_notice(
     decided_by: str,
 ) -> ServedNotice:
     """Record, trace and post the certificate's pay-less notice once; a second call returns the first."""
+    return await serve_notice(
+        conn,
+        tc,
+        NoticeKind.PAY_LESS,
+        evidence=evidence,
+        gate_id=gate_id,
+        certificate=certificate,
+        reconstruction=reconstruction,
+        sum_to_pay=sum_to_pay,
+        grounds=grounds,
+        decided_by=decided_by,
+    )
+
+
+async def serve_notice(
+    conn: AsyncConnection[Any],
+    tc: TaskContext,
+    kind: NoticeKind,
+    *,
+    evidence: RunEvidence,
+    gate_id: str,
+    certificate: Mapping[str, Any],
+    reconstruction: Mapping[str, Any],
+    sum_to_pay: Decimal,
+    grounds: list[NoticeGround],
+    decided_by: str,
+) -> ServedNotice:
+    """Record, trace and post the certificate's notice of `kind` once; a second call returns the first."""
     dates = dates_of(reconstruction)
     notice = PayLessNotice(
         contract_id=str(certificate["contract_id"]),
@@ -100,7 +145,8 @@ async def serve_pay_less_notice(
         grounds=grounds,
         decided_by=decided_by,
     )
-    document = pay_less_notice(notice)
+    document = _DOCUMENT[kind](notice)
+    deadline = deadline_of(kind, dates)
     basis = [
         {"title": g.title, "explanation": g.explanation, "amounts": {n: f"{v:.2f}" for n, v in g.amounts}}
         | {"clauses": list(g.clauses)}
@@ -109,7 +155,7 @@ async def serve_pay_less_notice(
     row = await record_payment_notice(
         conn,
         NewPaymentNotice(
-            kind=NoticeKind.PAY_LESS,
+            kind=kind,
             set_id=evidence.set_id,
             certificate_id=evidence.certificate.id,
             close_id=tc.close.close_id,
@@ -121,21 +167,21 @@ async def serve_pay_less_notice(
             document=document,
             due_date=dates.due_date,
             final_date=dates.final_date,
-            deadline=dates.pay_less_notice_by,
+            deadline=deadline,
         ),
     )
     if not row.recorded_now:  # served already: the first notice stands
         return row
-    if row.deadline != dates.pay_less_notice_by:
+    if row.deadline != deadline:
         raise NoticeDeadlineDisagrees(
-            f"certificate {evidence.certificate.id}: the database's pay-less deadline {row.deadline} is not the"
-            f" engine's {dates.pay_less_notice_by}"
+            f"certificate {evidence.certificate.id}: the database's {_WORDS[kind]} deadline {row.deadline} is not the"
+            f" engine's {deadline}"
         )
     await append_event(
         conn,
         actor=tc.actor,
         close_id=tc.close.close_id,
-        kind="pay_less_notice_served",
+        kind=f"{kind.value}_notice_served",
         payload={
             "certificate_id": evidence.certificate.id,
             "contract_id": notice.contract_id,
@@ -153,8 +199,8 @@ async def serve_pay_less_notice(
     )
     await enqueue_notices(
         conn,
-        key=f"{NOTICE_TEMPLATE}:{row.notice_id}",
-        template=NOTICE_TEMPLATE,
+        key=f"{_TEMPLATE[kind]}:{row.notice_id}",
+        template=_TEMPLATE[kind],
         close_id=tc.close.close_id,
         channels=tc.channels,
         gate_id=gate_id,
@@ -163,9 +209,20 @@ async def serve_pay_less_notice(
     return row
 
 
-def served_line(tc: TaskContext, certificate_id: str, served: ServedNotice, sum_to_pay: Decimal, currency: str) -> str:
-    when = "in time" if served.served_in_time else "LATE: the notified sum is payable in full"
+def served_line(
+    tc: TaskContext,
+    certificate_id: str,
+    served: ServedNotice,
+    sum_to_pay: Decimal,
+    currency: str,
+    kind: NoticeKind = NoticeKind.PAY_LESS,
+) -> str:
+    late = {
+        NoticeKind.PAY_LESS: "LATE: the notified sum is payable in full",
+        NoticeKind.PAYMENT: "LATE: the payee may serve a default notice",
+    }[kind]
+    when = "in time" if served.served_in_time else late
     return (
-        f"{tc.task.id}: pay-less notice {served.notice_id} for certificate {certificate_id}: pays "
+        f"{tc.task.id}: {_WORDS[kind]} notice {served.notice_id} for certificate {certificate_id}: pays "
         f"{format_money(sum_to_pay, currency, locale=tc.locale)}, deadline {served.deadline.isoformat()} ({when})"
     )

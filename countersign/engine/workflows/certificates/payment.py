@@ -18,6 +18,7 @@ from countersign.engine.workflows.certificates.evidence import decimal_text, run
 from countersign.engine.workflows.certificates.pay_less import (
     grounds_from_corrections,
     grounds_from_findings,
+    serve_notice,
     serve_pay_less_notice,
     served_line,
 )
@@ -29,6 +30,7 @@ from countersign.engine.workflows.certificates.stages import (
     RECONSTRUCTION,
 )
 from countersign.money.formatting import format_money
+from countersign.states import NoticeKind
 
 CERTIFICATE_KEY = "certificate"
 ESCALATE_BEFORE_DEADLINE = timedelta(days=2)
@@ -190,9 +192,25 @@ class Payment(TaskHandler):
             f"{tc.task.id}: certificate {result['certificate_id']} certified for {money(amount)}"
             + (f" (claimed {money(claimed)}, the reconstructed sum)" if amount != claimed else "")
         ]
+        evidence = await run_evidence(conn, tc)
+        reconstruction = (await stage_results(conn, tc))[RECONSTRUCTION]
+        payment = await serve_notice(  # s. 110A, on every certification: the sum certified and its basis
+            conn,
+            tc,
+            NoticeKind.PAYMENT,
+            evidence=evidence,
+            gate_id=gate_id,
+            certificate=certificate,
+            reconstruction=reconstruction,
+            sum_to_pay=amount,
+            grounds=grounds_from_corrections(certificate, reconstruction) if amount < claimed else [],
+            decided_by=f"approvers certified {'the reconstructed sum' if amount < claimed else 'the sum applied for'}"
+            f" at payment gate {gate_id}",
+        )
+        lines.append(
+            served_line(tc, result["certificate_id"], payment, amount, certificate["currency"], NoticeKind.PAYMENT)
+        )
         if amount < claimed:
-            evidence = await run_evidence(conn, tc)
-            reconstruction = (await stage_results(conn, tc))[RECONSTRUCTION]
             served = await serve_pay_less_notice(
                 conn,
                 tc,
@@ -214,10 +232,29 @@ class Payment(TaskHandler):
             return []
         claimed = Decimal(certificate.get("claimed_amount", certificate["amount_to_certify"]))
         gate_id = await approval_gate_id(conn, tc.close.close_id, tc.task.id, tc.attempt)
-        if gate_id is None or claimed <= 0:
+        if gate_id is None:
             return []
         evidence = await run_evidence(conn, tc)
         reconstruction = (await stage_results(conn, tc))[RECONSTRUCTION]
+        grounds = grounds_from_findings(certificate, reconstruction)
+        decided_by = f"approvers rejected the certificate at payment gate {gate_id}"
+        payment = await serve_notice(  # s. 110A: nothing is due, and why
+            conn,
+            tc,
+            NoticeKind.PAYMENT,
+            evidence=evidence,
+            gate_id=gate_id,
+            certificate=certificate,
+            reconstruction=reconstruction,
+            sum_to_pay=Decimal(0),
+            grounds=grounds,
+            decided_by=decided_by,
+        )
+        lines = [
+            served_line(tc, result["certificate_id"], payment, Decimal(0), certificate["currency"], NoticeKind.PAYMENT)
+        ]
+        if claimed <= 0:
+            return lines
         served = await serve_pay_less_notice(
             conn,
             tc,
@@ -226,7 +263,7 @@ class Payment(TaskHandler):
             certificate=certificate,
             reconstruction=reconstruction,
             sum_to_pay=Decimal(0),
-            grounds=grounds_from_findings(certificate, reconstruction),
-            decided_by=f"approvers rejected the certificate at payment gate {gate_id}",
+            grounds=grounds,
+            decided_by=decided_by,
         )
-        return [served_line(tc, result["certificate_id"], served, Decimal(0), certificate["currency"])]
+        return [*lines, served_line(tc, result["certificate_id"], served, Decimal(0), certificate["currency"])]
