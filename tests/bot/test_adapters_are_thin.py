@@ -52,6 +52,7 @@ DATABASE_CODE = (
     "countersign.callbacks.principals",
     "countersign.store.decisions",
     "countersign.store.passkeys",
+    "countersign.store.runs",
     "countersign.engine.books",
     "countersign.engine.runs",
     "countersign.engine.dispatch",

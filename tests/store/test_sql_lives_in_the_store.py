@@ -27,8 +27,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/integrity.py",
         "engine/jobs.py",
         "engine/outbox.py",
-        "engine/runs.py",
-        "engine/supervisor.py",
         "services/board_reads.py",
     }
 )
