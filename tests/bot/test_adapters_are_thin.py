@@ -58,6 +58,7 @@ DATABASE_CODE = (
     "countersign.engine.dispatch",
     "countersign.engine.gates",
     "countersign.store.gauges",
+    "countersign.store.integrity",
     "countersign.engine.integrity",
     "countersign.engine.outbox",
     "countersign.engine.postings",

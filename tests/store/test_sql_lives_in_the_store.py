@@ -24,7 +24,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/construction.py",
         "engine/dispatch.py",
         "engine/gates.py",
-        "engine/integrity.py",
         "engine/jobs.py",
         "engine/outbox.py",
         "services/board_reads.py",
