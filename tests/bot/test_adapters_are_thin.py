@@ -59,6 +59,7 @@ DATABASE_CODE = (
     "countersign.engine.gates",
     "countersign.store.gauges",
     "countersign.store.integrity",
+    "countersign.store.construction",
     "countersign.engine.integrity",
     "countersign.engine.outbox",
     "countersign.engine.postings",
