@@ -151,3 +151,10 @@ class GateLifecycle(StrEnum):
     APPLIED = "applied"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+
+
+class PeriodState(StrEnum):
+    """An entity's accounting period (`accounting_period.status`): a closed period stays closed (migration 0001)."""
+
+    OPEN = "open"
+    CLOSED = "closed"

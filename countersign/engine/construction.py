@@ -3,7 +3,9 @@
 `load_construction_set` reads `contracts.json` and `certificates.jsonl` (the files `countersign synth --profile
 construction` writes) and parses every record with the domain's own parsers before anything is written: a bad
 record fails naming the file, the line or record and the field, and nothing is loaded. The same files loaded twice
-give the same set. Loaded rows never change (migration 0014).
+give the same set. Loaded rows never change (migration 0014). The statements are `countersign.store.construction`'s,
+run in this module's transaction; the rows and reads are re-exported here for the workflow, the board and the
+services.
 """
 
 from __future__ import annotations
@@ -11,18 +13,38 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 
 from countersign.audit.trace import append_event, seal_pending
 from countersign.certificates import Certificate, CertificateDataError, Contract, parse_certificate, parse_contract
 from countersign.engine.actors import ENGINE_ACTOR
+from countersign.store import construction as store
+from countersign.store.construction import (
+    CertificateRecord,
+    ConstructionSet,
+    ContractRecord,
+    certificate_record,
+    certificates_in_set,
+    construction_set,
+    contract_record,
+    contract_records,
+    latest_set_for_period,
+)
+
+__all__ = [  # the store's rows and reads, as the workflow, the board and the services read them
+    "CertificateRecord",
+    "ConstructionSet",
+    "ContractRecord",
+    "certificate_record",
+    "certificates_in_set",
+    "construction_set",
+    "contract_record",
+    "contract_records",
+    "latest_set_for_period",
+]
 
 CONTRACTS_FILE = "contracts.json"
 CERTIFICATES_FILE = "certificates.jsonl"
@@ -38,39 +60,6 @@ class ConstructionDataError(ValueError):
         self.source = source
         self.field = field
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class ContractRecord:
-    contract_id: str
-    form: str
-    doc: dict[str, Any]
-    sha256: str
-
-    def parsed(self) -> Contract:
-        return parse_contract(self.doc)
-
-
-@dataclass(frozen=True)
-class CertificateRecord:
-    certificate_id: str
-    contract_id: str
-    number: int
-    period: str
-    submitted_on: date
-    doc: dict[str, Any]
-    sha256: str
-
-    def parsed(self) -> Certificate:
-        return parse_certificate(self.doc)
-
-
-@dataclass(frozen=True)
-class ConstructionSet:
-    set_id: int
-    source: str
-    digest: str
-    loaded_by: str
 
 
 def record_sha256(doc: Mapping[str, Any]) -> str:
@@ -185,44 +174,18 @@ async def load_construction_files(
         ).encode()
     ).hexdigest()
     async with conn.transaction():
-        existing = await _set_with_digest(conn, digest)
+        existing = await store.set_with_digest(conn, digest)
         if existing is not None:
             return existing
-        async with conn.cursor(row_factory=scalar_row) as cur:
-            await cur.execute(
-                "INSERT INTO construction_set (source, digest, loaded_by) VALUES (%s, %s, %s)"
-                " ON CONFLICT (digest) DO NOTHING RETURNING set_id",
-                (source[:200] or "construction", digest, loaded_by),
-            )
-            inserted: int | None = await cur.fetchone()
+        inserted = await store.insert_set(
+            conn, source=source[:200] or "construction", digest=digest, loaded_by=loaded_by
+        )
         if inserted is None:  # a concurrent load of the same files won
-            raced = await _set_with_digest(conn, digest)
+            raced = await store.set_with_digest(conn, digest)
             assert raced is not None
             return raced
         set_id = inserted
-        async with conn.cursor() as cur:
-            await cur.executemany(
-                "INSERT INTO construction_contract (set_id, contract_id, form, doc, sha256)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                [(set_id, r.contract_id, r.form, Jsonb(r.doc), r.sha256) for r, _ in contracts],
-            )
-            await cur.executemany(
-                "INSERT INTO construction_certificate (set_id, certificate_id, contract_id, number, period,"
-                " submitted_on, doc, sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        set_id,
-                        r.certificate_id,
-                        r.contract_id,
-                        r.number,
-                        r.period,
-                        r.submitted_on,
-                        Jsonb(r.doc),
-                        r.sha256,
-                    )
-                    for r, _ in certificates
-                ],
-            )
+        await store.insert_records(conn, set_id, [r for r, _ in contracts], [r for r, _ in certificates])
         await append_event(
             conn,
             actor=ENGINE_ACTOR,
@@ -239,75 +202,6 @@ async def load_construction_files(
     return set_id
 
 
-async def _set_with_digest(conn: AsyncConnection[Any], digest: str) -> int | None:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT set_id FROM construction_set WHERE digest = %s", (digest,))
-        found: int | None = await cur.fetchone()
-    return found
-
-
-async def latest_set_for_period(conn: AsyncConnection[Any], period: str) -> int | None:
-    """The most recently loaded construction set with a certificate submitted in `period`, if any."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT max(set_id) FROM construction_certificate WHERE period = %s",
-            (period,),
-        )
-        found: int | None = await cur.fetchone()
-    return found
-
-
-async def construction_set(conn: AsyncConnection[Any], set_id: int) -> ConstructionSet | None:
-    async with conn.cursor(row_factory=class_row(ConstructionSet)) as cur:
-        await cur.execute("SELECT set_id, source, digest, loaded_by FROM construction_set WHERE set_id = %s", (set_id,))
-        return await cur.fetchone()
-
-
-_CERTIFICATE_COLUMNS = "certificate_id, contract_id, number, period, submitted_on, doc, sha256"
-# Submission order: the date on the certificate, then contract, number and id (countersign.certificates.pipeline).
-_SUBMISSION_ORDER = "submitted_on, contract_id, number, certificate_id"
-
-
-async def contract_record(conn: AsyncConnection[Any], set_id: int, contract_id: str) -> ContractRecord | None:
-    async with conn.cursor(row_factory=class_row(ContractRecord)) as cur:
-        await cur.execute(
-            "SELECT contract_id, form, doc, sha256 FROM construction_contract WHERE set_id = %s AND contract_id = %s",
-            (set_id, contract_id),
-        )
-        return await cur.fetchone()
-
-
-async def contract_records(conn: AsyncConnection[Any], set_id: int) -> list[ContractRecord]:
-    async with conn.cursor(row_factory=class_row(ContractRecord)) as cur:
-        await cur.execute(
-            "SELECT contract_id, form, doc, sha256 FROM construction_contract WHERE set_id = %s ORDER BY contract_id",
-            (set_id,),
-        )
-        return await cur.fetchall()
-
-
-async def certificate_record(conn: AsyncConnection[Any], set_id: int, certificate_id: str) -> CertificateRecord | None:
-    async with conn.cursor(row_factory=class_row(CertificateRecord)) as cur:
-        await cur.execute(
-            f"SELECT {_CERTIFICATE_COLUMNS} FROM construction_certificate WHERE set_id = %s AND certificate_id = %s",
-            (set_id, certificate_id),
-        )
-        return await cur.fetchone()
-
-
-async def certificates_in_set(
-    conn: AsyncConnection[Any], set_id: int, *, period: str | None = None
-) -> list[CertificateRecord]:
-    """The set's certificates (of `period` only, when given), in submission order."""
-    async with conn.cursor(row_factory=class_row(CertificateRecord)) as cur:
-        await cur.execute(
-            f"SELECT {_CERTIFICATE_COLUMNS} FROM construction_certificate"
-            f" WHERE set_id = %s AND (%s::text IS NULL OR period = %s) ORDER BY {_SUBMISSION_ORDER}",
-            (set_id, period, period),
-        )
-        return await cur.fetchall()
-
-
 async def prior_certificates(
     conn: AsyncConnection[Any], set_id: int, certificate_id: str, *, contract_id: str | None = None
 ) -> list[CertificateRecord]:
@@ -316,19 +210,4 @@ async def prior_certificates(
     target = await certificate_record(conn, set_id, certificate_id)
     if target is None:
         raise LookupError(f"construction set {set_id} has no certificate {certificate_id!r}")
-    async with conn.cursor(row_factory=class_row(CertificateRecord)) as cur:
-        await cur.execute(
-            f"SELECT {_CERTIFICATE_COLUMNS} FROM construction_certificate"
-            f" WHERE set_id = %s AND (%s::text IS NULL OR contract_id = %s)"
-            f"   AND ({_SUBMISSION_ORDER}) < (%s, %s, %s, %s) ORDER BY {_SUBMISSION_ORDER}",
-            (
-                set_id,
-                contract_id,
-                contract_id,
-                target.submitted_on,
-                target.contract_id,
-                target.number,
-                target.certificate_id,
-            ),
-        )
-        return await cur.fetchall()
+    return await store.certificates_before(conn, set_id, target, contract_id=contract_id)

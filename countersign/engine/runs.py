@@ -1,15 +1,18 @@
-"""Close records: starting a close, reading its status, deriving its overall state from its tasks and gates."""
+"""Close records: starting a close, reading its status, deriving its overall state from its tasks and gates.
+
+The rules live here (a close's keys, its books' currency, one close per entity and period, the run's derived
+state); the statements are `countersign.store.runs`' and `countersign.store.books`', run in this module's
+transactions.
+"""
 
 from __future__ import annotations
 
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection, errors
-from psycopg.rows import class_row, scalar_row
 
 from countersign import installed_version
 from countersign.audit.person_proof import digest_of_gate
@@ -20,8 +23,13 @@ from countersign.engine.dispatch import dead_letters
 from countersign.engine.outbox import failed_deliveries
 from countersign.engine.supervisor import move_run
 from countersign.policy import Policy, Workflow
-from countersign.states import GateStatus, RunState, TaskState
+from countersign.states import PeriodState, RunState, TaskState
+from countersign.store import books as book_store
+from countersign.store import runs as store
 from countersign.store.gates import GateRecord, read_gates_of_close
+from countersign.store.runs import CloseRecord, TaskOutcome, TaskRow
+
+__all__ = ["CloseRecord", "TaskRow"]  # the store's rows, as the engine's callers read them
 
 ENTITY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 PERIOD_PATTERN = re.compile(r"[0-9]{4}-(0[1-9]|1[0-2])")
@@ -65,47 +73,13 @@ class PeriodClosed(Exception):
         self.period = period
 
 
-@dataclass(frozen=True)
-class CloseRecord:
-    close_id: str
-    entity: str
-    period: str
-    book_set_id: int
-    status: str
-    started_by: str
-    workflow: str
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    """One task of one close as the supervisor last left it."""
-
-    task: str
-    status: TaskState
-    attempt: int
-    result: dict[str, Any] | None
-    escalation: str | None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", TaskState(self.status))
-
-
-_TASK_COLUMNS = "task, status, attempt, result, escalation"
-
-
 async def task_rows(conn: AsyncConnection[Any], close_id: str) -> dict[str, TaskRow]:
-    async with conn.cursor(row_factory=class_row(TaskRow)) as cur:
-        await cur.execute(f"SELECT {_TASK_COLUMNS} FROM close_task WHERE close_id = %s", (close_id,))
-        return {row.task: row for row in await cur.fetchall()}
+    return {row.task: row for row in await store.read_tasks(conn, close_id)}
 
 
 async def lock_task(conn: AsyncConnection[Any], close_id: str, task: str) -> TaskRow:
     """The task's row, locked until the caller's transaction ends."""
-    async with conn.cursor(row_factory=class_row(TaskRow)) as cur:
-        await cur.execute(
-            f"SELECT {_TASK_COLUMNS} FROM close_task WHERE close_id = %s AND task = %s FOR UPDATE", (close_id, task)
-        )
-        row = await cur.fetchone()
+    row = await store.lock_task(conn, close_id, task)
     if row is None:
         raise LookupError(f"close {close_id} has no task {task!r}")
     return row
@@ -127,55 +101,28 @@ async def find_close_record(conn: AsyncConnection[Any], close_id: str) -> CloseR
 
 
 async def load_close(conn: AsyncConnection[Any], close_id: str) -> CloseRecord:
-    async with conn.cursor(row_factory=class_row(CloseRecord)) as cur:
-        await cur.execute(
-            "SELECT close_id::text, entity, period, book_set_id, status, started_by, workflow"
-            " FROM close_run WHERE close_id = %s",
-            (_valid_uuid(close_id),),
-        )
-        row = await cur.fetchone()
+    row = await store.read_close(conn, _valid_uuid(close_id))
     if row is None:
         raise CloseNotFound(close_id)
     return row
 
 
 async def latest_close_id(conn: AsyncConnection[Any], entity: str | None = None) -> str | None:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        if entity is None:
-            await cur.execute("SELECT close_id::text FROM close_run ORDER BY created_at DESC, close_id LIMIT 1")
-        else:
-            await cur.execute(
-                "SELECT close_id::text FROM close_run WHERE entity = %s ORDER BY created_at DESC, close_id LIMIT 1",
-                (entity,),
-            )
-        close_id: str | None = await cur.fetchone()
-    return close_id
+    return await store.latest_close_id(conn, entity)
 
 
 async def runnable_close_ids(conn: AsyncConnection[Any], only: str | None = None) -> list[str]:
     """Every close not yet closed (or just `only`, when it is not closed), oldest first."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT close_id::text FROM close_run WHERE status <> 'closed'"
-            " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY created_at",
-            (only, only),
-        )
-        ids: Sequence[str] = await cur.fetchall()
-    return list(ids)
+    return await store.runnable_close_ids(conn, only)
 
 
 async def count_closes_with_entity_prefix(conn: AsyncConnection[Any], prefix: str) -> int:
     """How many closes have an entity starting with `prefix` (the demo numbers its entities with it)."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT count(*) FROM close_run WHERE left(entity, length(%(p)s)) = %(p)s", {"p": prefix})
-        return int(await cur.fetchone() or 0)
+    return await store.count_closes_with_entity_prefix(conn, prefix)
 
 
 async def find_close(conn: AsyncConnection[Any], entity: str, period: str) -> str | None:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT close_id::text FROM close_run WHERE entity = %s AND period = %s", (entity, period))
-        close_id: str | None = await cur.fetchone()
-    return close_id
+    return await store.find_close(conn, entity, period)
 
 
 async def _checked_currency(
@@ -185,9 +132,7 @@ async def _checked_currency(
     the entity's functional currency and, when its amounts meet the global thresholds in another currency, that the
     books record the rate to convert them at."""
     own = policy.entity(entity)
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
-        books_currency = await cur.fetchone()
+    books_currency = await book_store.book_set_currency(conn, book_set_id)
     if books_currency != own.currency:
         raise BooksError(
             "entity.json",
@@ -235,27 +180,16 @@ async def start_close(
     close_id = str(uuid.uuid4())
     try:
         async with conn.transaction():
-            async with conn.cursor(row_factory=scalar_row) as cur:
-                await cur.execute(
-                    "INSERT INTO accounting_period (entity, period) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                    (entity, period),
-                )
-                await cur.execute(
-                    "SELECT status FROM accounting_period WHERE entity = %s AND period = %s", (entity, period)
-                )
-                if await cur.fetchone() == "closed":
-                    raise PeriodClosed(entity, period)
-                await cur.execute(
-                    "INSERT INTO close_run (close_id, entity, period, book_set_id, policy_digest, checklist_digest,"
-                    " started_by, workflow) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    (close_id, entity, period, book_set_id, policy.digest, workflow.digest, started_by, workflow.name),
-                )
-                await cur.executemany(
-                    "INSERT INTO close_task (close_id, task, title) VALUES (%s, %s, %s)",
-                    [(close_id, task_id, workflow.title_of(task_id)) for task_id in workflow.topological_order()],
-                )
-                await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
-                manifest = await cur.fetchone() or {}
+            if await store.open_period(conn, entity, period) is PeriodState.CLOSED:
+                raise PeriodClosed(entity, period)
+            await store.insert_close(
+                conn,
+                store.NewClose(
+                    close_id, entity, period, book_set_id, policy.digest, workflow.digest, started_by, workflow.name
+                ),
+                [(task_id, workflow.title_of(task_id)) for task_id in workflow.topological_order()],
+            )
+            manifest = await book_store.book_set_manifest(conn, book_set_id) or {}
             rates = await _checked_currency(conn, policy, entity, book_set_id)
             version_set = {
                 "app_version": installed_version(),
@@ -293,21 +227,11 @@ async def start_close(
     return close_id
 
 
-@dataclass(frozen=True)
-class _TaskOutcome:
-    status: TaskState
-    reason: str | None
-    task: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", TaskState(self.status))
-
-
 _STOPPED = (TaskState.REJECTED, TaskState.FAILED)
 
 
 def derive_run_state(
-    statuses: set[TaskState], tasks: Sequence[_TaskOutcome], open_gates: int
+    statuses: set[TaskState], tasks: Sequence[TaskOutcome], open_gates: int
 ) -> tuple[RunState, str | None]:
     """A run's status and its reason, from its tasks' statuses and how many of its gates are open. Pure."""
     if statuses == {TaskState.DONE}:
@@ -324,14 +248,8 @@ def derive_run_state(
 async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor: str) -> str:
     """Derive the close's status from its tasks and gates and store it when it changed."""
     async with conn.transaction():
-        async with conn.cursor(row_factory=class_row(_TaskOutcome)) as cur:
-            await cur.execute("SELECT status, reason, task FROM close_task WHERE close_id = %s FOR UPDATE", (close_id,))
-            tasks = await cur.fetchall()
-        async with conn.cursor(row_factory=scalar_row) as cur:
-            await cur.execute(
-                "SELECT count(*) FROM gate_state WHERE close_id = %s AND status = %s", (close_id, GateStatus.OPEN)
-            )
-            open_gates = int(await cur.fetchone() or 0)
+        tasks = await store.lock_task_outcomes(conn, close_id)
+        open_gates = await store.count_open_gates(conn, close_id)
         status, reason = derive_run_state({t.status for t in tasks}, tasks, open_gates)
         changed = await move_run(conn, close_id, status, reason=reason)
         if changed:
@@ -345,28 +263,11 @@ async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor:
     return status
 
 
-@dataclass(frozen=True)
-class TaskStatusLine:
-    """One task as `close status` shows it."""
-
-    task: str
-    title: str | None
-    status: str
-    attempt: int
-    reason: str | None
-
-
 async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, Any]:
     """The documented `close status --json` shape."""
     close = await load_close(conn, close_id)
-    async with conn.cursor(row_factory=class_row(TaskStatusLine)) as cur:
-        await cur.execute(
-            "SELECT task, title, status, attempt, reason FROM close_task WHERE close_id = %s", (close.close_id,)
-        )
-        tasks = await cur.fetchall()
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT status_reason FROM close_run WHERE close_id = %s", (close.close_id,))
-        status_reason: str | None = await cur.fetchone()
+    tasks = await store.read_task_status_lines(conn, close.close_id)
+    status_reason = await store.read_status_reason(conn, close.close_id)
     gates = await read_gates_of_close(conn, close.close_id)
     deliveries_failed = await failed_deliveries(conn, close.close_id)
     dead = await dead_letters(conn, close.close_id)
@@ -374,13 +275,13 @@ async def close_status(conn: AsyncConnection[Any], close_id: str) -> dict[str, A
         "close_id": close.close_id,
         "entity": close.entity,
         "period": close.period,
-        "status": close.status,
+        "status": close.status.value,
         "status_reason": status_reason,
         "tasks": [
             {
                 "task": t.task,
                 "title": t.title or t.task,
-                "status": t.status,
+                "status": t.status.value,
                 "attempt": int(t.attempt),
                 "reason": t.reason,
             }

@@ -2,7 +2,8 @@
 (accounts, GL lines, bank statements and lines, rates, items) by COPY, and reads them back.
 
 Called by `countersign.engine.books`, which validates every row before it reaches here and owns the transaction a
-load runs in; the functions here run on the caller's connection and never commit. The one exception to "never
+load runs in, and by `countersign.engine.runs` (a close's books: their currency and manifest, when it starts); the
+functions here run on the caller's connection and never commit. The one exception to "never
 open a transaction" is `insert_run_book_set` (a payment run's book set, for
 countersign/engine/workflows/certificates/queries.py): its insert-or-read is one transaction of its own, a savepoint
 inside the caller's.
@@ -297,3 +298,19 @@ async def account_names(conn: AsyncConnection[Any], book_set_id: int, accounts: 
             (book_set_id, list(accounts)),
         )
         return {row.account: row.name for row in await cur.fetchall()}
+
+
+async def book_set_currency(conn: AsyncConnection[Any], book_set_id: int) -> str | None:
+    """Returns the currency the book set's amounts are in, or None when there is no such book set."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT currency FROM book_set WHERE book_set_id = %s", (book_set_id,))
+        currency: str | None = await cur.fetchone()
+    return currency
+
+
+async def book_set_manifest(conn: AsyncConnection[Any], book_set_id: int) -> dict[str, Any] | None:
+    """Returns the book set's manifest, or None when there is no such book set."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute("SELECT manifest FROM book_set WHERE book_set_id = %s", (book_set_id,))
+        manifest: dict[str, Any] | None = await cur.fetchone()
+    return manifest

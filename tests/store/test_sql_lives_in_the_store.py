@@ -21,14 +21,10 @@ _NOT_YET_MOVED = frozenset(
         "audit/trace.py",
         "audit/transparency_log.py",
         "bootstrap/migrate.py",
-        "engine/construction.py",
         "engine/dispatch.py",
         "engine/gates.py",
-        "engine/integrity.py",
         "engine/jobs.py",
         "engine/outbox.py",
-        "engine/runs.py",
-        "engine/supervisor.py",
         "services/board_reads.py",
     }
 )

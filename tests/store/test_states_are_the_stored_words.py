@@ -14,11 +14,15 @@ from countersign.states import (
     Channel,
     Decision,
     DispatchStatus,
+    GateLifecycle,
     GateStatus,
     NoticeKind,
     OutboxKind,
     OutboxStatus,
+    PeriodState,
     PrincipalKind,
+    RunState,
+    TaskState,
 )
 
 
@@ -45,6 +49,10 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
         ("gate_decision", "decision", Decision),
         ("dispatch", "status", DispatchStatus),
         ("webauthn_challenge", "purpose", ChallengePurpose),
+        ("close_run", "status", RunState),
+        ("close_task", "status", TaskState),
+        ("gate", "lifecycle", GateLifecycle),
+        ("accounting_period", "status", PeriodState),
     ],
 )
 async def test_an_enum_names_the_words_its_column_admits(
