@@ -136,10 +136,11 @@ def _money(runtime: Runtime, amount: Any, currency: str = "GBP") -> str:
 
 
 def _cli_enrolment_link(server: BoardServer, name: str) -> str:
-    """What the owner's `countersign principals enroll NAME` prints: the board's one-time link."""
+    """What the owner's `countersign principals enroll NAME` prints: the board's one-time link. The owner's command
+    runs apart from the server, so it is told where the board is (the server found it from its port)."""
     done = subprocess.run(
         [*countersign_command(), "principals", "enroll", name],
-        env=dict(server.env),
+        env={**server.env, "COUNTERSIGN_BOARD_URL": server.base_url},
         capture_output=True,
         text=True,
         timeout=CLI_TIMEOUT_S,
