@@ -150,3 +150,38 @@ class GateLifecycle(StrEnum):
     APPLIED = "applied"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+
+
+class RefusalCode(StrEnum):
+    """Why a decision was refused: `DecisionRefused.code`, the `code` of its `decision_refused` trace event and the
+    decision endpoint's answer (README: "Refusal reasons"). Not a column; the trace and the answers carry these words.
+
+    The first seven are who-may-decide's bars (`countersign.policy.deciders`), in the order the decision writer
+    checks them; the rest are the proof's and the database's.
+    """
+
+    UNKNOWN_PRINCIPAL = "unknown_principal"
+    MACHINE_PRINCIPAL = "machine_principal"
+    MISSING_ROLE = "missing_role"
+    PREPARER = "preparer"
+    GATE_EXPIRED = "gate_expired"
+    GATE_CANCELLED = "gate_cancelled"
+    ALREADY_DECIDED = "already_decided"
+    ALREADY_VOTED = "already_voted"
+    NO_PERSON_KEY = "no_person_key"  # a signed callback or board decision by a person with no key registered: 403
+    PERSON_SIGNATURE_REJECTED = "person_signature_rejected"  # the person's proof does not verify: 401
+    NEEDS_PERSON_KEY = "needs_person_key"  # the gate accepts only a person's own key, and this door carries none
+    REASON_REQUIRED = "reason_required"
+    REFUSED_BY_DATABASE = "refused_by_database"  # the admission trigger refused the row (migration 0017)
+    CONFLICT = "conflict"  # the doors' word for a DecisionConflict (409): it contradicts what is recorded
+
+
+class ViewerState(StrEnum):
+    """What the one person a card is rendered for may still do on its gate (a Teams refresh renders one card per
+    person: `countersign.cards.model.Viewer`). Not stored; the words the chat door renders by."""
+
+    MAY_DECIDE = "may_decide"  # the gate waits on them
+    APPROVED = "approved"  # they approved it
+    REJECTED = "rejected"  # they rejected it
+    PREPARED = "prepared"  # they prepared or requested the work: someone else decides
+    NOT_ENTITLED = "not_entitled"  # not a known person, or without the gate's role
