@@ -27,7 +27,7 @@ from countersign.callbacks.person_signature import (
 )
 from countersign.callbacks.principals import Principal, normalise_identity
 from countersign.policy.deciders import Bar, GateTerms, bars
-from countersign.states import CHAT_CHANNELS, Channel, Decision, GateStatus, ProofKind, RefusalCode
+from countersign.states import CHAT_CHANNELS, Channel, Decision, GateStatus, ProofKind, RefusalCode, TraceKind
 from countersign.store import decisions as decision_store
 from countersign.store.decisions import DecisionContext, NewDecision
 from countersign.store.gates import GateRecord, read_gate
@@ -300,7 +300,7 @@ async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, r
             conn,
             actor="callbacks",
             close_id=await decision_store.read_close_of(conn, request.gate_id),
-            kind="decision_refused",
+            kind=TraceKind.DECISION_REFUSED,
             payload={
                 "gate_id": request.gate_id,
                 "principal": request.principal,

@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from countersign.audit.trace import append_event, seal_pending
 from countersign.certificates import Certificate, CertificateDataError, Contract, parse_certificate, parse_contract
 from countersign.engine.actors import ENGINE_ACTOR
+from countersign.states import TraceKind
 
 CONTRACTS_FILE = "contracts.json"
 CERTIFICATES_FILE = "certificates.jsonl"
@@ -226,7 +227,7 @@ async def load_construction_files(
         await append_event(
             conn,
             actor=ENGINE_ACTOR,
-            kind="construction_set_loaded",
+            kind=TraceKind.CONSTRUCTION_SET_LOADED,
             payload={
                 "loaded_by": loaded_by,
                 "set_id": set_id,

@@ -19,6 +19,7 @@ from psycopg import AsyncConnection, errors
 
 from countersign.audit.trace import append_event
 from countersign.drill_hooks.kill_points import kill_point
+from countersign.states import TraceKind
 from countersign.store import journals
 from countersign.store.journals import JournalLine as JournalLine
 from countersign.store.journals import StoredJournalKey as StoredJournalKey
@@ -118,7 +119,7 @@ async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, p
             await append_event(
                 conn,
                 actor=posted_by,
-                kind="journal_posted",
+                kind=TraceKind.JOURNAL_POSTED,
                 close_id=request.source_close,
                 payload={
                     "journal_id": journal_id,

@@ -19,7 +19,7 @@ from countersign.engine.outbox import enqueue_notices
 from countersign.engine.workflows.base import TaskContext
 from countersign.engine.workflows.certificates.evidence import RunEvidence
 from countersign.money.formatting import format_money
-from countersign.states import NoticeKind
+from countersign.states import NoticeKind, TraceKind
 from countersign.store.payment_notices import NewPaymentNotice, ServedNotice, record_payment_notice
 
 PAY_LESS = NoticeKind.PAY_LESS
@@ -135,7 +135,7 @@ async def serve_pay_less_notice(
         conn,
         actor=tc.actor,
         close_id=tc.close.close_id,
-        kind="pay_less_notice_served",
+        kind=TraceKind.PAY_LESS_NOTICE_SERVED,
         payload={
             "certificate_id": evidence.certificate.id,
             "contract_id": notice.contract_id,
