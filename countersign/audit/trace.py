@@ -33,7 +33,7 @@ from psycopg.types.json import Jsonb, set_json_loads
 
 from countersign.audit.canonical import NonCanonicalValue, canonical_bytes, normalise
 from countersign.audit.merkle import frontier_root
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.states import TraceKind
 
 GENESIS_HASH = bytes(32)
@@ -210,7 +210,7 @@ async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
             ids.append(event.pending_id)
             canonicals.append(canonical)
             hashes.append(prev)
-        kill_point("trace.mid_seal")
+        kill_point(KillPoint.TRACE_MID_SEAL)
         # Binary parameters: two arrays of thousands of byte strings go as they are, not escaped as text.
         await cur.execute(
             "SELECT trace_seal_claimed(%b::bigint[], %b::bytea[], %b::bytea[])", (ids, canonicals, hashes)

@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from countersign.audit.trace import append_event
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
 from countersign.engine.supervisor import move_task
 from countersign.states import DispatchStatus, TaskState, TraceKind
@@ -279,7 +279,7 @@ async def _call_and_record(
     try:
         async with renewing(lambda: _renew_lease(connect, key, holder, lease_s), every_s=lease_s / 3):
             result = await call(specialist, payload, key)
-        kill_point("dispatch.after_call")
+        kill_point(KillPoint.DISPATCH_AFTER_CALL)
     except Exception as exc:
         raise await _record_failure(connect, key, holder, close_id, task, specialist, actor, exc) from exc
     async with connect() as conn, conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:

@@ -11,7 +11,7 @@ from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event
 from countersign.cards.notices import overdue_reminder_for
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.context import AdvanceReport, EngineContext
 from countersign.engine.gates import (
     UnprovenDecision,
@@ -57,7 +57,7 @@ async def apply_gate_outcomes(
         if unproven:  # a decision without person-level proof never counts: the gate is not applied
             await _block_on_unproven(conn, close, ctx, gate, unproven, report)
             continue
-        kill_point("gates.before_apply")
+        kill_point(KillPoint.GATES_BEFORE_APPLY)
         async with conn.transaction():
             if not await mark_gate_applied(conn, gate.gate_id):
                 continue

@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.books import account_names, recorded_rate
 from countersign.engine.close_session import CloseSession
 from countersign.engine.context import AdvanceReport, EngineContext
@@ -133,7 +133,7 @@ async def run_ready_tasks(
             skipped.add(task_id)
             report.steps.append(f"{task_id}: failed: {exc}")
             continue
-        kill_point("task.after_result")
+        kill_point(KillPoint.TASK_AFTER_RESULT)
         progressed |= await _record_result(session.conn, ctx, tc, handler, result, report)
     return progressed
 
