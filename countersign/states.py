@@ -158,3 +158,92 @@ class PeriodState(StrEnum):
 
     OPEN = "open"
     CLOSED = "closed"
+
+
+class RefusalCode(StrEnum):
+    """Why a decision was refused: `DecisionRefused.code`, the `code` of its `decision_refused` trace event and the
+    decision endpoint's answer (README: "Refusal reasons"). Not a column; the trace and the answers carry these words.
+
+    The first seven are who-may-decide's bars (`countersign.policy.deciders`), in the order the decision writer
+    checks them; the rest are the proof's and the database's.
+    """
+
+    UNKNOWN_PRINCIPAL = "unknown_principal"
+    MACHINE_PRINCIPAL = "machine_principal"
+    MISSING_ROLE = "missing_role"
+    PREPARER = "preparer"
+    GATE_EXPIRED = "gate_expired"
+    GATE_CANCELLED = "gate_cancelled"
+    ALREADY_DECIDED = "already_decided"
+    ALREADY_VOTED = "already_voted"
+    NO_PERSON_KEY = "no_person_key"  # a signed callback or board decision by a person with no key registered: 403
+    PERSON_SIGNATURE_REJECTED = "person_signature_rejected"  # the person's proof does not verify: 401
+    NEEDS_PERSON_KEY = "needs_person_key"  # the gate accepts only a person's own key, and this door carries none
+    REASON_REQUIRED = "reason_required"
+    REFUSED_BY_DATABASE = "refused_by_database"  # the admission trigger refused the row (migration 0017)
+    CONFLICT = "conflict"  # the doors' word for a DecisionConflict (409): it contradicts what is recorded
+
+
+class ViewerState(StrEnum):
+    """What the one person a card is rendered for may still do on its gate (a Teams refresh renders one card per
+    person: `countersign.cards.model.Viewer`). Not stored; the words the chat door renders by."""
+
+    MAY_DECIDE = "may_decide"  # the gate waits on them
+    APPROVED = "approved"  # they approved it
+    REJECTED = "rejected"  # they rejected it
+    PREPARED = "prepared"  # they prepared or requested the work: someone else decides
+    NOT_ENTITLED = "not_entitled"  # not a known person, or without the gate's role
+
+
+class TraceKind(StrEnum):
+    """What a trace event records (`trace_pending.kind`, `trace_event.kind`): the words the hashed events carry.
+
+    The decision side (the callbacks role) alone writes `gate_decided`, `decision_refused`, `trace_exported` and
+    `command_refused`; the engine role writes the rest (migration 0006's trace writers). The database writes three
+    itself: `gate_decided` from the decision it admits (migration 0015), `passkey_enrolled` and `passkey_revoked`
+    (migration 0017).
+    """
+
+    # a close and its tasks
+    CLOSE_STARTED = "close_started"
+    CLOSE_STATUS = "close_status"
+    BOOKS_LOADED = "books_loaded"
+    BANK_FEED_LOADED = "bank_feed_loaded"
+    CONSTRUCTION_SET_LOADED = "construction_set_loaded"
+    TASK_STARTED = "task_started"
+    TASK_DONE = "task_done"
+    TASK_FAILED = "task_failed"
+    TASK_HALTED = "task_halted"
+    TASK_REQUEUED = "task_requeued"
+    MODEL_STEP = "model_step"  # a specialist's recorded model step
+    TOOL_CALL = "tool_call"  # a specialist's recorded tool call
+    JOURNAL_POSTED = "journal_posted"
+    PERIOD_CLOSED = "period_closed"
+    # specialist calls
+    DISPATCHED = "dispatched"
+    DISPATCH_REUSED = "dispatch_reused"
+    DISPATCH_FAILED = "dispatch_failed"
+    DISPATCH_DEAD_LETTERED = "dispatch_dead_lettered"
+    DISPATCH_REPLAYED = "dispatch_replayed"
+    SPECIALIST_RESULT = "specialist_result"
+    # gates
+    GATE_OPENED = "gate_opened"
+    GATE_DECIDED = "gate_decided"  # written by the database (migration 0015)
+    DECISION_REFUSED = "decision_refused"
+    DECISION_PROOF_INVALID = "decision_proof_invalid"
+    GATE_OVERDUE = "gate_overdue"
+    GATE_EXPIRED = "gate_expired"
+    GATE_PASSED = "gate_passed"
+    GATE_REJECTED_APPLIED = "gate_rejected_applied"
+    # construction certificates
+    CLAUSES_CITED = "clauses_cited"
+    CERTIFICATE_CERTIFIED = "certificate_certified"
+    PAYMENT_NOTICE_SERVED = "payment_notice_served"  # s. 110A (migration 0025)
+    PAY_LESS_NOTICE_SERVED = "pay_less_notice_served"
+    # people, access and the log
+    COMMAND_REFUSED = "command_refused"
+    TRACE_EXPORTED = "trace_exported"
+    PASSKEY_ENROLMENT_ISSUED = "passkey_enrolment_issued"
+    PASSKEY_ENROLLED = "passkey_enrolled"  # written by the database (migration 0017)
+    PASSKEY_REVOKED = "passkey_revoked"  # written by the database (migration 0017)
+    CHECKPOINT_SIGNED = "checkpoint_signed"

@@ -33,7 +33,8 @@ from psycopg.types.json import Jsonb, set_json_loads
 
 from countersign.audit.canonical import NonCanonicalValue, canonical_bytes, normalise
 from countersign.audit.merkle import frontier_root
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
+from countersign.states import TraceKind
 
 GENESIS_HASH = bytes(32)
 READ_BATCH_ROWS = 5_000
@@ -122,7 +123,7 @@ async def append_event(
     conn: AsyncConnection[Any],
     *,
     actor: str,
-    kind: str,
+    kind: TraceKind,
     payload: Mapping[str, Any],
     close_id: UUID | str | None = None,
     versions: Mapping[str, Any] | None = None,
@@ -141,7 +142,7 @@ async def append_event(
                 utc_timestamp(),
                 str(close_id) if close_id is not None else None,
                 actor,
-                kind,
+                str(kind),  # the stored word (a TraceKind's value)
                 Jsonb(clean_payload, dumps=orjson.dumps),
                 Jsonb(clean_versions, dumps=orjson.dumps),
             ),
@@ -209,7 +210,7 @@ async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
             ids.append(event.pending_id)
             canonicals.append(canonical)
             hashes.append(prev)
-        kill_point("trace.mid_seal")
+        kill_point(KillPoint.TRACE_MID_SEAL)
         # Binary parameters: two arrays of thousands of byte strings go as they are, not escaped as text.
         await cur.execute(
             "SELECT trace_seal_claimed(%b::bigint[], %b::bytea[], %b::bytea[])", (ids, canonicals, hashes)

@@ -45,6 +45,7 @@ from countersign.audit.trace import (
     seal_pending,
     verify_chain,
 )
+from countersign.states import TraceKind
 
 HEX = "hex"
 
@@ -282,7 +283,7 @@ async def sign_log_checkpoint(
             conn,
             actor=actor,
             close_id=close_id,
-            kind="checkpoint_signed",
+            kind=TraceKind.CHECKPOINT_SIGNED,
             payload={"tree_size": state.size, "root": base64.b64encode(root).decode(), "origin": origin},
         )
     lock_held_s = time.perf_counter() - locked_at  # to the commit that released it

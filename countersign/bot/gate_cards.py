@@ -3,7 +3,7 @@ shows).
 
 A `GateView` is what one rendering needs: the card, the Teams user ids whose cards refresh by themselves, and the
 one person it is rendered for when a Teams refresh asks (`Viewer`). `viewer_state` says what that person may still do,
-in the words of the decision rules (countersign.callbacks.decision_writer.check_may_decide holds the rules themselves).
+in the words of the one rule of who may decide (`countersign.policy.deciders`, which the decision writer refuses by).
 """
 
 from __future__ import annotations
@@ -15,18 +15,10 @@ from typing import Any
 from countersign.callbacks.principals import Principal
 from countersign.cards import slack as slack_cards
 from countersign.cards import teams as teams_cards
-from countersign.cards.model import (
-    APPROVED_BY_VIEWER,
-    MAY_DECIDE,
-    NOT_ENTITLED,
-    PREPARED_BY_VIEWER,
-    REJECTED_BY_VIEWER,
-    GateCard,
-    StatusCard,
-    Viewer,
-)
+from countersign.cards.model import GateCard, StatusCard, Viewer
 from countersign.policy import ESCALATION
-from countersign.states import Decision, GateStatus
+from countersign.policy.deciders import Bar, bars
+from countersign.states import Decision, GateStatus, ViewerState
 from countersign.store.gates import GateRecord
 
 PERIOD = re.compile(r"\d{4}-(0[1-9]|1[0-2])")  # a month as `close payments` takes it
@@ -39,18 +31,23 @@ class GateView:
     viewer: Viewer | None = None  # None: the card the whole channel sees
 
 
-def viewer_state(gate: GateRecord, principal: Principal | None) -> str:
-    """What `principal` may still do on `gate`, for their own view of its card."""
-    if principal is None or not principal.is_human:
-        return NOT_ENTITLED
-    own = next((d for d in gate.decisions if d.principal_id == principal.principal_id), None)
-    if own is not None:
-        return APPROVED_BY_VIEWER if own.decision is Decision.APPROVE else REJECTED_BY_VIEWER
-    if principal.principal_id in {gate.prepared_by, *gate.requested_by}:
-        return PREPARED_BY_VIEWER
-    if gate.approver_role not in principal.roles:
-        return NOT_ENTITLED
-    return MAY_DECIDE
+def viewer_state(gate: GateRecord, principal: Principal | None) -> ViewerState:
+    """What `principal` may still do on `gate`, for their own view of its card: the one rule's bars
+    (`countersign.policy.deciders`) in this card's words. Their own decision shows first, then whether they prepared
+    the work; the gate's state is the card's own (a decided gate shows everyone the same card)."""
+    terms = gate.terms
+    found = bars(terms, principal.person if principal is not None else None)
+    if Bar.UNKNOWN_PRINCIPAL in found or Bar.MACHINE_PRINCIPAL in found:
+        return ViewerState.NOT_ENTITLED
+    if Bar.ALREADY_VOTED in found:
+        assert principal is not None
+        own = terms.votes[principal.principal_id]
+        return ViewerState.APPROVED if own is Decision.APPROVE else ViewerState.REJECTED
+    if Bar.PREPARER in found:
+        return ViewerState.PREPARED
+    if Bar.MISSING_ROLE in found:
+        return ViewerState.NOT_ENTITLED
+    return ViewerState.MAY_DECIDE
 
 
 def slack_gate_message(card: GateCard, *, locale: str | None) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from countersign.services.reading import (
     read_close_status,
     read_payment_runs,
 )
-from countersign.states import Decision, GateStatus
+from countersign.states import Decision, GateStatus, RefusalCode
 
 log = logging.getLogger("countersign.slack")
 
@@ -324,7 +324,7 @@ async def _decide(submission: _Submission, client: AsyncWebClient, wiring: ChatW
             await _ephemeral(client, channel, user, await _refusal_text(wiring, gate_id, refused))
             return
         except DecisionConflict as conflict:
-            await _ephemeral(client, channel, user, slack_cards.refusal_text("conflict", str(conflict)))
+            await _ephemeral(client, channel, user, slack_cards.refusal_text(RefusalCode.CONFLICT, str(conflict)))
             return
         except GateNotFound:
             await _ephemeral(client, channel, user, "This card's gate no longer exists.")
@@ -335,7 +335,7 @@ async def _decide(submission: _Submission, client: AsyncWebClient, wiring: ChatW
 
 async def _refusal_text(wiring: ChatWiring, gate_id: str, refused: DecisionRefused) -> str:
     """The refusal in words; a gate that needs the person's own key says where to sign it."""
-    if refused.code == "needs_person_key":
+    if refused.code == RefusalCode.NEEDS_PERSON_KEY:
         try:
             return slack_cards.person_key_text(await wiring.gate_card(gate_id))
         except UnknownGate:

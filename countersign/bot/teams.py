@@ -67,7 +67,7 @@ from countersign.services.reading import (
     read_close_status,
     read_payment_runs,
 )
-from countersign.states import Decision
+from countersign.states import Decision, RefusalCode, ViewerState
 
 log = logging.getLogger("countersign.teams")
 
@@ -299,9 +299,9 @@ class TeamsAdapter:
                     seal=self.wiring.seal,
                 )
             except DecisionRefused as refused:
-                if refused.code == "needs_person_key":
+                if refused.code == RefusalCode.NEEDS_PERSON_KEY:
                     return self._gate_card(_prompted(view, person_key_needed(view.card.page_url)))
-                if refused.code == "reason_required":
+                if refused.code == RefusalCode.REASON_REQUIRED:
                     return self._gate_card(_prompted(view, REASON_NEEDED))
                 return self._invoke_card(teams_cards.refusal_card(refused.code, str(refused)))
             except DecisionConflict as conflict:
@@ -453,7 +453,7 @@ class TeamsAdapter:
 
 def _prompted(view: GateView, prompt: str) -> GateView:
     """The same view with a word for the person it is rendered for."""
-    viewer = dataclasses.replace(view.viewer, prompt=prompt) if view.viewer else Viewer("may_decide", prompt)
+    viewer = dataclasses.replace(view.viewer, prompt=prompt) if view.viewer else Viewer(ViewerState.MAY_DECIDE, prompt)
     return dataclasses.replace(view, viewer=viewer)
 
 

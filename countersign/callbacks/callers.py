@@ -22,6 +22,7 @@ from countersign.callbacks.decision_writer import Seal
 from countersign.callbacks.principals import CHANNELS, normalise_identity
 from countersign.policy.command_roles import AccessDecision, check_access
 from countersign.policy.model import Policy
+from countersign.states import TraceKind
 from countersign.store import principals as principal_store
 from countersign.store.principals import Caller as Caller
 
@@ -69,7 +70,7 @@ async def record_command_refused(
         await append_event(
             conn,
             actor="callbacks",
-            kind="command_refused",
+            kind=TraceKind.COMMAND_REFUSED,
             payload={"platform": platform, "tenant": tenant, "user": user, "command": command, "reason": reason},
         )
     await (seal() if seal is not None else seal_pending(conn))
@@ -91,7 +92,7 @@ async def record_trace_exported(
             conn,
             actor=principal_id,
             close_id=close_id,
-            kind="trace_exported",
+            kind=TraceKind.TRACE_EXPORTED,
             payload=export_payload(close_id=close_id, fmt=fmt, data=data, platform=platform),
         )
     await (seal() if seal is not None else seal_pending(conn))

@@ -26,7 +26,8 @@ from countersign.callbacks.person_signature import (
     check_person_signature,
 )
 from countersign.callbacks.principals import Principal, normalise_identity
-from countersign.states import CHAT_CHANNELS, DECIDED, Channel, Decision, GateStatus, ProofKind
+from countersign.policy.deciders import Bar, GateTerms, bars
+from countersign.states import CHAT_CHANNELS, Channel, Decision, GateStatus, ProofKind, RefusalCode, TraceKind
 from countersign.store import decisions as decision_store
 from countersign.store.decisions import DecisionContext, NewDecision
 from countersign.store.gates import GateRecord, read_gate
@@ -51,11 +52,11 @@ class GateNotFound(LookupError):
 class DecisionRefused(Exception):
     """The responder may not decide this gate. `code` is stable; the message is for people."""
 
-    def __init__(self, gate_id: str, principal: str, code: str, message: str) -> None:
+    def __init__(self, gate_id: str, principal: str, code: RefusalCode, message: str) -> None:
         super().__init__(message)
         self.gate_id = gate_id
         self.principal = principal
-        self.code = code
+        self.code = RefusalCode(code)
 
 
 class DecisionConflict(Exception):
@@ -145,44 +146,72 @@ def check_may_decide(
     role: str,
     tier: str,
     preparers: set[str],
+    previous: Decision | None = None,
 ) -> None:
-    """The runtime layer of the decision boundary: raise DecisionRefused (or DecisionConflict) with the reason."""
+    """The runtime layer of the decision boundary: raise DecisionRefused (or DecisionConflict) with the reason.
+
+    Who may decide is the one rule (`countersign.policy.deciders`): this refuses with its first bar. The context does
+    not carry the principal's `active` or the gate's lifecycle; the database's admission trigger checks those
+    (`refused_by_database`). `previous` is what the principal already decided on the gate, if anything."""
+    votes = {principal.principal_id: previous} if principal is not None and previous is not None else {}
+    terms = GateTerms(role, frozenset(preparers), status, votes)
+    found = bars(terms, principal.person if principal is not None else None)
+    if found:
+        raise _refusal(found[0], request, principal, status=status, role=role, tier=tier, previous=previous)
+
+
+def _refusal(
+    bar: Bar,
+    request: DecisionRequest,
+    principal: Principal | None,
+    *,
+    status: GateStatus,
+    role: str,
+    tier: str,
+    previous: Decision | None,
+) -> DecisionRefused | DecisionConflict:
+    """The refusal of `bar`, worded for people."""
     who = normalise_identity(request.principal)
     gate = request.gate_id
-    if principal is None:
-        raise DecisionRefused(gate, who, "unknown_principal", f"principal {who!r} is not known")
-    if not principal.is_human:
-        raise DecisionRefused(
-            gate, who, "machine_principal", f"principal {who!r} is a machine; only humans decide gates"
-        )
-    if role not in principal.roles:
-        raise DecisionRefused(
-            gate, who, "missing_role", f"principal {who!r} lacks role {role!r} required by tier {tier}"
-        )
-    if principal.principal_id in preparers:
-        raise DecisionRefused(
-            gate,
-            who,
-            "preparer",
-            f"principal {who!r} prepared or requested the work under this gate; someone else must decide it",
-        )
-    if status is GateStatus.EXPIRED:
-        raise DecisionRefused(gate, who, "gate_expired", "the gate expired undecided; the work will be redone")
-    if status is GateStatus.CANCELLED:
-        raise DecisionRefused(gate, who, "gate_cancelled", "the gate was cancelled")
-    if status in DECIDED:
-        if status is not Decision(request.decision).outcome:
-            raise DecisionConflict(gate, who, f"gate already {status}")
-        raise DecisionRefused(gate, who, "already_decided", f"gate already {status}; nothing to add")
-
-
-def _second_vote(request: DecisionRequest, principal_id: str, previous: str) -> DecisionRefused:
-    return DecisionRefused(
-        request.gate_id,
-        principal_id,
-        "already_voted",
-        f"principal {principal_id!r} already decided this gate ({previous})",
-    )
+    match bar:
+        case Bar.UNKNOWN_PRINCIPAL:
+            return DecisionRefused(gate, who, RefusalCode.UNKNOWN_PRINCIPAL, f"principal {who!r} is not known")
+        case Bar.MACHINE_PRINCIPAL:
+            return DecisionRefused(
+                gate, who, RefusalCode.MACHINE_PRINCIPAL, f"principal {who!r} is a machine; only humans decide gates"
+            )
+        case Bar.MISSING_ROLE:
+            return DecisionRefused(
+                gate, who, RefusalCode.MISSING_ROLE, f"principal {who!r} lacks role {role!r} required by tier {tier}"
+            )
+        case Bar.PREPARER:
+            return DecisionRefused(
+                gate,
+                who,
+                RefusalCode.PREPARER,
+                f"principal {who!r} prepared or requested the work under this gate; someone else must decide it",
+            )
+        case Bar.GATE_EXPIRED:
+            return DecisionRefused(
+                gate, who, RefusalCode.GATE_EXPIRED, "the gate expired undecided; the work will be redone"
+            )
+        case Bar.GATE_CANCELLED:
+            return DecisionRefused(gate, who, RefusalCode.GATE_CANCELLED, "the gate was cancelled")
+        case Bar.ALREADY_DECIDED:
+            if status is not Decision(request.decision).outcome:
+                return DecisionConflict(gate, who, f"gate already {status}")
+            return DecisionRefused(gate, who, RefusalCode.ALREADY_DECIDED, f"gate already {status}; nothing to add")
+        case Bar.ALREADY_VOTED:
+            assert principal is not None
+            principal_id = principal.principal_id
+            return DecisionRefused(
+                gate,
+                principal_id,
+                RefusalCode.ALREADY_VOTED,
+                f"principal {principal_id!r} already decided this gate ({previous})",
+            )
+    # INACTIVE_PRINCIPAL and GATE_NOT_OPEN: this context does not carry what they judge
+    raise AssertionError(f"the decision writer does not judge {bar}")
 
 
 async def gate_outcome(conn: AsyncConnection[Any], gate_id: str, *, recorded: bool = False) -> GateOutcome:
@@ -243,7 +272,7 @@ async def record_and_announce(
             except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
                 detail = exc.diag.message_primary or str(exc)
                 raise DecisionRefused(
-                    request.gate_id, normalise_identity(request.principal), "refused_by_database", detail
+                    request.gate_id, normalise_identity(request.principal), RefusalCode.REFUSED_BY_DATABASE, detail
                 ) from None
             if outcome.recorded and on_recorded is not None:
                 message_ids = await on_recorded(conn, request.gate_id)
@@ -256,7 +285,7 @@ async def record_and_announce(
 
 
 async def refuse(
-    conn: AsyncConnection[Any], request: DecisionRequest, code: str, message: str, *, seal: Seal | None = None
+    conn: AsyncConnection[Any], request: DecisionRequest, code: RefusalCode, message: str, *, seal: Seal | None = None
 ) -> DecisionRefused:
     """Trace a refusal decided before a principal could be resolved (e.g. a platform says the user is a bot)."""
     refused = DecisionRefused(request.gate_id, normalise_identity(request.principal), code, message)
@@ -271,7 +300,7 @@ async def _trace_refusal(conn: AsyncConnection[Any], request: DecisionRequest, r
             conn,
             actor="callbacks",
             close_id=await decision_store.read_close_of(conn, request.gate_id),
-            kind="decision_refused",
+            kind=TraceKind.DECISION_REFUSED,
             payload={
                 "gate_id": request.gate_id,
                 "principal": request.principal,
@@ -332,12 +361,14 @@ def _check_proof_strength(request: DecisionRequest, row: DecisionContext) -> Non
         raise DecisionRefused(
             request.gate_id,
             who,
-            "needs_person_key",
+            RefusalCode.NEEDS_PERSON_KEY,
             f"this {row.tier} gate must be signed with the person's own key ({', '.join(accepted)}); a"
             f" {request.channel} decision cannot decide it: review and sign it on the Close Board",
         )
     if request.decision == Decision.REJECT and not request.reason.strip():
-        raise DecisionRefused(request.gate_id, who, "reason_required", "a rejection needs the person's reason")
+        raise DecisionRefused(
+            request.gate_id, who, RefusalCode.REASON_REQUIRED, "a rejection needs the person's reason"
+        )
 
 
 def stored_proof(request: DecisionRequest) -> dict[str, Any]:
@@ -378,10 +409,9 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         role=row.role,
         tier=row.tier,
         preparers={row.prepared_by, *(row.requested_by or ())},
+        previous=row.previous,
     )
     assert principal is not None
-    if row.previous is not None:
-        raise _second_vote(request, principal.principal_id, row.previous)
     _check_proof_strength(request, row)
     new = NewDecision(
         request.gate_id,

@@ -20,7 +20,7 @@ from psycopg import AsyncConnection, errors
 
 from countersign.audit.trace import append_event
 from countersign.callbacks.callers import Caller
-from countersign.states import ChallengePurpose
+from countersign.states import ChallengePurpose, TraceKind
 from countersign.store import passkeys as passkey_store
 from countersign.store.passkeys import Challenge as Challenge
 from countersign.store.passkeys import Enrolment as Enrolment
@@ -56,7 +56,7 @@ async def issue_enrolment(
         conn,
         actor=issued_by,
         close_id=None,
-        kind="passkey_enrolment_issued",
+        kind=TraceKind.PASSKEY_ENROLMENT_ISSUED,
         payload={"principal": principal_id, "enrolment_id": enrolment_id, "valid_hours": hours},
     )
     return token

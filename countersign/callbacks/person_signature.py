@@ -15,20 +15,20 @@ from typing import Any
 
 from countersign.audit.person_proof import decision_message, passkey_proof_problem, verify_signature
 from countersign.callbacks.principals import normalise_identity
-from countersign.states import Channel
+from countersign.states import Channel, RefusalCode
 
 SIGNED_CALLBACK = Channel.SIGNED_CALLBACK
 BOARD = Channel.BOARD
 WINDOW_S = 300  # the same window as the transport timestamp (countersign/callbacks/signature.py)
 MAX_SIGNED_AT = 10**11  # unix seconds; keeps the window arithmetic in float range
-NO_PERSON_KEY = "no_person_key"
-PERSON_SIGNATURE_REJECTED = "person_signature_rejected"
+NO_PERSON_KEY = RefusalCode.NO_PERSON_KEY
+PERSON_SIGNATURE_REJECTED = RefusalCode.PERSON_SIGNATURE_REJECTED
 
 
 class PersonProofRejected(Exception):
     """`code` is NO_PERSON_KEY (no key registered: 403) or PERSON_SIGNATURE_REJECTED (bad proof: 401)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: RefusalCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 

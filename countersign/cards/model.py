@@ -6,18 +6,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from countersign.states import ViewerState
+
 GATE_KINDS = ("approval", "escalation")
 GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled")
 DECISIONS = ("approve", "reject")
 REASON_MAX_CHARS = 1000  # our cap on a reason typed into a chat door (a Slack modal, a Teams card's input)
 
-# Who a card is shown to, when a door renders one card per person (a Teams refresh): what that person may still do.
-MAY_DECIDE = "may_decide"  # the gate waits on them
-APPROVED_BY_VIEWER = "approved"
-REJECTED_BY_VIEWER = "rejected"
-PREPARED_BY_VIEWER = "prepared"  # they prepared or requested the work: someone else decides
-NOT_ENTITLED = "not_entitled"  # not a known person, or without the gate's role
-VIEWER_STATES = (MAY_DECIDE, APPROVED_BY_VIEWER, REJECTED_BY_VIEWER, PREPARED_BY_VIEWER, NOT_ENTITLED)
+# Who a card is shown to, when a door renders one card per person (a Teams refresh): what that person may still do
+# (`countersign.states.ViewerState`; the names below are its members).
+MAY_DECIDE = ViewerState.MAY_DECIDE  # the gate waits on them
+APPROVED_BY_VIEWER = ViewerState.APPROVED
+REJECTED_BY_VIEWER = ViewerState.REJECTED
+PREPARED_BY_VIEWER = ViewerState.PREPARED  # they prepared or requested the work: someone else decides
+NOT_ENTITLED = ViewerState.NOT_ENTITLED  # not a known person, or without the gate's role
+VIEWER_STATES = tuple(state.value for state in ViewerState)
 
 
 class CardDataError(ValueError):
@@ -91,12 +94,13 @@ class GateCard:
 class Viewer:
     """The one person a card is rendered for, and a word for them (`prompt`: e.g. a rejection needs a reason)."""
 
-    state: str
+    state: ViewerState
     prompt: str = ""
 
     def __post_init__(self) -> None:
         if self.state not in VIEWER_STATES:
             raise CardDataError("state", f"expected one of {VIEWER_STATES}, got {self.state!r}", "Viewer")
+        object.__setattr__(self, "state", ViewerState(self.state))
 
     @property
     def may_decide(self) -> bool:

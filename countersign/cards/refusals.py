@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-REFUSAL_WORDING = {
-    "unknown_principal": "You are not on Countersign's list of people who can decide gates, so nothing was recorded.",
-    "machine_principal": "Bots, apps and service accounts cannot decide gates; a person has to.",
-    "missing_role": "This gate needs an approver with the required role, and your account does not hold it.",
-    "preparer": "You prepared or requested this work, so you cannot approve it: someone else has to.",
-    "already_voted": "You have already decided this gate; each person counts once.",
-    "already_decided": "This gate has already been decided, so your decision was not recorded.",
-    "gate_expired": "This gate has expired. The task will run again and open a new gate.",
-    "gate_cancelled": "This gate was cancelled, so there is nothing left to decide.",
-    "conflict": "Your decision conflicts with one already recorded for this gate, so it was not recorded.",
-    "needs_person_key": "This gate needs your own key: review and sign it on the Close Board.",
-    "reason_required": "A rejection needs a reason, so nothing was recorded.",
+from countersign.states import RefusalCode
+
+REFUSAL_WORDING: dict[str, str] = {
+    RefusalCode.UNKNOWN_PRINCIPAL: (
+        "You are not on Countersign's list of people who can decide gates, so nothing was recorded."
+    ),
+    RefusalCode.MACHINE_PRINCIPAL: "Bots, apps and service accounts cannot decide gates; a person has to.",
+    RefusalCode.MISSING_ROLE: "This gate needs an approver with the required role, and your account does not hold it.",
+    RefusalCode.PREPARER: "You prepared or requested this work, so you cannot approve it: someone else has to.",
+    RefusalCode.ALREADY_VOTED: "You have already decided this gate; each person counts once.",
+    RefusalCode.ALREADY_DECIDED: "This gate has already been decided, so your decision was not recorded.",
+    RefusalCode.GATE_EXPIRED: "This gate has expired. The task will run again and open a new gate.",
+    RefusalCode.GATE_CANCELLED: "This gate was cancelled, so there is nothing left to decide.",
+    RefusalCode.CONFLICT: "Your decision conflicts with one already recorded for this gate, so it was not recorded.",
+    RefusalCode.NEEDS_PERSON_KEY: "This gate needs your own key: review and sign it on the Close Board.",
+    RefusalCode.REASON_REQUIRED: "A rejection needs a reason, so nothing was recorded.",
 }
 
 UNKNOWN_REFUSAL = "Your decision was not recorded."

@@ -77,13 +77,14 @@ def drill_restart(
     point: Annotated[list[str] | None, typer.Option(help="Kill point(s) to drill (default: all).")] = None,
 ) -> None:
     """SIGKILL a worker at each kill point mid-close; fresh processes must finish it with every effect once."""
-    from countersign.drill_hooks.kill_points import POINTS
+    from countersign.drill_hooks.kill_points import POINTS, KillPoint
     from countersign.scenarios.drills import NotPostgres, run_restart_drill
 
-    chosen = tuple(point or POINTS)
-    unknown = [p for p in chosen if p not in POINTS]
+    named = tuple(point or POINTS)
+    unknown = [p for p in named if p not in POINTS]
     if unknown:
         fail(f"--point: unknown kill point(s) {unknown}; known: {', '.join(POINTS)}")
+    chosen = tuple(KillPoint(p) for p in named)
     rt = runtime()
     try:
         with counter("kill points", len(chosen)) as tick:

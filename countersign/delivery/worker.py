@@ -36,7 +36,7 @@ from countersign.audit.transparency_log import checkpoint_note
 from countersign.bot.gate_cards import GateView, slack_gate_message, teams_gate_card
 from countersign.bot.queries import enrolled_passkey_for_slack_user, gate_card, gate_view, load_gate
 from countersign.cards import notices
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
 from countersign.engine.outbox import (
     CLAIM_S,
@@ -420,7 +420,7 @@ async def _send(sender: Sender, message: OutboxMessage, rendered: _Rendered) -> 
         assert rendered.text is not None
         return await sender.post_text(message.channel, rendered.text)
     if message.kind == OutboxKind.GATE_CARD:
-        kill_point("card.before_post")
+        kill_point(KillPoint.CARD_BEFORE_POST)
         return await sender.post(message.channel, rendered.card)
     assert rendered.platform_message_id is not None
     await sender.update(message.channel, rendered.platform_message_id, rendered.card)

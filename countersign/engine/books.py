@@ -22,6 +22,7 @@ from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event, seal_pending
 from countersign.engine.actors import ENGINE_ACTOR
+from countersign.states import TraceKind
 from countersign.store import books as store_books
 from countersign.store.books import RecordedRate as RecordedRate
 
@@ -458,7 +459,7 @@ async def load_books(conn: AsyncConnection[Any], books_dir: Path, *, loaded_by: 
         await append_event(
             conn,
             actor=ENGINE_ACTOR,
-            kind="books_loaded",
+            kind=TraceKind.BOOKS_LOADED,
             payload={
                 "loaded_by": loaded_by,
                 "entity": entity,
@@ -651,7 +652,7 @@ async def load_bank_feed(
         await append_event(
             conn,
             actor=ENGINE_ACTOR,
-            kind="bank_feed_loaded",
+            kind=TraceKind.BANK_FEED_LOADED,
             close_id=close_id,
             payload={"loaded_by": loaded_by, "book_set_id": book_set_id, "feed_version": version, "source": path.name},
         )

@@ -45,6 +45,7 @@ __all__ = [  # the store's rows and reads, as the workflow, the board and the se
     "contract_records",
     "latest_set_for_period",
 ]
+from countersign.states import TraceKind
 
 CONTRACTS_FILE = "contracts.json"
 CERTIFICATES_FILE = "certificates.jsonl"
@@ -189,7 +190,7 @@ async def load_construction_files(
         await append_event(
             conn,
             actor=ENGINE_ACTOR,
-            kind="construction_set_loaded",
+            kind=TraceKind.CONSTRUCTION_SET_LOADED,
             payload={
                 "loaded_by": loaded_by,
                 "set_id": set_id,

@@ -21,10 +21,10 @@ from psycopg.types.json import Jsonb
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from countersign.audit.trace import append_event
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
 from countersign.engine.supervisor import move_task
-from countersign.states import DispatchStatus, TaskState
+from countersign.states import DispatchStatus, TaskState, TraceKind
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 
@@ -224,7 +224,7 @@ async def _claim(
                 conn,
                 actor=actor,
                 close_id=close_id,
-                kind="dispatch_reused",
+                kind=TraceKind.DISPATCH_REUSED,
                 payload={"task": task, "specialist": specialist, "idempotency_key": key},
             )
             return DispatchOutcome(key, dict(row.result or {}), reused=True)
@@ -241,7 +241,7 @@ async def _claim(
             conn,
             actor=actor,
             close_id=close_id,
-            kind="dispatched",
+            kind=TraceKind.DISPATCHED,
             payload={
                 "task": task,
                 "attempt": attempt,
@@ -279,7 +279,7 @@ async def _call_and_record(
     try:
         async with renewing(lambda: _renew_lease(connect, key, holder, lease_s), every_s=lease_s / 3):
             result = await call(specialist, payload, key)
-        kill_point("dispatch.after_call")
+        kill_point(KillPoint.DISPATCH_AFTER_CALL)
     except Exception as exc:
         raise await _record_failure(connect, key, holder, close_id, task, specialist, actor, exc) from exc
     async with connect() as conn, conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
@@ -300,7 +300,7 @@ async def _call_and_record(
             conn,
             actor=AGENT_PRINCIPALS.get(specialist, specialist),
             close_id=close_id,
-            kind="specialist_result",
+            kind=TraceKind.SPECIALIST_RESULT,
             payload={"task": task, "to": actor, "idempotency_key": key, "summary": summarise(result)},
         )
     return DispatchOutcome(key, result, reused=False)
@@ -359,7 +359,7 @@ async def _record_failure(
             conn,
             actor=AGENT_PRINCIPALS.get(specialist, specialist),
             close_id=close_id,
-            kind="dispatch_dead_lettered" if dead else "dispatch_failed",
+            kind=TraceKind.DISPATCH_DEAD_LETTERED if dead else TraceKind.DISPATCH_FAILED,
             payload={
                 "task": task,
                 "specialist": specialist,
@@ -485,7 +485,7 @@ async def replay_dead_letter(conn: AsyncConnection[Any], dispatch_id: int, *, ac
             conn,
             actor=actor,
             close_id=close_id,
-            kind="dispatch_replayed",
+            kind=TraceKind.DISPATCH_REPLAYED,
             payload={"dispatch_id": dispatch_id, "task": task, "to": "orchestrator"},
         )
     return close_id, task

@@ -11,7 +11,7 @@ from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event
 from countersign.cards.notices import overdue_reminder_for
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.context import AdvanceReport, EngineContext
 from countersign.engine.gates import (
     UnprovenDecision,
@@ -27,7 +27,7 @@ from countersign.engine.task_runner import complete_task
 from countersign.engine.workflows import TaskContext
 from countersign.policy import ESCALATION, EscalationReason, Workflow
 from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
-from countersign.states import DECIDED, GateLifecycle, GateStatus, TaskState
+from countersign.states import DECIDED, GateLifecycle, GateStatus, TaskState, TraceKind
 from countersign.store.gates import GateRecord, read_gates_of_close
 
 _WAITING = (TaskState.AWAITING_GATE, TaskState.HALTED)
@@ -57,7 +57,7 @@ async def apply_gate_outcomes(
         if unproven:  # a decision without person-level proof never counts: the gate is not applied
             await _block_on_unproven(conn, close, ctx, gate, unproven, report)
             continue
-        kill_point("gates.before_apply")
+        kill_point(KillPoint.GATES_BEFORE_APPLY)
         async with conn.transaction():
             if not await mark_gate_applied(conn, gate.gate_id):
                 continue
@@ -84,7 +84,7 @@ async def _block_on_unproven(
             conn,
             actor=ctx.actor,
             close_id=close.close_id,
-            kind="decision_proof_invalid",
+            kind=TraceKind.DECISION_PROOF_INVALID,
             payload={
                 "gate_id": gate.gate_id,
                 "task": gate.task,
@@ -106,7 +106,7 @@ async def _remind_overdue(
         conn,
         actor=ctx.actor,
         close_id=close.close_id,
-        kind="gate_overdue",
+        kind=TraceKind.GATE_OVERDUE,
         payload={
             "gate_id": gate.gate_id,
             "task": gate.task,
@@ -151,7 +151,7 @@ async def _run_again_after_expiry(
         conn,
         actor=ctx.actor,
         close_id=close.close_id,
-        kind="gate_expired",
+        kind=TraceKind.GATE_EXPIRED,
         payload={
             "gate_id": gate.gate_id,
             "task": gate.task,
@@ -183,7 +183,9 @@ async def _apply_one(
             expect=_WAITING,
             reason=f"gate {gate.gate_id} rejected",
         )
-        await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_rejected_applied", payload=event)
+        await append_event(
+            conn, actor=ctx.actor, close_id=close.close_id, kind=TraceKind.GATE_REJECTED_APPLIED, payload=event
+        )
         report.steps.append(f"{gate.task}: gate rejected, task stopped")
         if gate.kind != ESCALATION:
             definition = workflow.task(gate.task)
@@ -211,7 +213,7 @@ async def _apply_one(
             conn,
             actor=ctx.actor,
             close_id=close.close_id,
-            kind="task_requeued",
+            kind=TraceKind.TASK_REQUEUED,
             payload={**event, "next_attempt": task.attempt + 1, **({} if off is None else {MODEL_OFF_FIELD: off})},
         )
         without = "" if off is None else f" without the model ({off}: the deterministic text, flagged)"
@@ -221,4 +223,4 @@ async def _apply_one(
     escalation = EscalationReason(task.escalation) if task.escalation else None
     tc = TaskContext(close, definition, task.attempt, ctx.policy, ctx.actor, escalation, ctx.locale, ctx.channels)
     await complete_task(conn, ctx, tc, ctx.handler(definition), task.result or {}, report)
-    await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind="gate_passed", payload=event)
+    await append_event(conn, actor=ctx.actor, close_id=close.close_id, kind=TraceKind.GATE_PASSED, payload=event)

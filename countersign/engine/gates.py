@@ -25,7 +25,7 @@ from countersign.audit.person_proof import decision_message, digest_of_gate, pas
 from countersign.audit.trace import append_event
 from countersign.engine.supervisor import move_gate
 from countersign.policy import GateRequirement
-from countersign.states import GateLifecycle
+from countersign.states import GateLifecycle, TraceKind
 from countersign.store.gates import read_gate_facts
 
 
@@ -95,7 +95,7 @@ async def open_gate(
         conn,
         actor=actor,
         close_id=close_id,
-        kind="gate_opened",
+        kind=TraceKind.GATE_OPENED,
         payload={
             "gate_id": gate_id,
             "task": task,

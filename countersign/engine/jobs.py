@@ -35,7 +35,7 @@ from psycopg.rows import scalar_row
 from psycopg_pool import AsyncConnectionPool
 
 from countersign.audit.transparency_log import sign_log_checkpoint
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.leases import Connect
 from countersign.engine.orchestrator import AdvanceReport, EngineContext, advance
 from countersign.engine.outbox import enqueue_card_updates
@@ -188,7 +188,7 @@ class _Jobs:
                     "countersign.close.busy": report.busy,
                 }
             )
-        kill_point("job.after_advance")  # the run's tables moved, the job is not yet finished
+        kill_point(KillPoint.JOB_AFTER_ADVANCE)  # the run's tables moved, the job is not yet finished
         self.watch.advanced(report)
         async with self.connect() as conn:
             if report.busy:

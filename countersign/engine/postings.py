@@ -18,7 +18,8 @@ import orjson
 from psycopg import AsyncConnection, errors
 
 from countersign.audit.trace import append_event
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
+from countersign.states import TraceKind
 from countersign.store import journals
 from countersign.store.journals import JournalLine as JournalLine
 from countersign.store.journals import StoredJournalKey as StoredJournalKey
@@ -112,13 +113,13 @@ async def post_journal(conn: AsyncConnection[Any], request: JournalRequest, *, p
                 return raced
             journal_id = inserted
             await journals.insert_journal_lines(conn, journal_id, request.lines)
-            kill_point("posting.mid")
+            kill_point(KillPoint.POSTING_MID)
             # Check the deferred balance trigger now, inside this savepoint, so a bad journal fails here.
             await journals.check_journal_balanced(conn)
             await append_event(
                 conn,
                 actor=posted_by,
-                kind="journal_posted",
+                kind=TraceKind.JOURNAL_POSTED,
                 close_id=request.source_close,
                 payload={
                     "journal_id": journal_id,

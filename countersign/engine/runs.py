@@ -23,7 +23,7 @@ from countersign.engine.dispatch import dead_letters
 from countersign.engine.outbox import failed_deliveries
 from countersign.engine.supervisor import move_run
 from countersign.policy import Policy, Workflow
-from countersign.states import PeriodState, RunState, TaskState
+from countersign.states import PeriodState, RunState, TaskState, TraceKind
 from countersign.store import books as book_store
 from countersign.store import runs as store
 from countersign.store.gates import GateRecord, read_gates_of_close
@@ -209,7 +209,7 @@ async def start_close(
                 conn,
                 actor=ENGINE_ACTOR,
                 close_id=close_id,
-                kind="close_started",
+                kind=TraceKind.CLOSE_STARTED,
                 payload={
                     "requested_by": started_by,
                     "entity": entity,
@@ -257,7 +257,7 @@ async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor:
                 conn,
                 actor=actor,
                 close_id=close_id,
-                kind="close_status",
+                kind=TraceKind.CLOSE_STATUS,
                 payload={"status": status.value, "reason": reason},
             )
     return status

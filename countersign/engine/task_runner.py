@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event
-from countersign.drill_hooks.kill_points import kill_point
+from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.books import account_names, recorded_rate
 from countersign.engine.close_session import CloseSession
 from countersign.engine.context import AdvanceReport, EngineContext
@@ -52,7 +52,7 @@ from countersign.policy import (
     derive_gate,
 )
 from countersign.specialists.narration import MODEL_OFF_FIELD, MODEL_OFF_REASONS
-from countersign.states import TaskState
+from countersign.states import TaskState, TraceKind
 
 
 async def run_ready_tasks(
@@ -88,7 +88,7 @@ async def run_ready_tasks(
                 conn,
                 actor=ctx.actor,
                 close_id=close.close_id,
-                kind="task_started",
+                kind=TraceKind.TASK_STARTED,
                 payload={
                     "task": task_id,
                     "attempt": row.attempt,
@@ -133,7 +133,7 @@ async def run_ready_tasks(
             skipped.add(task_id)
             report.steps.append(f"{task_id}: failed: {exc}")
             continue
-        kill_point("task.after_result")
+        kill_point(KillPoint.TASK_AFTER_RESULT)
         progressed |= await _record_result(session.conn, ctx, tc, handler, result, report)
     return progressed
 
@@ -207,7 +207,7 @@ async def _fail(conn: AsyncConnection[Any], ctx: EngineContext, tc: TaskContext,
             conn,
             actor=ctx.actor,
             close_id=tc.close.close_id,
-            kind="task_failed",
+            kind=TraceKind.TASK_FAILED,
             payload={"task": tc.task.id, "attempt": tc.attempt, "reason": reason[:500]},
         )
 
@@ -239,7 +239,7 @@ async def escalate(
             conn,
             actor=prepared_by,
             close_id=tc.close.close_id,
-            kind="task_halted",
+            kind=TraceKind.TASK_HALTED,
             payload={
                 "task": tc.task.id,
                 "attempt": tc.attempt,
@@ -407,11 +407,11 @@ async def complete_task(
         conn, tc.close.close_id, tc.task.id, TaskState.DONE, expect=(TaskState.AWAITING_GATE, TaskState.RUNNING)
     )
     await append_event(
-        conn, actor=ctx.actor, close_id=tc.close.close_id, kind="task_done", payload={"task": tc.task.id}
+        conn, actor=ctx.actor, close_id=tc.close.close_id, kind=TraceKind.TASK_DONE, payload={"task": tc.task.id}
     )
 
 
-MODEL_EVENT_KINDS = ("model_step", "tool_call")
+MODEL_EVENT_KINDS = (TraceKind.MODEL_STEP, TraceKind.TOOL_CALL)
 MODEL_EVENT_FIELDS = (
     "step",
     "model",
@@ -449,7 +449,7 @@ async def _trace_model_steps(
             conn,
             actor=_prepared_by(ctx, tc),
             close_id=tc.close.close_id,
-            kind=str(step["kind"]),
+            kind=TraceKind(step["kind"]),
             payload={"task": tc.task.id, "attempt": tc.attempt, **payload},
         )
 

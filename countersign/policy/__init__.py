@@ -1,4 +1,5 @@
-"""Risk tiers, gate derivation, escalation reasons and workflow loading. Pure: imports nothing else of Countersign."""
+"""Risk tiers, gate derivation, escalation reasons, who may decide a gate and workflow loading. Pure: imports nothing
+else of Countersign but its states."""
 
 from countersign.policy.errors import (
     GateInputError,

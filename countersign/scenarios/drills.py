@@ -20,6 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.bootstrap.runtime import Runtime, connection, role_connection
+from countersign.drill_hooks.kill_points import KillPoint
 from countersign.engine.dispatch import dispatch_once
 from countersign.engine.integrity import (
     NotPostgres,
@@ -386,7 +387,7 @@ Progress = Callable[[str, int, int], None]
 
 
 def run_restart_drill(
-    rt: Runtime, points: tuple[str, ...], *, max_rounds: int = 30, progress: Progress | None = None
+    rt: Runtime, points: tuple[KillPoint, ...], *, max_rounds: int = 30, progress: Progress | None = None
 ) -> list[RestartResult]:
     """For each kill point: run the close in worker processes, SIGKILL one at the point, let fresh ones finish.
     `progress(phrase, points done, points)` before each point and at the end."""
@@ -404,14 +405,14 @@ def run_restart_drill(
     results: list[RestartResult] = []
     for point in points:
         say(f"kill point {point}", len(results), len(points))
-        if point == "card.before_post" and not channel_targets(rt.settings):
+        if point == KillPoint.CARD_BEFORE_POST and not channel_targets(rt.settings):
             results.append(
                 RestartResult(point, "", False, 0, False, [], skipped="no Slack or Teams channel configured")
             )
             continue
         close_id, books = asyncio.run(_prepare_close(rt, point.split(".")[0][:6].upper()))
         marker = os.path.join(tempfile.mkdtemp(prefix="countersign-drill-"), "killed")
-        env = {**os.environ, KILL_AT_ENV: point, MARKER_ENV: marker}
+        env = {**os.environ, KILL_AT_ENV: str(point), MARKER_ENV: marker}
         killed, processes, closed = False, 0, False
         for _ in range(max_rounds):
             done = subprocess.run(

@@ -4,10 +4,10 @@ one gate with its evidence, and the series its charts draw.
 Every read first passes the one rule (`countersign.services.reading.authorize`, the `read close` roles) and then runs
 on the
 engine role's connection (`conn`), as every door reads. Rows come back as frozen dataclasses; gates are
-`countersign.store.gates.GateRecord`s. Who may decide a gate is `may_decide`, the same rule as the decision writer's
-and the
-database's (role, not yet decided, did not prepare or request the work, still open), so the inbox and the gate page
-never offer what the decision would refuse.
+`countersign.store.gates.GateRecord`s. Who may decide a gate is `may_decide`: the one rule
+(`countersign.policy.deciders`) the decision writer refuses by, and the database's admission trigger checks the same
+(role, not yet decided, did not prepare or request the work, still open), so the inbox and the gate page never offer
+what the decision would refuse.
 """
 
 from __future__ import annotations
@@ -29,17 +29,16 @@ from countersign.audit.transparency_log import LogInconsistent, check_extends, l
 from countersign.certificates.pipeline import run_pipeline
 from countersign.engine.construction import certificate_record, contract_records, prior_certificates
 from countersign.engine.workflows.certificates.runs import payment_run_status
+from countersign.policy import deciders
 from countersign.policy.command_roles import READ_CLOSE
 from countersign.policy.model import Policy
 from countersign.services.errors import CloseNotFound, GateNotFound
 from countersign.services.reading import Caller, Reader, authorize, is_close_id, is_gate_id
-from countersign.states import GateStatus
 from countersign.store.gates import GateRecord, read_gate, read_gates_of_close
 
 MAX_RUNS = 500  # closes and payment runs on the board's front page, newest first
 MAX_INBOX_GATES = 200
 MAX_TIMELINE_EVENTS = 5_000
-GATE_LIFECYCLE_OPEN = "open"
 CERTIFICATES_WORKFLOW = "certificates"
 
 
@@ -47,18 +46,10 @@ CERTIFICATES_WORKFLOW = "certificates"
 
 
 def may_decide(gate: GateRecord, caller: Caller) -> bool:
-    """May `caller` decide `gate` now? An active human holding the gate's role, who has not decided it, did not
-    prepare or request its work, on a gate still open. Pure."""
-    return (
-        caller.is_human
-        and caller.active
-        and gate.status is GateStatus.OPEN
-        and gate.lifecycle == GATE_LIFECYCLE_OPEN
-        and gate.approver_role in caller.roles
-        and caller.principal_id != gate.prepared_by
-        and caller.principal_id not in gate.requested_by
-        and all(d.principal_id != caller.principal_id for d in gate.decisions)
-    )
+    """May `caller` decide `gate` now? The one rule (`countersign.policy.deciders`), as the board offers it: an
+    active human holding the gate's role, who has not decided it, did not prepare or request its work, on a gate
+    still open. Pure."""
+    return deciders.may_decide(gate.terms, caller.person)
 
 
 # --- the front page ------------------------------------------------------------------------------------------------

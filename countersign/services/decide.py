@@ -38,7 +38,7 @@ from countersign.callbacks.person_signature import WINDOW_S as PERSON_WINDOW_S
 from countersign.callbacks.principals import resolve_identity
 from countersign.callbacks.signature import SignatureRejected
 from countersign.callbacks.signature import verify as verify_transport_signature
-from countersign.states import CHAT_CHANNELS, Channel
+from countersign.states import CHAT_CHANNELS, Channel, RefusalCode
 
 # What a door needs besides `decide_gate` (for the signed callback: the transport HMAC check and the person's Ed25519
 # proof), so no door reaches into the modules that run the SQL.
@@ -134,7 +134,7 @@ async def decide_gate(
         proof=identity.request_proof(),
     )
     if identity.machine is not None:
-        raise await refuse(conn, request, "machine_principal", identity.machine, seal=seal)
+        raise await refuse(conn, request, RefusalCode.MACHINE_PRINCIPAL, identity.machine, seal=seal)
     if identity.channel in CHAT_CHANNELS:
         principal = await resolve_identity(conn, identity.channel, identity.external_id, identity.tenant)
         if principal is not None:  # unresolved: recorded as refused (unknown principal) under the chat identity

@@ -15,7 +15,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import RowMaker, class_row, dict_row
 
-from countersign.states import Decision, GateStatus, ProofKind
+from countersign.policy.deciders import GateTerms
+from countersign.states import Decision, GateLifecycle, GateStatus, ProofKind
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,17 @@ class GateRecord:
     subject: str = ""
     amount: Decimal | None = None
     summary_json: str = "null"  # the summary as the database prints it (its digest is taken of this)
+
+    @property
+    def terms(self) -> GateTerms:
+        """The gate as who-may-decide sees it (`countersign.policy.deciders`)."""
+        return GateTerms(
+            self.approver_role,
+            frozenset({self.prepared_by, *self.requested_by}),
+            self.status,
+            {d.principal_id: d.decision for d in self.decisions},
+            lifecycle_open=self.lifecycle == GateLifecycle.OPEN,
+        )
 
     @property
     def facts(self) -> GateFacts:

@@ -22,6 +22,7 @@ from typing import Any
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import class_row, scalar_row
 
+from countersign.policy.deciders import Person
 from countersign.states import PrincipalKind
 
 
@@ -50,6 +51,11 @@ class Principal:
     def is_human(self) -> bool:
         return self.kind == PrincipalKind.HUMAN
 
+    @property
+    def person(self) -> Person:
+        """The principal as who-may-decide sees it (`countersign.policy.deciders`); this read carries no `active`."""
+        return Person(self.principal_id, self.is_human, frozenset(self.roles))
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -69,6 +75,11 @@ class Caller:
     @property
     def is_human(self) -> bool:
         return self.kind == PrincipalKind.HUMAN
+
+    @property
+    def person(self) -> Person:
+        """The caller as who-may-decide sees it (`countersign.policy.deciders`)."""
+        return Person(self.principal_id, self.is_human, frozenset(self.roles), self.active)
 
 
 # A principal by id (a login name) first, then by a `login` identity; the key is already normalised. Columns:
@@ -227,7 +238,10 @@ async def teams_ids_of_deciders(
     conn: AsyncConnection[Any], *, role: str, excluded: Sequence[str], limit: int
 ) -> tuple[str, ...]:
     """Returns the Teams ids (as `principal_identity` holds them) of the active humans holding `role`, none of
-    `excluded`: at most `limit`, in principal order. countersign.bot.queries reads the deciders of a gate this way."""
+    `excluded`: at most `limit`, in principal order. countersign.bot.queries reads the deciders of a gate this way.
+
+    This is who-may-decide's `entitled` (`countersign.policy.deciders`) in SQL, whether or not they decided yet (their
+    card refreshes to show their vote): tests/store/test_teams_deciders_query.py compares the two."""
     async with conn.cursor() as cur:
         await cur.execute(
             "SELECT i.external_id FROM principal_identity i JOIN principal p USING (principal_id)"

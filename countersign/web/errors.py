@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from countersign.policy.command_roles import PAYMENTS, READ_CLOSE, TRACE_EXPORT
 from countersign.services.decide import PERSON_SIGNATURE_REJECTED, DecisionConflict, DecisionRefused, GateNotFound
 from countersign.services.errors import CloseNotFound, Forbidden, NoCloseStarted, Unauthenticated
+from countersign.states import RefusalCode
 
 
 class ErrorBody(BaseModel):
@@ -44,7 +45,7 @@ HTTP_ERRORS: dict[type[Exception], Callable[[Any], tuple[int, str, str]]] = {
     NoCloseStarted: lambda exc: (404, "close_not_found", str(exc)),
     GateNotFound: lambda exc: (404, "gate_not_found", str(exc)),
     DecisionRefused: _refused,
-    DecisionConflict: lambda exc: (409, "conflict", str(exc)),
+    DecisionConflict: lambda exc: (409, RefusalCode.CONFLICT, str(exc)),
 }
 SERVICE_ERRORS = tuple(HTTP_ERRORS)  # `except SERVICE_ERRORS as exc: return error_response(exc)`
 

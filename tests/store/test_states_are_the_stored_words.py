@@ -112,3 +112,28 @@ def test_a_channel_the_trigger_does_not_admit_is_seen() -> None:
     source = "v := CASE NEW.channel WHEN 'slack' THEN 'platform_identity' WHEN 'web' THEN 'passkey' END;"
     assert channels_admitted(source) == {"slack": "platform_identity", "web": "passkey"}
     assert set(channels_admitted(source)) != {channel.value for channel in Channel}
+
+
+def trace_kinds_in(function_sources: str) -> tuple[set[str], set[str]]:
+    """The kinds the database's functions write into the trace queue themselves, and the decision side's own kinds
+    the trace writers' trigger (migration 0006) guards."""
+    written = set(re.findall(r"INSERT INTO public\.trace_pending[^;]*?VALUES[^;]*?'([a-z_]+)'", function_sources))
+    guarded = re.findall(r"NEW\.kind = ANY \('\{([a-z_,]+)\}'::text\[\]\)", function_sources)
+    return written, {kind for words in guarded for kind in words.split(",")}
+
+
+async def test_trace_kinds_name_what_the_database_writes_and_guards(conn: Any) -> None:
+    """`TraceKind` names the kinds the database traces itself (`gate_decided`, the passkey events) and the decision
+    side's kinds its trace writers' trigger reserves for the callbacks role (`gate_decided` is the database's own)."""
+    from countersign.states import TraceKind
+
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT string_agg(pg_get_functiondef(p.oid), E'\\n') FROM pg_proc p"
+            " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.prokind = 'f'"
+        )
+        (sources,) = await cur.fetchone()
+    written, guarded = trace_kinds_in(sources)
+    assert written == {"gate_decided", "passkey_enrolled", "passkey_revoked"}
+    assert guarded == {"decision_refused", "trace_exported", "command_refused"}
+    assert written | guarded <= {kind.value for kind in TraceKind}

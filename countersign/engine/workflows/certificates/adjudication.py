@@ -15,6 +15,7 @@ from countersign.engine.workflows.certificates.guards import check_answer
 from countersign.engine.workflows.certificates.stages import CLAUSE_RETRIEVAL, DUPLICATE_CHECK, RECONSTRUCTION
 from countersign.policy import EscalationReason
 from countersign.retrieval.citations import citations_outside, cited_ids
+from countersign.states import TraceKind
 
 
 def adjudication_facts(reconstruction: Mapping[str, Any], duplicates: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,7 +80,7 @@ class Adjudication(TaskHandler):
             conn,
             actor=tc.actor,
             close_id=tc.close.close_id,
-            kind="clauses_cited",
+            kind=TraceKind.CLAUSES_CITED,
             payload={
                 "task": tc.task.id,
                 "attempt": tc.attempt,

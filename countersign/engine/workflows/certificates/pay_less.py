@@ -28,7 +28,7 @@ from countersign.engine.outbox import enqueue_notices
 from countersign.engine.workflows.base import TaskContext
 from countersign.engine.workflows.certificates.evidence import RunEvidence
 from countersign.money.formatting import format_money
-from countersign.states import NoticeKind
+from countersign.states import NoticeKind, TraceKind
 from countersign.store.payment_notices import NewPaymentNotice, ServedNotice, record_payment_notice
 
 PAY_LESS = NoticeKind.PAY_LESS
@@ -37,6 +37,7 @@ NOTICE_TEMPLATE = "pay_less_notice"
 _DOCUMENT = {NoticeKind.PAY_LESS: pay_less_notice, NoticeKind.PAYMENT: payment_notice}
 _TEMPLATE = {NoticeKind.PAY_LESS: NOTICE_TEMPLATE, NoticeKind.PAYMENT: "payment_notice"}
 _WORDS = {NoticeKind.PAY_LESS: "pay-less", NoticeKind.PAYMENT: "payment"}
+_SERVED = {NoticeKind.PAY_LESS: TraceKind.PAY_LESS_NOTICE_SERVED, NoticeKind.PAYMENT: TraceKind.PAYMENT_NOTICE_SERVED}
 
 
 def deadline_of(kind: NoticeKind, dates: PaymentDates) -> date:
@@ -181,7 +182,7 @@ async def serve_notice(
         conn,
         actor=tc.actor,
         close_id=tc.close.close_id,
-        kind=f"{kind.value}_notice_served",
+        kind=_SERVED[kind],
         payload={
             "certificate_id": evidence.certificate.id,
             "contract_id": notice.contract_id,

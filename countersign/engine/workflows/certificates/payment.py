@@ -30,7 +30,7 @@ from countersign.engine.workflows.certificates.stages import (
     RECONSTRUCTION,
 )
 from countersign.money.formatting import format_money
-from countersign.states import NoticeKind
+from countersign.states import NoticeKind, TraceKind
 
 CERTIFICATE_KEY = "certificate"
 ESCALATE_BEFORE_DEADLINE = timedelta(days=2)
@@ -172,7 +172,7 @@ class Payment(TaskHandler):
             conn,
             actor=tc.actor,
             close_id=tc.close.close_id,
-            kind="certificate_certified",
+            kind=TraceKind.CERTIFICATE_CERTIFIED,
             payload={
                 "certificate_id": result["certificate_id"],
                 "contract_id": certificate["contract_id"],

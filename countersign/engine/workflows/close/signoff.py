@@ -10,6 +10,7 @@ from psycopg import AsyncConnection
 from countersign.audit.trace import append_event
 from countersign.engine.workflows.base import TaskContext, TaskHandler
 from countersign.engine.workflows.close import queries
+from countersign.states import TraceKind
 
 
 class CloseSignoff(TaskHandler):
@@ -28,7 +29,7 @@ class CloseSignoff(TaskHandler):
             conn,
             actor=tc.actor,
             close_id=tc.close.close_id,
-            kind="period_closed",
+            kind=TraceKind.PERIOD_CLOSED,
             payload={"entity": tc.close.entity, "period": tc.close.period},
         )
         return [f"period {tc.close.entity} {tc.close.period} closed"]
