@@ -51,6 +51,7 @@ DATABASE_CODE = (
     "countersign.callbacks.decision_writer",
     "countersign.callbacks.principals",
     "countersign.store.decisions",
+    "countersign.store.dispatch",
     "countersign.store.passkeys",
     "countersign.engine.books",
     "countersign.engine.runs",
