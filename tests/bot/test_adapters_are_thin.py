@@ -52,6 +52,7 @@ DATABASE_CODE = (
     "countersign.callbacks.principals",
     "countersign.store.decisions",
     "countersign.store.dispatch",
+    "countersign.store.outbox",
     "countersign.store.passkeys",
     "countersign.engine.books",
     "countersign.engine.runs",

@@ -25,7 +25,6 @@ _NOT_YET_MOVED = frozenset(
         "engine/gates.py",
         "engine/integrity.py",
         "engine/jobs.py",
-        "engine/outbox.py",
         "engine/runs.py",
         "engine/supervisor.py",
         "services/board_reads.py",
