@@ -2,7 +2,9 @@
 
 A2A cannot carry idempotency (the server assigns task ids, and a finished task cannot be continued), so the key
 travels in the message metadata and the guarantee lives in our own table: `dispatch.idempotency_key` is UNIQUE.
-A repeated dispatch with a completed row returns the stored result and calls nobody.
+A repeated dispatch with a completed row returns the stored result and calls nobody. The statements live in
+`countersign.store.dispatch`; this module keeps the rules (the keys, the lease, the backoff, the cap on failures)
+and each transaction's boundary.
 """
 
 from __future__ import annotations
@@ -11,13 +13,10 @@ import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 
 import orjson
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from countersign.audit.trace import append_event
@@ -25,6 +24,12 @@ from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
 from countersign.engine.supervisor import move_task
 from countersign.states import DispatchStatus, TaskState, TraceKind
+from countersign.store import dispatch as store_dispatch
+from countersign.store.dispatch import CountedFailure as CountedFailure
+from countersign.store.dispatch import DeadLetter as DeadLetter
+from countersign.store.dispatch import DispatchState as DispatchState
+from countersign.store.dispatch import dispatch_in_flight as dispatch_in_flight
+from countersign.store.dispatch import release_dispatch_leases as release_dispatch_leases
 
 SpecialistCall = Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]
 
@@ -171,23 +176,6 @@ async def dispatch_once(
     return await _call_and_record(connect, call, key, holder, close_id, task, specialist, payload, actor, lease_s)
 
 
-@dataclass(frozen=True)
-class DispatchState:
-    """A dispatch row as a claim reads it, locked FOR UPDATE."""
-
-    dispatch_id: int
-    input_digest: str
-    status: DispatchStatus
-    result: dict[str, Any] | None
-    error: str | None
-    retry_in_s: float | None  # seconds until the next attempt is due (negative: overdue), None when not scheduled
-    leased_by: str | None
-    lease_live: bool | None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", DispatchStatus(self.status))  # the column's word, as its Enum
-
-
 async def _claim(
     conn: AsyncConnection[Any],
     key: str,
@@ -201,19 +189,11 @@ async def _claim(
     lease_s: float,
 ) -> DispatchOutcome | str | None:
     """One short transaction: the stored result, or the live lease's holder (str), or None when the call is ours."""
-    async with conn.transaction(), conn.cursor(row_factory=class_row(DispatchState)) as cur:
-        await cur.execute(
-            "INSERT INTO dispatch (idempotency_key, close_id, task, attempt, specialist, input_digest)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING",
-            (key, close_id, task, attempt, specialist, digest),
+    async with conn.transaction():
+        await store_dispatch.insert_dispatch(
+            conn, key, close_id=close_id, task=task, attempt=attempt, specialist=specialist, digest=digest
         )
-        await cur.execute(
-            "SELECT dispatch_id, input_digest, status, result, error,"
-            " extract(epoch FROM next_attempt_at - now())::float8 AS retry_in_s,"
-            " leased_by, lease_until > now() AS lease_live FROM dispatch WHERE idempotency_key = %s FOR UPDATE",
-            (key,),
-        )
-        row = await cur.fetchone()
+        row = await store_dispatch.lock_dispatch(conn, key)
         assert row is not None
         if row.input_digest != digest:
             raise DispatchConflict(key, row.input_digest, digest)
@@ -232,11 +212,7 @@ async def _claim(
             return str(row.leased_by)
         if row.status == DispatchStatus.FAILED and row.retry_in_s is not None and row.retry_in_s > 0:
             raise DispatchBackingOff(task, row.retry_in_s)
-        await cur.execute(
-            "UPDATE dispatch SET calls = calls + 1, leased_by = %s, lease_until = now() + make_interval(secs => %s)"
-            " WHERE idempotency_key = %s",
-            (holder, lease_s, key),
-        )
+        await store_dispatch.lease_dispatch(conn, key, holder=holder, lease_s=lease_s)
         await append_event(
             conn,
             actor=actor,
@@ -255,13 +231,8 @@ async def _claim(
 
 
 async def _renew_lease(connect: Connect, key: str, holder: str, lease_s: float) -> bool:
-    async with connect() as conn, conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "UPDATE dispatch SET lease_until = now() + make_interval(secs => %s)"
-            " WHERE idempotency_key = %s AND leased_by = %s AND status IN ('pending', 'failed') RETURNING dispatch_id",
-            (lease_s, key, holder),
-        )
-        return await cur.fetchone() is not None
+    async with connect() as conn:
+        return await store_dispatch.renew_dispatch_lease(conn, key, holder=holder, lease_s=lease_s)
 
 
 async def _call_and_record(
@@ -282,18 +253,11 @@ async def _call_and_record(
         kill_point(KillPoint.DISPATCH_AFTER_CALL)
     except Exception as exc:
         raise await _record_failure(connect, key, holder, close_id, task, specialist, actor, exc) from exc
-    async with connect() as conn, conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
+    async with connect() as conn, conn.transaction():
         # Ours if the row is not completed yet: our lease, or a lease that passed to a worker still calling (both
         # asked the same question under the same key). A second result for a completed dispatch changes nothing.
-        await cur.execute(
-            "UPDATE dispatch SET status = 'completed', result = %s, completed_at = now(), error = NULL,"
-            " next_attempt_at = NULL, dead_lettered_at = NULL, leased_by = NULL, lease_until = NULL"
-            " WHERE idempotency_key = %s AND status <> 'completed' RETURNING dispatch_id",
-            (Jsonb(result), key),
-        )
-        if await cur.fetchone() is None:
-            await cur.execute("SELECT result FROM dispatch WHERE idempotency_key = %s", (key,))
-            stored: dict[str, Any] | None = await cur.fetchone()
+        if not await store_dispatch.complete_dispatch(conn, key, result):
+            stored = await store_dispatch.dispatch_result(conn, key)
             assert stored is not None
             return DispatchOutcome(key, dict(stored), reused=True)
         await append_event(
@@ -304,16 +268,6 @@ async def _call_and_record(
             payload={"task": task, "to": actor, "idempotency_key": key, "summary": summarise(result)},
         )
     return DispatchOutcome(key, result, reused=False)
-
-
-@dataclass(frozen=True)
-class CountedFailure:
-    dispatch_id: int
-    failures: int
-    status: DispatchStatus  # failed, or dead once MAX_DISPATCH_FAILURES is reached
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", DispatchStatus(self.status))  # the column's word, as its Enum
 
 
 async def _record_failure(
@@ -330,27 +284,10 @@ async def _record_failure(
     raise."""
     reason = f"{type(exc).__name__}: {exc}"[:2000]
     waits = [retry_backoff_s(failures) for failures in range(1, MAX_DISPATCH_FAILURES)]  # drawn now, one per count
-    async with connect() as conn, conn.transaction(), conn.cursor(row_factory=class_row(CountedFailure)) as cur:
-        await cur.execute(
-            "UPDATE dispatch SET failures = failures + 1,"
-            " status = CASE WHEN failures + 1 >= %s THEN 'dead' ELSE 'failed' END, error = %s, completed_at = now(),"
-            " next_attempt_at = now() + make_interval(secs => CASE WHEN failures + 1 >= %s THEN 0"
-            "   ELSE (%s::float8[])[LEAST(failures + 1, %s)] END),"
-            " dead_lettered_at = CASE WHEN failures + 1 >= %s THEN now() END, leased_by = NULL, lease_until = NULL"
-            " WHERE idempotency_key = %s AND leased_by = %s AND status IN ('pending', 'failed')"
-            " RETURNING dispatch_id, failures, status",
-            (
-                MAX_DISPATCH_FAILURES,
-                reason,
-                MAX_DISPATCH_FAILURES,
-                waits,
-                len(waits),
-                MAX_DISPATCH_FAILURES,
-                key,
-                holder,
-            ),
+    async with connect() as conn, conn.transaction():
+        counted = await store_dispatch.count_dispatch_failure(
+            conn, key, holder=holder, reason=reason, waits=waits, max_failures=MAX_DISPATCH_FAILURES
         )
-        counted = await cur.fetchone()
         if counted is None:  # the lease passed to another worker, whose outcome counts: report ours, record nothing
             return DispatchFailed(specialist, task, f"{reason} (lease lost; not counted)")
         dispatch_id, failures = counted.dispatch_id, counted.failures
@@ -374,17 +311,6 @@ async def _record_failure(
     return DispatchFailed(specialist, task, reason, failures)
 
 
-async def dispatch_in_flight(conn: AsyncConnection[Any], close_id: str, task: str, attempt: int) -> bool:
-    """Whether a live lease says another worker is calling the specialist for this task's attempt right now."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT 1 FROM dispatch WHERE close_id = %s AND task = %s AND attempt = %s"
-            " AND status IN ('pending', 'failed') AND lease_until > now() LIMIT 1",
-            (close_id, task, attempt),
-        )
-        return await cur.fetchone() is not None
-
-
 def summarise(result: Mapping[str, Any]) -> dict[str, Any]:
     """A short, trace-sized view of a specialist result (the full result is in the dispatch row)."""
     keep = ("kind", "halted", "halt_reason", "total", "receipts", "difference", "within_tolerance")
@@ -400,44 +326,14 @@ def summarise(result: Mapping[str, Any]) -> dict[str, Any]:
     return summary
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    dispatch_id: int
-    task: str
-    attempt: int
-    specialist: str
-    failures: int
-    error: str | None
-    dead_lettered_at: datetime | None
-
-
 async def dead_letters(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
     """The close's dead-lettered dispatches of its tasks' current attempts, as JSON-ready dicts (close status prints
     them). A dead letter whose task a person has since re-run (a later attempt) waits for nobody and is left out."""
-    async with conn.cursor(row_factory=class_row(DeadLetter)) as cur:
-        await cur.execute(
-            "SELECT d.dispatch_id, d.task, d.attempt, d.specialist, d.failures, d.error, d.dead_lettered_at"
-            " FROM dispatch d JOIN close_task t"
-            "   ON t.close_id = d.close_id AND t.task = d.task AND t.attempt = d.attempt"
-            " WHERE d.close_id = %s AND d.status = 'dead' ORDER BY d.dispatch_id",
-            (close_id,),
-        )
-        dead = await cur.fetchall()
+    dead = await store_dispatch.dead_letters(conn, close_id)
     return [
         {**asdict(row), "dead_lettered_at": row.dead_lettered_at.isoformat() if row.dead_lettered_at else None}
         for row in dead
     ]
-
-
-async def release_dispatch_leases(conn: AsyncConnection[Any], holder_prefix: str) -> int:
-    """End now every live lease whose holder id starts with `holder_prefix` (a stopping process's); returns how many."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE dispatch SET lease_until = now()"
-            " WHERE left(leased_by, length(%(p)s)) = %(p)s AND lease_until > now()",
-            {"p": holder_prefix},
-        )
-        return max(cur.rowcount, 0)
 
 
 class NotDeadLettered(LookupError):
@@ -462,13 +358,8 @@ async def replay_dead_letter(conn: AsyncConnection[Any], dispatch_id: int, *, ac
     Since escalations are typed (issue 11) a dead letter halts its task behind an escalation gate instead of failing
     it, and approving that gate re-runs the task with a fresh dispatch: only a task that failed is replayed here.
     """
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE dispatch SET status = 'failed', failures = 0, next_attempt_at = NULL, dead_lettered_at = NULL"
-            " WHERE dispatch_id = %s AND status = 'dead' RETURNING close_id::text, task",
-            (dispatch_id,),
-        )
-        row = await cur.fetchone()
+    async with conn.transaction():
+        row = await store_dispatch.revive_dead_letter(conn, dispatch_id)
         if row is None:
             raise NotDeadLettered(dispatch_id)
         close_id, task = row

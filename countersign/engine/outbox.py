@@ -21,22 +21,29 @@ equal jitter and a cap; a platform's Retry-After is honoured. The next attempt's
 (`next_attempt_at`), so a restart loses no schedule. Only an attempt that fails once the budget is spent dead-letters
 the message (`failed`, `dead_lettered_at`); `redrive_dead_letters` puts dead letters back with a fresh budget, and
 the database lets a row move only pending → sent | failed and failed → pending by a redrive (migration 0021).
+
+The statements live in `countersign.store.outbox`; this module keeps the rules (the keys, the notice templates, the
+claim's length, the budget and its backoff) and runs them in its caller's transaction.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from countersign.cards.targets import ChannelTarget as ChannelTarget
 from countersign.states import OutboxKind, OutboxStatus
-from countersign.store.gates import card_state
+from countersign.store import outbox as store_outbox
+from countersign.store.outbox import FailedDelivery as FailedDelivery
+from countersign.store.outbox import OutboxMessage as OutboxMessage
+from countersign.store.outbox import PostedCard as PostedCard
+from countersign.store.outbox import mark_sent as mark_sent
+from countersign.store.outbox import posted_message_id as posted_message_id
+from countersign.store.outbox import redrive_dead_letters as redrive_dead_letters
+from countersign.store.outbox import release_outbox_claims as release_outbox_claims
 
 DEFAULT_BUDGET_HOURS = 24.0  # COUNTERSIGN_OUTBOX_BUDGET_HOURS: how long a message is retried before it is dead-lettered
 BACKOFF_BASE_S = 1.0  # the first wait's ceiling; each failure doubles it
@@ -70,20 +77,6 @@ class NotAFact(ValueError):
     """A notice whose template or arguments are not in NOTICE_TEMPLATES."""
 
 
-@dataclass(frozen=True)
-class OutboxMessage:
-    message_id: int
-    dedupe_key: str
-    close_id: str | None
-    gate_id: str | None
-    platform: str
-    channel: str
-    kind: str
-    payload: dict[str, Any]
-    attempts: int
-    template: str | None = None
-
-
 async def enqueue(
     conn: AsyncConnection[Any],
     *,
@@ -97,14 +90,17 @@ async def enqueue(
     template: str | None = None,
 ) -> int | None:
     """Insert once; returns the new id, or None when the same message was already enqueued."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "INSERT INTO outbox_message (dedupe_key, close_id, gate_id, platform, channel, kind, payload, template)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING message_id",
-            (dedupe_key, close_id, gate_id, platform, channel, kind, Jsonb(payload or {}), template),
-        )
-        message_id: int | None = await cur.fetchone()
-    return message_id
+    return await store_outbox.insert_message(
+        conn,
+        dedupe_key=dedupe_key,
+        platform=platform,
+        channel=channel,
+        kind=kind,
+        close_id=close_id,
+        gate_id=gate_id,
+        payload=payload,
+        template=template,
+    )
 
 
 async def enqueue_gate_cards(
@@ -177,39 +173,9 @@ async def _enqueue_per_channel(
         )
 
 
-@dataclass(frozen=True)
-class PostedCard:
-    """A gate card posted to one channel, the state its gate is in now, and the state the channel last showed."""
-
-    gate_id: str
-    close_id: str | None
-    platform: str
-    channel: str
-    status: str
-    approvals: int
-    rejections: int
-    last_rendered: str | None
-
-    @property
-    def state(self) -> str:
-        return card_state(self.status, self.approvals, self.rejections)
-
-
 async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None = None) -> list[int]:
     """For every posted gate card whose gate has moved on since it was rendered, enqueue one update."""
-    async with conn.cursor(row_factory=class_row(PostedCard)) as cur:
-        await cur.execute(
-            "SELECT o.gate_id::text AS gate_id, o.close_id::text AS close_id, o.platform, o.channel,"
-            "       s.status, s.approvals::int AS approvals, s.rejections::int AS rejections,"
-            "       (SELECT u.rendered_state FROM outbox_message u"
-            "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
-            "           AND u.kind IN ('gate_card', 'card_update') AND u.status = 'sent'"
-            "         ORDER BY u.sent_at DESC LIMIT 1) AS last_rendered"
-            "  FROM outbox_message o JOIN gate_state s USING (gate_id)"
-            " WHERE o.kind = 'gate_card' AND o.status = 'sent' AND (%s::uuid IS NULL OR o.gate_id = %s::uuid)",
-            (gate_id, gate_id),
-        )
-        cards = await cur.fetchall()
+    cards = await store_outbox.posted_cards(conn, gate_id)
     created = []
     for card in cards:
         state = card.state
@@ -230,12 +196,6 @@ async def enqueue_card_updates(conn: AsyncConnection[Any], gate_id: str | None =
     return created
 
 
-CLAIM_COLUMNS = (
-    "message_id, dedupe_key, close_id::text AS close_id, gate_id::text AS gate_id, platform, channel, kind, payload,"
-    " attempts, template"
-)
-
-
 async def claim_due(
     conn: AsyncConnection[Any],
     *,
@@ -248,44 +208,11 @@ async def claim_due(
 
     Nothing stays locked after it returns: the claim is a column, so the caller can give its connection back.
     """
-    async with conn.cursor(row_factory=class_row(OutboxMessage)) as cur:
-        await cur.execute(
-            f"UPDATE outbox_message SET claimed_by = %s, claimed_until = now() + make_interval(secs => %s)"
-            f" WHERE message_id IN (SELECT message_id FROM outbox_message"
-            f"   WHERE status = 'pending' AND next_attempt_at <= now()"
-            f"     AND (claimed_until IS NULL OR claimed_until < now())"
-            f"     AND (%s::bigint[] IS NULL OR message_id = ANY(%s::bigint[]))"
-            f"   ORDER BY message_id LIMIT %s FOR UPDATE SKIP LOCKED)"
-            f" RETURNING {CLAIM_COLUMNS}",
-            (holder, claim_s, message_ids, message_ids, limit),
-        )
-        return sorted(await cur.fetchall(), key=lambda m: m.message_id)
+    return await store_outbox.claim_due(conn, holder=holder, limit=limit, message_ids=message_ids, claim_s=claim_s)
 
 
 async def renew_claim(conn: AsyncConnection[Any], message_id: int, *, holder: str, claim_s: float = CLAIM_S) -> bool:
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE outbox_message SET claimed_until = now() + make_interval(secs => %s)"
-            " WHERE message_id = %s AND claimed_by = %s AND status = 'pending' RETURNING message_id",
-            (claim_s, message_id, holder),
-        )
-        return await cur.fetchone() is not None
-
-
-async def mark_sent(
-    conn: AsyncConnection[Any],
-    message_id: int,
-    *,
-    platform_message_id: str | None,
-    rendered_state: str | None,
-    holder: str | None = None,
-) -> None:
-    await conn.execute(
-        "UPDATE outbox_message SET status = 'sent', sent_at = now(), attempts = attempts + 1,"
-        " platform_message_id = %s, rendered_state = %s, last_error = NULL, claimed_by = NULL, claimed_until = NULL"
-        " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
-        (platform_message_id, rendered_state, message_id, holder, holder),
-    )
+    return await store_outbox.renew_claim(conn, message_id, holder=holder, claim_s=claim_s)
 
 
 def backoff_s(failures: int) -> float:
@@ -321,115 +248,28 @@ async def mark_retry(
     honour_s = 0.0 if retry_after_s is None else min(max(retry_after_s, 0.0), RETRY_AFTER_MAX_S)
     wait_s = backoff_s(attempts) if retry_after_s is None else honour_s
     budget_s = budget_seconds(budget_hours)
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "UPDATE public.outbox_message SET attempts = attempts + 1, claimed_by = NULL, claimed_until = NULL,"
-            " status = CASE WHEN now() >= budget_from + make_interval(secs => %(budget)s) THEN 'failed'"
-            "   ELSE 'pending' END,"
-            " dead_lettered_at = CASE WHEN now() >= budget_from + make_interval(secs => %(budget)s) THEN now() END,"
-            " last_error = CASE WHEN now() >= budget_from + make_interval(secs => %(budget)s) THEN %(gave_up)s"
-            "   ELSE %(error)s END,"
-            " next_attempt_at = least(now() + make_interval(secs => %(wait)s),"
-            "   greatest(budget_from + make_interval(secs => %(budget)s), now() + make_interval(secs => %(honour)s)))"
-            " WHERE message_id = %(id)s AND status = 'pending'"
-            "   AND (%(holder)s::text IS NULL OR claimed_by = %(holder)s)"
-            " RETURNING status",
-            {
-                "id": message.message_id,
-                "budget": budget_s,
-                "wait": wait_s,
-                "honour": honour_s,
-                "holder": holder,
-                "error": error[:1000],
-                "gave_up": f"retry budget of {budget_hours:g} h spent after {attempts} attempts: {error}"[:1000],
-            },
-        )
-        status: str | None = await cur.fetchone()
-    return OutboxStatus(status) if status is not None else OutboxStatus.PENDING
+    status = await store_outbox.schedule_retry(
+        conn,
+        message.message_id,
+        budget_s=budget_s,
+        wait_s=wait_s,
+        honour_s=honour_s,
+        holder=holder,
+        error=error[:1000],
+        gave_up=f"retry budget of {budget_hours:g} h spent after {attempts} attempts: {error}"[:1000],
+    )
+    return status if status is not None else OutboxStatus.PENDING
 
 
 async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str, holder: str | None = None) -> None:
     """Dead-letter a message at once (a permanent failure: a 4xx, no sender for its platform)."""
-    await conn.execute(
-        "UPDATE public.outbox_message SET status = 'failed', dead_lettered_at = now(), attempts = attempts + 1,"
-        " last_error = %s, claimed_by = NULL, claimed_until = NULL"
-        " WHERE message_id = %s AND status = 'pending' AND (%s::text IS NULL OR claimed_by = %s)",
-        (error[:1000], message_id, holder, holder),
-    )
-
-
-async def posted_message_id(conn: AsyncConnection[Any], gate_id: str, platform: str, channel: str) -> str | None:
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT platform_message_id FROM outbox_message WHERE kind = 'gate_card' AND status = 'sent'"
-            " AND gate_id = %s AND platform = %s AND channel = %s",
-            (gate_id, platform, channel),
-        )
-        platform_message_id: str | None = await cur.fetchone()
-    return platform_message_id or None
-
-
-@dataclass(frozen=True)
-class FailedDelivery:
-    message_id: int
-    platform: str
-    channel: str
-    kind: str
-    gate_id: str | None
-    attempts: int
-    error: str | None
-    created_at: datetime
+    await store_outbox.mark_failed(conn, message_id, error=error[:1000], holder=holder)
 
 
 async def failed_deliveries(conn: AsyncConnection[Any], close_id: str) -> list[dict[str, Any]]:
     """The close's messages that gave up, as JSON-ready dicts (close status prints them)."""
-    async with conn.cursor(row_factory=class_row(FailedDelivery)) as cur:
-        await cur.execute(
-            "SELECT message_id, platform, channel, kind, gate_id::text AS gate_id, attempts, last_error AS error,"
-            " created_at FROM outbox_message WHERE close_id = %s AND status = 'failed' ORDER BY message_id",
-            (close_id,),
-        )
-        failed = await cur.fetchall()
+    failed = await store_outbox.failed_deliveries(conn, close_id)
     return [{**asdict(row), "created_at": row.created_at.isoformat()} for row in failed]
-
-
-async def release_outbox_claims(conn: AsyncConnection[Any], holder_prefix: str) -> int:
-    """End now every live claim whose holder id starts with `holder_prefix` (a stopping process's); returns how many."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE outbox_message SET claimed_until = now()"
-            " WHERE left(claimed_by, length(%(p)s)) = %(p)s AND claimed_until > now()",
-            {"p": holder_prefix},
-        )
-        return max(cur.rowcount, 0)
-
-
-async def redrive_dead_letters(
-    conn: AsyncConnection[Any],
-    *,
-    gate_id: str | None = None,
-    platform: str | None = None,
-    since: datetime | None = None,
-) -> list[int]:
-    """Put dead-lettered messages (optionally of one gate, one platform, dead-lettered at or after `since`) back to
-    pending with a fresh budget, due now; returns their ids. A second call finds nothing more to redrive.
-
-    The deliverer renders a redriven message from the tables as they are when it posts, so a card for a gate decided
-    meanwhile shows its decision; a sent message is never redriven (the database refuses it, migration 0021).
-    """
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "UPDATE public.outbox_message SET status = 'pending', dead_lettered_at = NULL, redrives = redrives + 1,"
-            " attempts = 0, budget_from = greatest(now(), budget_from + interval '1 microsecond'),"
-            " next_attempt_at = now(), claimed_by = NULL, claimed_until = NULL"
-            " WHERE status = 'failed' AND (%(gate)s::uuid IS NULL OR gate_id = %(gate)s::uuid)"
-            "   AND (%(platform)s::text IS NULL OR platform = %(platform)s)"
-            "   AND (%(since)s::timestamptz IS NULL OR dead_lettered_at >= %(since)s)"
-            " RETURNING message_id",
-            {"gate": gate_id, "platform": platform, "since": since},
-        )
-        redriven: list[int] = await cur.fetchall()
-    return sorted(redriven)
 
 
 @dataclass(frozen=True)
@@ -444,20 +284,8 @@ class OutboxSummary:
 
 
 async def outbox_summary(conn: AsyncConnection[Any], *, budget_hours: float = DEFAULT_BUDGET_HOURS) -> OutboxSummary:
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "SELECT status, platform, count(*)::int FROM public.outbox_message GROUP BY status, platform"
-            " ORDER BY status, platform"
-        )
-        counts: dict[str, dict[str, int]] = {status.value: {} for status in OutboxStatus}
-        for status, platform, n in await cur.fetchall():
-            counts.setdefault(status, {})[platform] = n
-        await cur.execute(
-            "SELECT extract(epoch FROM now() - min(budget_from))::float8,"
-            " count(*) FILTER (WHERE now() >= budget_from + make_interval(secs => %s))::int"
-            " FROM public.outbox_message WHERE status = 'pending'",
-            (budget_seconds(budget_hours),),
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return OutboxSummary(counts, row[0], row[1], budget_hours)
+    counts: dict[str, dict[str, int]] = {status.value: {} for status in OutboxStatus}
+    for count in await store_outbox.message_counts(conn):
+        counts.setdefault(count.status.value, {})[count.platform] = count.messages
+    pending = await store_outbox.pending_age(conn, budget_seconds(budget_hours))
+    return OutboxSummary(counts, pending.oldest_pending_age_s, pending.past_budget, budget_hours)

@@ -51,6 +51,8 @@ DATABASE_CODE = (
     "countersign.callbacks.decision_writer",
     "countersign.callbacks.principals",
     "countersign.store.decisions",
+    "countersign.store.dispatch",
+    "countersign.store.outbox",
     "countersign.store.passkeys",
     "countersign.store.runs",
     "countersign.engine.books",

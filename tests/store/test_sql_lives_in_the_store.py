@@ -21,10 +21,8 @@ _NOT_YET_MOVED = frozenset(
         "audit/trace.py",
         "audit/transparency_log.py",
         "bootstrap/migrate.py",
-        "engine/dispatch.py",
         "engine/gates.py",
         "engine/jobs.py",
-        "engine/outbox.py",
         "services/board_reads.py",
     }
 )
