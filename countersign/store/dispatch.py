@@ -4,8 +4,9 @@ Reads and writes `dispatch`; reads `close_task` (a dead letter counts only for i
 by countersign/engine/dispatch.py (the claim, the lease, the result and the failure count, the dead letters and
 their replay: the engine owns the rules, the keys, the backoff and the cap on failures), by
 countersign/engine/task_runner.py through it (a live lease) and by countersign/engine/jobs.py (when a run left
-`running` can move next). Every function runs on the caller's connection, in the caller's transaction; the claim's
-row lock (FOR UPDATE) is held until that transaction ends.
+`running` can move next), and by countersign/engine/reproduce.py (the completed calls it re-runs). Every function
+runs on the caller's connection, in the caller's transaction; the claim's row lock (FOR UPDATE) is held until that
+transaction ends.
 """
 
 from __future__ import annotations
@@ -210,3 +211,26 @@ async def next_move_in_s(conn: AsyncConnection[Any], close_id: str) -> float | N
         )
         seconds: float | None = await cur.fetchone()
     return seconds
+
+
+@dataclass(frozen=True)
+class CompletedDispatch:
+    """A specialist call that answered: what `trace reproduce` re-runs (countersign/engine/reproduce.py)."""
+
+    idempotency_key: str
+    task: str
+    attempt: int
+    specialist: str
+    input_digest: str
+    result: dict[str, Any]
+
+
+async def completed_dispatches(conn: AsyncConnection[Any], close_id: str) -> list[CompletedDispatch]:
+    """The close's completed dispatches, in the order they were made."""
+    async with conn.cursor(row_factory=class_row(CompletedDispatch)) as cur:
+        await cur.execute(
+            "SELECT idempotency_key, task, attempt, specialist, input_digest, result FROM dispatch"
+            " WHERE close_id = %s AND status = 'completed' ORDER BY dispatch_id",
+            (close_id,),
+        )
+        return await cur.fetchall()

@@ -50,7 +50,7 @@ principals:
   - {{id: carol.main, kind: human, name: Carol Main, roles: [cfo], public_key: {public_key_text(person_public_key("carol.main"))},
       identities: {{slack: {{team: {TEAM}, user: U0CAROL}}, teams: {{tenant: {TENANT}, aad_object_id: aad-carol}}}}}}
 """  # noqa: E501
-BOARD_URL = "http://localhost:8000"  # COUNTERSIGN_BOARD_URL's default: where the cards link
+BOARD_URL = "http://localhost:8000"  # COUNTERSIGN_BOARD_URL: where the cards link
 PERSON_KEY_ANSWER = "This gate needs your own key: review and sign it on the Close Board: {page}"
 SLACK_USER = {"dana.reyes": "U0DANA", "alice.chen": "U0ALICE", "bob.osei": "U0BOB", "carol.main": "U0CAROL"}
 TEAMS_AAD = {"dana.reyes": "aad-dana", "alice.chen": "aad-alice", "bob.osei": "aad-bob", "carol.main": "aad-carol"}
@@ -92,6 +92,8 @@ async def test_a_close_runs_from_slash_command_to_signoff_over_signed_platform_r
     connector = FakeTeamsConnector().start()
     port = free_port()
     env = server_env(database.url, tmp_path / "state", fake_slack, fake_teams_auth, connector)
+    # Set, as a deployment sets it: the server, the worker and the CLI link cards to the same board.
+    env["COUNTERSIGN_BOARD_URL"] = BOARD_URL
     people = tmp_path / "people.yaml"
     people.write_text(PRINCIPALS)
     _cli(env, "principals", "import", str(people))
