@@ -22,7 +22,6 @@ _NOT_YET_MOVED = frozenset(
         "audit/transparency_log.py",
         "bootstrap/migrate.py",
         "engine/construction.py",
-        "engine/gates.py",
         "engine/integrity.py",
         "engine/jobs.py",
         "engine/runs.py",
