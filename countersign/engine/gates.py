@@ -1,12 +1,11 @@
 """Opening gates and reading their outcome. The engine opens gates; it never decides them.
 
-A gate's outcome (approved, rejected) is computed by the `gate_state` view from the decisions the callbacks
-service recorded. The engine reads gates through `countersign.store.gates` and marks a gate `applied` once it has acted
-on
-the outcome.
-Before acting, it re-checks each decision's person-level proof (`unproven_decisions`): a decision counts only when
-it carries the person's own key (an Ed25519 signature or a passkey assertion over the gate's summary digest) or a
+A gate's outcome (approved, rejected) is computed by the `gate_state` view from the decisions the callbacks service
+recorded. The engine reads gates through `countersign.store.gates` and marks a gate `applied` once it has acted on the
+outcome. Before acting, it re-checks each decision's person-level proof (`unproven_decisions`): a decision counts only
+when it carries the person's own key (an Ed25519 signature or a passkey assertion over the gate's summary digest) or a
 chat identity that belongs to that person; which of these a gate accepts, the database decides (gate.accepted_proofs).
+The statements (the gate's insert, its escalation mark, the decisions' read) live in `countersign.store.gates`.
 """
 
 from __future__ import annotations
@@ -18,15 +17,16 @@ from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb
 
 from countersign.audit.person_proof import decision_message, digest_of_gate, passkey_proof_problem, verify_signature
 from countersign.audit.trace import append_event
 from countersign.engine.supervisor import move_gate
 from countersign.policy import GateRequirement
 from countersign.states import GateLifecycle, TraceKind
-from countersign.store.gates import read_gate_facts
+from countersign.store import gates as store_gates
+from countersign.store.gates import NewGate, read_gate_facts
+from countersign.store.gates import RecordedDecision as RecordedDecision
+from countersign.store.gates import recorded_decisions as recorded_decisions
 
 
 async def open_gate(
@@ -54,39 +54,29 @@ async def open_gate(
     if due_by is not None and due_by < due_at:
         due_at = due_by
     expires_at = opened_at + timedelta(hours=requirement.expire_hours) if requirement.expire_hours else None
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
-            " prepared_by, requested_by, opened_at, due_at, expires_at, amount)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (close_id, task, attempt) DO NOTHING RETURNING gate_id",
-            (
-                gate_id,
-                close_id,
-                task,
-                attempt,
-                requirement.kind,
-                requirement.tier,
-                requirement.quorum,
-                requirement.approver_role,
-                requirement.rule,
-                Jsonb(summary),
-                prepared_by,
-                sorted(set(requested_by)),
-                opened_at,
-                due_at,
-                expires_at,
-                amount,
-            ),
-        )
-        created = await cur.fetchone()
-    if created is None:
-        async with conn.cursor(row_factory=scalar_row) as cur:
-            await cur.execute(
-                "SELECT gate_id::text FROM gate WHERE close_id = %s AND task = %s AND attempt = %s",
-                (close_id, task, attempt),
-            )
-            existing: str | None = await cur.fetchone()
+    created = await store_gates.insert_gate(
+        conn,
+        NewGate(
+            gate_id=gate_id,
+            close_id=close_id,
+            task=task,
+            attempt=attempt,
+            kind=requirement.kind,
+            tier=requirement.tier,
+            quorum=requirement.quorum,
+            approver_role=requirement.approver_role,
+            rule=requirement.rule,
+            summary=summary,
+            prepared_by=prepared_by,
+            requested_by=sorted(set(requested_by)),
+            opened_at=opened_at,
+            due_at=due_at,
+            expires_at=expires_at,
+            amount=amount,
+        ),
+    )
+    if not created:
+        existing = await store_gates.gate_of_attempt(conn, close_id, task, attempt)
         assert existing is not None
         return existing
     facts = await read_gate_facts(conn, gate_id)
@@ -129,13 +119,7 @@ async def mark_gate_expired(conn: AsyncConnection[Any], gate_id: str) -> bool:
 
 async def mark_gate_escalated(conn: AsyncConnection[Any], gate_id: str) -> bool:
     """Record that an overdue gate was escalated; False when it already was. Never changes its outcome."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "UPDATE gate SET escalated_at = now() WHERE gate_id = %s AND escalated_at IS NULL AND lifecycle = 'open'"
-            " RETURNING gate_id",
-            (gate_id,),
-        )
-        return await cur.fetchone() is not None
+    return await store_gates.mark_escalated(conn, gate_id)
 
 
 @dataclass(frozen=True)
@@ -146,27 +130,6 @@ class UnprovenDecision:
     principal_id: str
     channel: str
     problem: str
-
-
-@dataclass(frozen=True)
-class RecordedDecision:
-    gate_id: str
-    principal_id: str
-    decision: str
-    reason: str
-    nonce: str
-    channel: str
-    proof: Any
-    public_key: bytes | None
-    logins: tuple[str, ...]
-    identity_matches: bool
-    passkey_public_key: bytes | None = None  # the COSE key of a live passkey of this principal the proof names
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "public_key", bytes(self.public_key) if self.public_key is not None else None)
-        object.__setattr__(self, "logins", tuple(self.logins))
-        if self.passkey_public_key is not None:
-            object.__setattr__(self, "passkey_public_key", bytes(self.passkey_public_key))
 
 
 def _signed_at(proof: dict[str, Any]) -> int | None:
@@ -222,29 +185,6 @@ def _passkey_problem(d: RecordedDecision, proof: dict[str, Any], message: bytes)
     return passkey_proof_problem(
         proof=proof, credential_public_key=d.passkey_public_key, message=message, rp_id=rp_id, origin=origin
     )
-
-
-async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[RecordedDecision]:
-    """Every decision on the gate with what is needed to re-check its proof (one query)."""
-    async with conn.cursor(row_factory=class_row(RecordedDecision)) as cur:
-        await cur.execute(
-            "SELECT d.gate_id::text AS gate_id, d.principal_id, d.decision, d.reason, d.nonce, d.channel, d.proof,"
-            " p.public_key,"
-            " ARRAY(SELECT l.external_id FROM principal_identity l"
-            "       WHERE l.principal_id = d.principal_id AND l.channel = 'login' ORDER BY l.external_id) AS logins,"
-            " EXISTS (SELECT 1 FROM principal_identity i"
-            "         WHERE i.principal_id = d.principal_id AND i.channel = d.channel"
-            "           AND i.channel = d.proof->>'kind'"
-            "           AND i.tenant = d.proof->>'tenant' AND i.external_id = d.proof->>'external_id')"
-            " AS identity_matches,"
-            " (SELECT k.public_key FROM principal_passkey k WHERE k.credential_id = d.proof->>'credential_id'"
-            "   AND k.principal_id = d.principal_id AND (k.revoked_at IS NULL OR k.revoked_at > d.decided_at))"
-            " AS passkey_public_key"
-            " FROM gate_decision d LEFT JOIN principal p USING (principal_id)"
-            " WHERE d.gate_id = %s ORDER BY d.decision_id",
-            (gate_id,),
-        )
-        return await cur.fetchall()
 
 
 async def unproven_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[UnprovenDecision]:

@@ -1,7 +1,10 @@
 """The one read of a gate: its row, its `gate_state`, its close and task, and every decision on it, in one query.
 
 The status read, the cards, the engine's gate outcomes and the decision writer all read a gate as a `GateRecord`
-(ADR 0025). Reads only; the decision writer is the one writer of `gate_decision`, the supervisor of `gate.lifecycle`.
+(ADR 0025). Besides, the engine's gate statements (called by countersign/engine/gates.py, which owns the rules: a
+gate's due and expiry times, its trace event, the proofs' checks): a gate's insert, once per task attempt, its
+escalation mark, and its decisions with what re-checking their proofs needs (`principal`, `principal_identity`,
+`principal_passkey`). The decision writer is the one writer of `gate_decision`, the supervisor of `gate.lifecycle`.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import RowMaker, class_row, dict_row
+from psycopg.rows import RowMaker, class_row, dict_row, scalar_row
+from psycopg.types.json import Jsonb
 
 from countersign.policy.deciders import GateTerms
-from countersign.states import Decision, GateLifecycle, GateStatus, ProofKind
+from countersign.states import Channel, Decision, GateLifecycle, GateStatus, ProofKind
 
 
 @dataclass(frozen=True)
@@ -208,3 +212,129 @@ async def read_gate_facts(conn: AsyncConnection[Any], gate_id: str) -> GateFacts
             (gate_id,),
         )
         return await cur.fetchone()
+
+
+# --- the engine's statements: opening a gate, marking its escalation, re-checking its decisions --------------------
+
+
+@dataclass(frozen=True)
+class NewGate:
+    """A gate as the engine opens it: its requirement, frozen from the policy, and its times."""
+
+    gate_id: str
+    close_id: str
+    task: str
+    attempt: int
+    kind: str
+    tier: str
+    quorum: int
+    approver_role: str
+    rule: str
+    summary: dict[str, Any]
+    prepared_by: str
+    requested_by: list[str]
+    opened_at: datetime
+    due_at: datetime
+    expires_at: datetime | None
+    amount: Decimal | None
+
+
+async def insert_gate(conn: AsyncConnection[Any], gate: NewGate) -> bool:
+    """Insert the gate unless its task attempt already has one; False when it had (nothing was written)."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
+            " prepared_by, requested_by, opened_at, due_at, expires_at, amount)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (close_id, task, attempt) DO NOTHING RETURNING gate_id",
+            (
+                gate.gate_id,
+                gate.close_id,
+                gate.task,
+                gate.attempt,
+                gate.kind,
+                gate.tier,
+                gate.quorum,
+                gate.approver_role,
+                gate.rule,
+                Jsonb(gate.summary),
+                gate.prepared_by,
+                gate.requested_by,
+                gate.opened_at,
+                gate.due_at,
+                gate.expires_at,
+                gate.amount,
+            ),
+        )
+        return await cur.fetchone() is not None
+
+
+async def gate_of_attempt(conn: AsyncConnection[Any], close_id: str, task: str, attempt: int) -> str | None:
+    """The gate opened for the task's attempt, or None when it has none."""
+    async with conn.cursor(row_factory=scalar_row) as cur:
+        await cur.execute(
+            "SELECT gate_id::text FROM gate WHERE close_id = %s AND task = %s AND attempt = %s",
+            (close_id, task, attempt),
+        )
+        gate_id: str | None = await cur.fetchone()
+    return gate_id
+
+
+async def mark_escalated(conn: AsyncConnection[Any], gate_id: str) -> bool:
+    """Stamp an open gate's escalation; False when it was already escalated or is no longer open."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "UPDATE gate SET escalated_at = now() WHERE gate_id = %s AND escalated_at IS NULL AND lifecycle = 'open'"
+            " RETURNING gate_id",
+            (gate_id,),
+        )
+        return await cur.fetchone() is not None
+
+
+@dataclass(frozen=True)
+class RecordedDecision:
+    """A decision on a gate with what re-checking its proof needs: the principal's registered Ed25519 key, its login
+    aliases, whether the proof's chat identity is the principal's, and the key of the live passkey the proof names."""
+
+    gate_id: str
+    principal_id: str
+    decision: Decision
+    reason: str
+    nonce: str
+    channel: Channel
+    proof: Any
+    public_key: bytes | None
+    logins: tuple[str, ...]
+    identity_matches: bool
+    passkey_public_key: bytes | None = None  # the COSE key of a live passkey of this principal the proof names
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decision", Decision(self.decision))  # the column's word, as its Enum
+        object.__setattr__(self, "channel", Channel(self.channel))
+        object.__setattr__(self, "public_key", bytes(self.public_key) if self.public_key is not None else None)
+        object.__setattr__(self, "logins", tuple(self.logins))
+        if self.passkey_public_key is not None:
+            object.__setattr__(self, "passkey_public_key", bytes(self.passkey_public_key))
+
+
+async def recorded_decisions(conn: AsyncConnection[Any], gate_id: str) -> list[RecordedDecision]:
+    """Every decision on the gate, in the order they were recorded, with what is needed to re-check its proof."""
+    async with conn.cursor(row_factory=class_row(RecordedDecision)) as cur:
+        await cur.execute(
+            "SELECT d.gate_id::text AS gate_id, d.principal_id, d.decision, d.reason, d.nonce, d.channel, d.proof,"
+            " p.public_key,"
+            " ARRAY(SELECT l.external_id FROM principal_identity l"
+            "       WHERE l.principal_id = d.principal_id AND l.channel = 'login' ORDER BY l.external_id) AS logins,"
+            " EXISTS (SELECT 1 FROM principal_identity i"
+            "         WHERE i.principal_id = d.principal_id AND i.channel = d.channel"
+            "           AND i.channel = d.proof->>'kind'"
+            "           AND i.tenant = d.proof->>'tenant' AND i.external_id = d.proof->>'external_id')"
+            " AS identity_matches,"
+            " (SELECT k.public_key FROM principal_passkey k WHERE k.credential_id = d.proof->>'credential_id'"
+            "   AND k.principal_id = d.principal_id AND (k.revoked_at IS NULL OR k.revoked_at > d.decided_at))"
+            " AS passkey_public_key"
+            " FROM gate_decision d LEFT JOIN principal p USING (principal_id)"
+            " WHERE d.gate_id = %s ORDER BY d.decision_id",
+            (gate_id,),
+        )
+        return await cur.fetchall()
