@@ -151,6 +151,75 @@ def _verify_bundle_offline(path: Path, key: str | None, *, as_json: bool = False
         console.print("note: checked against the key inside the bundle; pin the key you trust with --key")
 
 
+@trace_app.command("reproduce")
+def trace_reproduce(
+    close: Annotated[str, typer.Argument(help="Close id.")],
+    gate: Annotated[str | None, typer.Option("--gate", help="Only the calls of this gate's task and attempt.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (exit codes unchanged).")] = False,
+) -> None:
+    """Re-run the close's recorded specialist calls (model steps included, through the same recorded responses) and
+    show where an output differs from the recorded one, byte for byte; exit 1 when any differs. Read-only."""
+    from countersign.bootstrap.runtime import connection, engine_context
+    from countersign.services.reproducing import NothingToReproduce, reproduce
+
+    rt = runtime()
+
+    async def go() -> Any:
+        async with engine_context(rt) as ctx, connection(rt) as conn:
+            return await reproduce(conn, close, ctx, versions_now=rt.versions(), gate_id=gate)
+
+    try:
+        with spinner(f"re-running the recorded specialist calls of close {close}"):
+            report = run(go)
+    except NothingToReproduce as exc:
+        fail(str(exc))
+        return
+    if as_json:
+        write_json(
+            {
+                "close_id": report.close_id,
+                "identical": report.identical,
+                "version_changes": {k: {"recorded": a, "now": b} for k, (a, b) in report.version_changes.items()},
+                "calls": [
+                    {
+                        "task": c.task,
+                        "attempt": c.attempt,
+                        "specialist": c.specialist,
+                        "input_same": c.input_same,
+                        "output_same": c.output_same,
+                        "note": c.note,
+                        "difference": None if c.difference is None else vars(c.difference),
+                    }
+                    for c in report.calls
+                ],
+            }
+        )
+        raise typer.Exit(0 if report.identical else 1)
+    for key, (recorded, now) in report.version_changes.items():
+        console.print(f"version set: {key} was {escape(str(recorded))}, is now {escape(str(now))}", highlight=False)
+    for c in report.calls:
+        head = f"{c.task} (attempt {c.attempt}, {c.specialist}):"
+        if c.output_same is None:
+            console.print(f"{head} not re-run: {escape(c.note)}", highlight=False)
+        elif c.output_same:
+            console.print(f"{head} identical", highlight=False)
+        else:
+            d = c.difference
+            assert d is not None
+            console.print(
+                f"{head} [bold red]differs[/] at byte {d.offset:,} ({d.recorded_size:,} bytes recorded,"
+                f" {d.reproduced_size:,} now)\n   recorded:   {escape(d.recorded)!r}"
+                f"\n   reproduced: {escape(d.reproduced)!r}",
+                highlight=False,
+            )
+    console.print(
+        f"close {report.close_id}: "
+        + ("every call reproduced byte for byte" if report.identical else "[bold red]outputs differ[/]")
+    )
+    if not report.identical:
+        raise typer.Exit(1)
+
+
 @trace_app.command("export")
 def trace_export(
     close: Annotated[str, typer.Option("--close", help="Close id.")],

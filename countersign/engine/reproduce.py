@@ -8,8 +8,9 @@ stored result's; the first differing byte is named, with a little of each side. 
 first trace event) is compared with the one this process would record, key by key, so a difference in the code, the
 prompts or the recorded responses is named beside the outputs it explains.
 
-Read-only: nothing is written, no event is traced, no dispatch row is touched. A paged bank reconciliation's pages
-(their own dispatch keys) are reported as such and not re-run one by one: their combined request is.
+Read-only: nothing is written, no event is traced, no dispatch row is touched. A call whose request is built by
+asking the specialist first (the paged bank reconciliation, ADR 0041) and the pages themselves are reported as not
+re-run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from countersign.engine.context import EngineContext
 from countersign.engine.dispatch import dispatch_key, input_digest
 from countersign.engine.runs import load_close, task_rows
 from countersign.engine.task_runner import model_off_reason
-from countersign.engine.workflows.base import TaskContext
+from countersign.engine.workflows.base import TaskContext, TaskHandler
 from countersign.policy import EscalationReason
 from countersign.specialists.narration import MODEL_OFF_FIELD
 from countersign.store.dispatch import CompletedDispatch, completed_dispatches
@@ -91,8 +92,8 @@ def first_difference(recorded: bytes, reproduced: bytes) -> ByteDifference | Non
 
 
 def version_changes(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Every version-set key whose value differs between the close and this process (missing on a side: None)."""
-    keys = sorted(set(recorded) | set(now))
+    """Every key this process records whose value differs from the close's (missing on the close: None)."""
+    keys = sorted(now)  # what this process would record; the close-specific keys (books, seed, rates) are its own
     return {k: (recorded.get(k), now.get(k)) for k in keys if recorded.get(k) != now.get(k)}
 
 
@@ -149,7 +150,17 @@ async def _reproduce_one(
         return Reproduction(
             recorded.task, recorded.attempt, recorded.specialist, True, None, note="a page of a larger request"
         )
-    payload = await ctx.handler(task).specialist_input(conn, tc)
+    handler = ctx.handler(task)
+    if type(handler).prepared_input is not TaskHandler.prepared_input:  # built by calling the specialist first
+        return Reproduction(
+            recorded.task,
+            recorded.attempt,
+            recorded.specialist,
+            True,
+            None,
+            note="its request is built from pages the specialist answered first: not re-run (LIMITATIONS.md)",
+        )
+    payload = await handler.specialist_input(conn, tc)
     off = model_off_reason(tc)
     if off is not None:
         payload = {**payload, MODEL_OFF_FIELD: off}
