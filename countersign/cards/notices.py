@@ -15,6 +15,7 @@ from countersign.cards.escape import slack_data, slack_own
 from countersign.cards.platform_limits import SLACK_SECTION_TEXT_CHARS
 from countersign.cards.text import fit, one_line
 from countersign.money.formatting import format_money
+from countersign.states import NoticeKind
 
 
 def _utc(moment: dt.datetime) -> str:
@@ -91,7 +92,15 @@ def passkey_enrolled_notice(*, label: str, created_at: dt.datetime, board_url: s
     )
 
 
-def payment_notice_post(
+# Each notice's words: what its head says of the sum, and what being late means (HGCRA 1996 ss. 110B and 111).
+_NOTICE_WORDS = {
+    NoticeKind.PAYMENT: ("Payment notice", "the sum considered due is", "the payee may give a default notice"),
+    NoticeKind.PAY_LESS: ("Pay-less notice", "pays", "the notified sum is payable in full"),
+}
+
+
+def notice_post(
+    kind: NoticeKind,
     *,
     certificate_id: str,
     currency: str,
@@ -103,41 +112,16 @@ def payment_notice_post(
     document: str,
     locale: str | None = None,
 ) -> str:
-    """The channel's copy of a payment notice (s. 110A): the sum considered due, by when it had to be given, then the
+    """The channel's copy of a payment or pay-less notice: the sum it states, by when it had to be given, then the
     document itself."""
+    title, states, late = _NOTICE_WORDS[kind]
     when = (
         f"given in time (deadline {deadline.isoformat()})"
         if served_in_time
-        else f"given LATE (deadline {deadline.isoformat()}): the payee may give a default notice"
+        else f"given LATE (deadline {deadline.isoformat()}): {late}"
     )
     head = (
-        f"Payment notice for certificate {one_line(certificate_id)}: the sum considered due is"
-        f" {format_money(sum_to_pay, currency, locale=locale)} of the"
-        f" {format_money(notified_sum, currency, locale=locale)} applied for, {when}. Document SHA-256 {sha256[:16]}…"
-    )
-    return fit(f"{head}\n```\n{document}```", SLACK_SECTION_TEXT_CHARS)
-
-
-def pay_less_notice_post(
-    *,
-    certificate_id: str,
-    currency: str,
-    notified_sum: Decimal,
-    sum_to_pay: Decimal,
-    deadline: dt.date,
-    served_in_time: bool,
-    sha256: str,
-    document: str,
-    locale: str | None = None,
-) -> str:
-    """The channel's copy of a pay-less notice: what it pays, by when it had to be given, then the document itself."""
-    when = (
-        f"given in time (deadline {deadline.isoformat()})"
-        if served_in_time
-        else f"given LATE (deadline {deadline.isoformat()}): the notified sum is payable in full"
-    )
-    head = (
-        f"Pay-less notice for certificate {one_line(certificate_id)}: pays"
+        f"{title} for certificate {one_line(certificate_id)}: {states}"
         f" {format_money(sum_to_pay, currency, locale=locale)} of the"
         f" {format_money(notified_sum, currency, locale=locale)} applied for, {when}. Document SHA-256 {sha256[:16]}…"
     )

@@ -379,8 +379,8 @@ async def notice_text(
         notice = await read_payment_notice(conn, int(message.payload["notice_id"]))
         if notice is None:
             raise DeliveryError(f"no payment notice {message.payload['notice_id']}", permanent=True)
-        post = notices.payment_notice_post if message.template == "payment_notice" else notices.pay_less_notice_post
-        return post(
+        return notices.notice_post(
+            notice.kind,
             certificate_id=notice.certificate_id,
             currency=notice.currency,
             notified_sum=notice.notified_sum,
