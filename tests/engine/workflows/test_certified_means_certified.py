@@ -341,6 +341,9 @@ async def test_the_engine_role_cannot_serve_a_payment_notice_for_another_sum_tha
     """s. 110A's notice states the sum decided: nothing on a rejected gate; the database takes its deadline itself."""
     close_id, gate_id, certificate = await _decided(conn, runtime, api, data_dir, reject=True)
     payment = _NOTICE.replace("SELECT 'pay_less'", "SELECT 'payment'")
+    async with await AsyncConnection.connect(database.callbacks_url, autocommit=True) as callbacks:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            await callbacks.execute(payment, _notice_args(close_id, gate_id, certificate, "0"))  # the doors' role
     async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="sum to be paid is nothing"):
             await engine.execute(payment, _notice_args(close_id, gate_id, certificate, "10.00"))
