@@ -68,13 +68,11 @@ from countersign.audit.checkpoint import generate_signer  # noqa: E402
 from countersign.audit.merkle import MerkleTree, root_from_leaf_hashes, verify_consistency, verify_inclusion  # noqa: E402
 from countersign.audit.sealer import GroupSealer  # noqa: E402
 from countersign.audit.trace import (  # noqa: E402
-    EVENT_COLUMNS,
     GENESIS_HASH,
     append_event,
     chain_hash,
     event_body,
     iter_events,
-    iter_sealed_rows,
     register_close_versions,
     seal_pending,
     utc_timestamp,
@@ -83,6 +81,7 @@ from countersign.audit.trace import (  # noqa: E402
 from countersign.audit.transparency_log import load_tree, sign_log_checkpoint, verify_log  # noqa: E402
 from countersign.bootstrap import migrate  # noqa: E402
 from countersign.bootstrap.database import Database, start_embedded, with_database_name  # noqa: E402
+from countersign.store.trace import EVENT_COLUMNS, iter_sealed_rows  # noqa: E402
 
 # EVENT_COLUMNS is a SELECT list (`close_id::text AS close_id`); COPY takes the bare column names.
 COPY_COLUMNS = ", ".join(column.split(" AS ")[-1] for column in EVENT_COLUMNS.split(", "))

@@ -11,6 +11,9 @@ The database stamps every event with the role that wrote it (`writer`, part of t
 and actors that role may not write (migration 0006). Neither service role may write `trace_event` or `trace_head`:
 sealing goes through two functions, `trace_claim_pending` and `trace_seal_claimed`, which copy each event's content
 from the queue themselves and check the canonical bytes and hash the caller computed before chaining them.
+
+The statements are countersign/store/trace.py's; this module holds the chain: what an event's hashed content is, its
+canonical bytes, the sealer's numbering and hashing, and the verifier's streaming check.
 """
 
 from __future__ import annotations
@@ -28,20 +31,17 @@ from uuid import UUID
 import orjson
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
-from psycopg.rows import class_row, scalar_row
-from psycopg.types.json import Jsonb, set_json_loads
 
 from countersign.audit.canonical import NonCanonicalValue, canonical_bytes, normalise
 from countersign.audit.merkle import frontier_root
 from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.states import TraceKind
+from countersign.store import trace as store
+from countersign.store.trace import StoredEventText, TraceEventRow, iter_sealed_rows
 
 GENESIS_HASH = bytes(32)
-READ_BATCH_ROWS = 5_000
 SEAL_BATCH_ROWS = 2_000
 MAX_SEAL_ROUNDS = 10_000
-SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
-EVENT_COLUMNS = "seq, ts, close_id::text AS close_id, actor, kind, payload, version_set, prev_hash, hash, writer"
 
 _FAST_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
@@ -50,22 +50,12 @@ def _loads_jsonb(data: str | bytes) -> Any:
     return json.loads(data)
 
 
-@dataclass(frozen=True)
-class TraceEvent:
-    seq: int
-    ts: str
-    close_id: str | None
-    actor: str
-    kind: str
-    payload: Mapping[str, Any]
-    version_set: Mapping[str, Any]
-    prev_hash: bytes
-    hash: bytes
-    writer: str | None = None
+class TraceEvent(TraceEventRow):
+    """A sealed event (countersign.store.trace.TraceEventRow, its kind a TraceKind) with its hashed content."""
 
     def body(self) -> dict[str, Any]:
         return event_body(
-            self.seq, self.ts, self.close_id, self.actor, self.kind, self.payload, self.version_set, self.writer
+            self.seq, self.ts, self.close_id, self.actor, str(self.kind), self.payload, self.version_set, self.writer
         )
 
     def canonical(self) -> bytes:
@@ -134,87 +124,50 @@ async def append_event(
     """
     clean_payload = normalise(dict(payload))
     clean_versions = normalise(dict(versions or {}))
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "INSERT INTO trace_pending (ts, close_id, actor, kind, payload, version_set)"
-            " VALUES (%s, %s, %s, %s, %s, %s) RETURNING pending_id",
-            (
-                utc_timestamp(),
-                str(close_id) if close_id is not None else None,
-                actor,
-                str(kind),  # the stored word (a TraceKind's value)
-                Jsonb(clean_payload, dumps=orjson.dumps),
-                Jsonb(clean_versions, dumps=orjson.dumps),
-            ),
-        )
-        pending_id: int | None = await cur.fetchone()
-    assert pending_id is not None
-    return pending_id
+    return await store.queue_event(
+        conn,
+        ts=utc_timestamp(),
+        close_id=close_id,
+        actor=actor,
+        kind=kind,
+        payload=clean_payload,
+        versions=clean_versions,
+    )
 
 
 async def register_close_versions(
     conn: AsyncConnection[Any], close_id: UUID | str, version_set: Mapping[str, Any]
 ) -> None:
     """The version set (app, policy and checklist hashes, profile and seed …) every event of this close carries."""
-    async with conn.cursor() as cur:
-        await cur.execute(
-            "INSERT INTO trace_context (close_id, version_set) VALUES (%s, %s) ON CONFLICT (close_id) DO NOTHING",
-            (str(close_id), Jsonb(normalise(dict(version_set)), dumps=orjson.dumps)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedEvent:
-    """One queued event claimed for sealing, with the head of the log it will follow (the same on every row)."""
-
-    head_seq: int
-    head_hash: bytes
-    pending_id: int
-    ts: str
-    close_id: str | None
-    actor: str
-    kind: str
-    payload: Mapping[str, Any]
-    version_set: Mapping[str, Any]
-    writer: str | None
+    await store.insert_close_versions(conn, close_id, normalise(dict(version_set)))
 
 
 async def _seal_batch(conn: AsyncConnection[Any], limit: int) -> int:
-    async with conn.cursor(row_factory=class_row(ClaimedEvent)) as cur:
-        set_json_loads(orjson.loads, cur)  # jsonb to Python with orjson: the same values, several times faster
-        await cur.execute(
-            "SELECT head_seq, head_hash, pending_id, ts, close_id::text AS close_id, actor, kind, payload, version_set,"
-            " writer FROM trace_claim_pending(%s)",
-            (limit,),
-        )
-        pending = await cur.fetchall()
-        if not pending:
-            return 0
-        seq, prev = pending[0].head_seq, bytes(pending[0].head_hash)
-        ids, canonicals, hashes = [], [], []
-        for event in pending:
-            seq += 1
-            canonical = canonical_bytes(
-                event_body(
-                    seq,
-                    event.ts,
-                    event.close_id,
-                    event.actor,
-                    event.kind,
-                    event.payload,
-                    event.version_set,
-                    event.writer,
-                )
+    pending = await store.claim_pending(conn, limit)
+    if not pending:
+        return 0
+    seq, prev = pending[0].head_seq, bytes(pending[0].head_hash)
+    ids, canonicals, hashes = [], [], []
+    for event in pending:
+        seq += 1
+        canonical = canonical_bytes(
+            event_body(
+                seq,
+                event.ts,
+                event.close_id,
+                event.actor,
+                event.kind,
+                event.payload,
+                event.version_set,
+                event.writer,
             )
-            prev = chain_hash(prev, canonical)
-            ids.append(event.pending_id)
-            canonicals.append(canonical)
-            hashes.append(prev)
-        kill_point(KillPoint.TRACE_MID_SEAL)
-        # Binary parameters: two arrays of thousands of byte strings go as they are, not escaped as text.
-        await cur.execute(
-            "SELECT trace_seal_claimed(%b::bigint[], %b::bytea[], %b::bytea[])", (ids, canonicals, hashes)
         )
+        prev = chain_hash(prev, canonical)
+        ids.append(event.pending_id)
+        canonicals.append(canonical)
+        hashes.append(prev)
+    kill_point(KillPoint.TRACE_MID_SEAL)
+    await store.seal_claimed(conn, ids, canonicals, hashes)
     return len(pending)
 
 
@@ -226,47 +179,23 @@ async def seal_pending(conn: AsyncConnection[Any], *, batch_rows: int = SEAL_BAT
     """
     total = 0
     for _ in range(MAX_SEAL_ROUNDS):
-        async with conn.transaction(), conn.cursor(row_factory=scalar_row) as cur:
-            await cur.execute("SELECT pg_try_advisory_xact_lock(%s)", (SEAL_LOCK,))
-            locked: bool | None = await cur.fetchone()
-            if not locked:
+        async with conn.transaction():
+            if not await store.try_seal_lock(conn):
                 return total
             sealed = await _seal_batch(conn, batch_rows)
         total += sealed
-        if sealed < batch_rows:  # we took all there was; look again only for what committed while we held the lock
-            async with conn.cursor(row_factory=scalar_row) as cur:
-                await cur.execute("SELECT EXISTS (SELECT 1 FROM trace_pending)")
-                more: bool | None = await cur.fetchone()
-            if not more:
-                return total
+        # Fewer than asked means we took all there was: look again only for what committed while we held the lock.
+        if sealed < batch_rows and not await store.has_pending(conn):
+            return total
     return total
 
 
-async def iter_events(
+def iter_events(
     conn: AsyncConnection[Any], *, close_id: UUID | str | None = None, after_seq: int = 0, upto_seq: int | None = None
 ) -> AsyncIterator[TraceEvent]:
-    """Sealed events in sequence order, read in bounded batches."""
-    after = after_seq
-    while True:
-        async with conn.cursor(row_factory=class_row(TraceEvent)) as cur:
-            await cur.execute(
-                f"SELECT {EVENT_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
-                " AND (%s::uuid IS NULL OR close_id = %s::uuid) ORDER BY seq LIMIT %s",
-                (
-                    after,
-                    upto_seq,
-                    upto_seq,
-                    None if close_id is None else str(close_id),
-                    None if close_id is None else str(close_id),
-                    READ_BATCH_ROWS,
-                ),
-            )
-            rows = await cur.fetchall()
-        if not rows:
-            return
-        for event in rows:
-            after = event.seq
-            yield event
+    """Sealed events in sequence order, read in bounded batches; a kind TraceKind does not name raises
+    countersign.store.trace.UnknownTraceKind."""
+    return store.iter_events(conn, TraceEvent, close_id=close_id, after_seq=after_seq, upto_seq=upto_seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,28 +296,6 @@ def _row_canonical(
     return _LAYOUT % (actor_json, close_json, kind_json, body, seq, ts_json, versions, tail)
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEventText:
-    """A sealed event as stored, its JSON columns as text: what the verifier canonicalises."""
-
-    seq: int
-    ts: str
-    close_id: str | None
-    actor: str
-    kind: str
-    payload: str
-    version_set: str
-    prev_hash: bytes
-    hash: bytes
-    writer: str | None
-
-
-SEALED_COLUMNS = (
-    "seq, ts, close_id::text AS close_id, actor, kind, payload::text AS payload, version_set::text AS version_set,"
-    " prev_hash, hash, writer"
-)  # in StoredEventText's order
-
-
 def _exact_canonical(row: StoredEventText) -> bytes | None:
     try:
         return canonical_bytes(
@@ -405,26 +312,6 @@ def _exact_canonical(row: StoredEventText) -> bytes | None:
         )
     except (NonCanonicalValue, ValueError):
         return None
-
-
-async def iter_sealed_rows(
-    conn: AsyncConnection[Any], *, after_seq: int = 0, upto_seq: int | None = None
-) -> AsyncIterator[list[tuple[Any, ...]]]:
-    """Sealed events after `after_seq` in sequence order, as pages of plain tuples in StoredEventText's field order
-    (JSON columns as text: no Python objects per value), read in READ_BATCH_ROWS keyset pages."""
-    after = after_seq
-    query = (
-        f"SELECT {SEALED_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
-        " ORDER BY seq LIMIT %s"
-    )
-    while True:
-        async with conn.cursor() as cur:
-            await cur.execute(query, (after, upto_seq, upto_seq, READ_BATCH_ROWS))
-            rows = await cur.fetchall()
-        if not rows:
-            return
-        yield rows
-        after = rows[-1][0]
 
 
 async def iter_sealed(
@@ -482,8 +369,7 @@ async def verify_chain(
     the whole tree) and notes in `unsigned_at` the first signed size whose root the log no longer gives.
     """
     if conn.info.transaction_status == TransactionStatus.IDLE:
-        async with conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        async with store.snapshot(conn):
             return await _verify_chain(conn, collect_leaves, signed_roots)
     return await _verify_chain(conn, collect_leaves, signed_roots)
 
@@ -497,12 +383,6 @@ def chain_problem(record: SealedRecord, expected_seq: int, expected_prev: bytes)
     if not record.intact:
         return record.seq, "content (seq, ts, actor, kind, payload or version set) does not match its hash"
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class TraceHead:
-    seq: int
-    hash: bytes
 
 
 @dataclass
@@ -610,9 +490,7 @@ async def _verify_chain(
     if check.problem is not None:
         return VerifyResult(False, check.expected_seq - 1, check.expected_prev, *check.problem)
     expected_prev, size = check.expected_prev, check.expected_seq - 1
-    async with conn.cursor(row_factory=class_row(TraceHead)) as cur:
-        await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton")
-        head = await cur.fetchone()
+    head = await store.read_head(conn)
     if head is None or head.seq != size or bytes(head.hash) != expected_prev:
         recorded = head.seq if head else 0
         return VerifyResult(
@@ -631,32 +509,3 @@ async def _verify_chain(
         root=None if merkle is None else frontier_root(merkle.frontier),
         unsigned_at=None if merkle is None else merkle.unsigned_at,
     )
-
-
-@dataclass(frozen=True)
-class CloseEventCounts:
-    """How often the once-only events of a close appear in the sealed trace, and how much is still unsealed."""
-
-    journals_posted: int
-    periods_closed: int
-    gates_opened: int
-    tasks_not_done_once: int  # tasks whose `task_done` event appears other than exactly once
-    unsealed: int  # events queued in trace_pending (any close): zero once sealing caught up
-
-
-async def close_event_counts(conn: AsyncConnection[Any], close_id: UUID | str) -> CloseEventCounts:
-    async with conn.cursor(row_factory=class_row(CloseEventCounts)) as cur:
-        await cur.execute(
-            "SELECT count(*) FILTER (WHERE kind = 'journal_posted') AS journals_posted,"
-            "       count(*) FILTER (WHERE kind = 'period_closed') AS periods_closed,"
-            "       count(*) FILTER (WHERE kind = 'gate_opened') AS gates_opened,"
-            "       (SELECT count(*) FROM (SELECT payload->>'task' FROM trace_event"
-            "          WHERE close_id = %(c)s AND kind = 'task_done' GROUP BY 1 HAVING count(*) <> 1) bad)"
-            "         AS tasks_not_done_once,"
-            "       (SELECT count(*) FROM trace_pending) AS unsealed"
-            "  FROM trace_event WHERE close_id = %(c)s",
-            {"c": str(close_id)},
-        )
-        row = await cur.fetchone()
-    assert row is not None  # an aggregate without GROUP BY always returns one row
-    return row

@@ -9,6 +9,8 @@ and match its own hash), extends the frontier by their leaves and signs the new 
 extends the signed one, so the log never signs two inconsistent checkpoints (ADR 0039). Events before the previous
 checkpoint are not re-read: an edit there is `trace verify`'s to find (the chain and the full tree against every
 checkpoint), not the signer's.
+
+The statements (`trace_checkpoint`, the head, the sealer's lock) are countersign/store/trace.py's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any
 
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
-from psycopg.rows import class_row, scalar_row
 
 from countersign.audit.checkpoint import Checkpoint, CheckpointError, NoteSigner, parse_checkpoint, sign_checkpoint
 from countersign.audit.merkle import (
@@ -36,8 +37,6 @@ from countersign.audit.merkle import (
 )
 from countersign.audit.trace import (
     GENESIS_HASH,
-    SEAL_LOCK,
-    TraceHead,
     VerifyResult,
     append_event,
     chain_problem,
@@ -46,6 +45,8 @@ from countersign.audit.trace import (
     verify_chain,
 )
 from countersign.states import TraceKind
+from countersign.store import trace as store
+from countersign.store.trace import TraceHead
 
 HEX = "hex"
 
@@ -99,24 +100,8 @@ def tree_root(tree: MerkleTree) -> bytes:
     return tree.root if tree.size else EMPTY_ROOT
 
 
-@dataclass(frozen=True)
-class _CheckpointRow:
-    tree_size: int
-    root: bytes
-    origin: str
-    key_name: str
-    note: str
-    frontier: bytes | None
-    chain_head: bytes | None
-
-
 async def latest_checkpoint(conn: AsyncConnection[Any]) -> StoredCheckpoint | None:
-    async with conn.cursor(row_factory=class_row(_CheckpointRow)) as cur:
-        await cur.execute(
-            "SELECT tree_size, root, origin, key_name, note, frontier, chain_head"
-            " FROM trace_checkpoint ORDER BY tree_size DESC LIMIT 1"
-        )
-        row = await cur.fetchone()
+    row = await store.latest_checkpoint(conn)
     if row is None:
         return None
     return StoredCheckpoint(
@@ -179,9 +164,7 @@ async def _read_since(conn: AsyncConnection[Any], start: LogState, *, upto_seq: 
 
 
 async def _head(conn: AsyncConnection[Any]) -> TraceHead:
-    async with conn.cursor(row_factory=class_row(TraceHead)) as cur:
-        await cur.execute("SELECT seq, hash FROM trace_head WHERE singleton")
-        head = await cur.fetchone()
+    head = await store.read_head(conn)
     assert head is not None  # migration 0001 inserts the singleton; nothing may delete it
     return head
 
@@ -263,8 +246,8 @@ async def sign_log_checkpoint(
     LogInconsistent, signing nothing, when the stored checkpoint or the events since it do not hold together.
     """
     await seal_pending(conn)
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (SEAL_LOCK,))  # no sealing while we read and sign
+    async with conn.transaction():
+        await store.take_seal_lock(conn)  # no sealing while we read and sign
         locked_at = time.perf_counter()
         previous = await latest_checkpoint(conn)
         state = await current_log_state(conn, previous)
@@ -274,10 +257,15 @@ async def sign_log_checkpoint(
         checkpoint = Checkpoint(origin, state.size, root)
         note = sign_checkpoint(checkpoint, signer)
         frontier = pack_frontier(state.frontier)
-        await cur.execute(
-            "INSERT INTO trace_checkpoint (tree_size, root, origin, key_name, note, frontier, chain_head)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (state.size, root, origin, signer.name, note.decode(), frontier, state.chain_head),
+        await store.insert_checkpoint(
+            conn,
+            tree_size=state.size,
+            root=root,
+            origin=origin,
+            key_name=signer.name,
+            note=note.decode(),
+            frontier=frontier,
+            chain_head=state.chain_head,
         )
         await append_event(
             conn,
@@ -309,16 +297,13 @@ async def verify_log(conn: AsyncConnection[Any]) -> LogVerdict:
     or the last one when the log is now shorter than it; a broken chain is returned in `chain`, as verify_chain does.
     """
     if conn.info.transaction_status == TransactionStatus.IDLE:
-        async with conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        async with store.snapshot(conn):
             return await _verify_log(conn)
     return await _verify_log(conn)
 
 
 async def _verify_log(conn: AsyncConnection[Any]) -> LogVerdict:
-    async with conn.cursor() as cur:
-        await cur.execute("SELECT tree_size, root FROM trace_checkpoint")
-        signed = {int(size): bytes(root) for size, root in await cur.fetchall()}
+    signed = await store.signed_roots(conn)
     latest = await latest_checkpoint(conn)
     chain = await verify_chain(conn, signed_roots=signed)
     if not chain.ok:
@@ -360,30 +345,3 @@ def consistency_json(tree: MerkleTree, from_size: int) -> dict[str, Any]:
         "to_root": tree.root.hex(),
         "proof": [h.hex() for h in tree.consistency_proof(from_size)] if from_size else [],
     }
-
-
-@dataclass(frozen=True)
-class LogProgress:
-    """How far the log has come: its last sealed sequence number and the age of its last signed checkpoint."""
-
-    head_seq: int | None
-    checkpoint_age_s: float | None
-
-
-async def log_progress(conn: AsyncConnection[Any]) -> LogProgress:
-    async with conn.cursor(row_factory=class_row(LogProgress)) as cur:
-        await cur.execute(
-            "SELECT (SELECT seq FROM trace_head) AS head_seq,"
-            " (SELECT extract(epoch FROM now() - max(signed_at))::float8 FROM trace_checkpoint) AS checkpoint_age_s"
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return row
-
-
-async def checkpoint_note(conn: AsyncConnection[Any], tree_size: int) -> str | None:
-    """The signed note of the checkpoint at `tree_size`, if the log signed one there."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT note FROM trace_checkpoint WHERE tree_size = %s", (tree_size,))
-        note = await cur.fetchone()
-    return None if note is None else str(note)

@@ -35,10 +35,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from psycopg import AsyncConnection
 
 from countersign import installed_version
-from countersign.audit.transparency_log import log_progress
 from countersign.callbacks.decision_writer import decisions_by_channel
-from countersign.store.gauges import engine_counts, gates_by_status
+from countersign.store.gauges import engine_counts, gates_by_status, limit_scrape
 from countersign.store.job_stats import job_queue_counts
+from countersign.store.trace import log_progress
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 SCRAPE_STATEMENT_TIMEOUT_MS = 2000  # a scrape never holds the database longer than this per statement
@@ -152,8 +152,7 @@ class ServeMetrics:
     async def refresh_from_tables(self, conn: AsyncConnection[Any]) -> None:
         """Read the gauges: a few short statements in one read-only transaction with a statement timeout."""
         async with conn.transaction():
-            await conn.execute(f"SET LOCAL statement_timeout = {SCRAPE_STATEMENT_TIMEOUT_MS}")
-            await conn.execute("SET LOCAL transaction_read_only = on")
+            await limit_scrape(conn, SCRAPE_STATEMENT_TIMEOUT_MS)
             counts = await engine_counts(conn, outbox_budget_s=self.outbox_budget_s)
             progress = await log_progress(conn)
             gates = await gates_by_status(conn)

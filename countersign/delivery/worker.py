@@ -32,7 +32,6 @@ from psycopg import AsyncConnection
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from countersign.audit.transparency_log import checkpoint_note
 from countersign.bot.gate_cards import GateView, slack_gate_message, teams_gate_card
 from countersign.bot.queries import enrolled_passkey_for_slack_user, gate_card, gate_view, load_gate
 from countersign.cards import notices
@@ -53,6 +52,7 @@ from countersign.engine.runs import find_close_record
 from countersign.states import OutboxKind, OutboxStatus
 from countersign.store.gates import read_gate
 from countersign.store.payment_notices import read_payment_notice
+from countersign.store.trace import checkpoint_note
 
 log = logging.getLogger("countersign.delivery")
 tracer = trace.get_tracer("countersign.delivery")  # a no-op unless the process installed a tracer provider

@@ -12,9 +12,9 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from countersign.audit.trace import close_event_counts
 from countersign.store import integrity as store
 from countersign.store.integrity import PostingCounts, SealingSample, closed_count, posting_counts, sealing_sample
+from countersign.store.trace import close_event_counts
 
 __all__ = ["PostingCounts", "SealingSample", "closed_count", "posting_counts", "sealing_sample"]  # the store's counts
 

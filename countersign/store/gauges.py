@@ -1,7 +1,7 @@
 """Counts the metrics endpoint reads from the engine's tables: each a count over an index or a small view.
 
-Reads `outbox_message`, `dispatch`, `close_task`, `gate_state`, `trace_head` and `trace_checkpoint`; called by
-countersign/bootstrap/metrics.py.
+Reads `outbox_message`, `dispatch`, `close_task`, `gate_state`, `trace_head` and `trace_checkpoint`, and bounds the
+scrape's transaction (`limit_scrape`); called by countersign/bootstrap/metrics.py.
 """
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
 from countersign.states import GateStatus
+
+
+async def limit_scrape(conn: AsyncConnection[Any], statement_timeout_ms: int) -> None:
+    """Make the caller's transaction read-only, each of its statements cancelled after `statement_timeout_ms`."""
+    await conn.execute(f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}")
+    await conn.execute("SET LOCAL transaction_read_only = on")
 
 
 @dataclass(frozen=True)

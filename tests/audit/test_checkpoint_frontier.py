@@ -21,6 +21,7 @@ from countersign.audit.transparency_log import (
     verify_log,
 )
 from countersign.bootstrap.database import Database
+from countersign.states import TraceKind
 
 ORIGIN = "countersign.test/close-trace"
 SERVICE_ROLES = ("engine", "callbacks")
@@ -30,7 +31,7 @@ REFUSED = (psycopg.errors.InsufficientPrivilege,)
 async def _log(conn: Any, n: int) -> None:
     for i in range(n):
         async with conn.transaction():
-            await append_event(conn, actor="orchestrator", kind="step", payload={"i": i})
+            await append_event(conn, actor="orchestrator", kind=TraceKind.MODEL_STEP, payload={"i": i})
     await seal_pending(conn)
 
 

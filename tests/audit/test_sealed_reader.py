@@ -32,6 +32,7 @@ from countersign.audit.trace import (
     seal_pending,
     verify_chain,
 )
+from countersign.states import TraceKind
 
 SCALARS = st.one_of(
     st.none(),
@@ -187,7 +188,7 @@ TRICKY_PAYLOADS: list[dict[str, Any]] = [
 async def test_real_jsonb_round_trip_verifies_and_gives_the_exact_leaves(conn: Any) -> None:
     for number, payload in enumerate(TRICKY_PAYLOADS):
         async with conn.transaction():
-            await append_event(conn, actor=f'actor\t{number}\\"x"', kind="tricky", payload=payload)
+            await append_event(conn, actor=f'actor\t{number}\\"x"', kind=TraceKind.TOOL_CALL, payload=payload)
     await seal_pending(conn)
     result = await verify_chain(conn, collect_leaves=True)
     assert result.ok and result.size == len(TRICKY_PAYLOADS), result.problem
@@ -206,7 +207,7 @@ async def test_real_jsonb_round_trip_verifies_and_gives_the_exact_leaves(conn: A
 )
 async def test_an_edit_to_the_stored_json_is_caught_whichever_path_reads_it(conn: Any, edited: str) -> None:
     async with conn.transaction():
-        await append_event(conn, actor="alice", kind="posted", payload={"lines": 17, "account": "1000"})
+        await append_event(conn, actor="alice", kind=TraceKind.JOURNAL_POSTED, payload={"lines": 17, "account": "1000"})
     await seal_pending(conn)
     await conn.execute("ALTER TABLE trace_event DISABLE TRIGGER trace_event_append_only")
     await conn.execute("UPDATE trace_event SET payload = %s::jsonb", (edited,))
@@ -221,7 +222,7 @@ async def test_verification_reads_one_snapshot_while_sealing_goes_on(
     """Events sealed after the log was read but before the head is read must not look like a truncation."""
     for i in range(3):
         async with conn.transaction():
-            await append_event(conn, actor="alice", kind="step", payload={"i": i})
+            await append_event(conn, actor="alice", kind=TraceKind.MODEL_STEP, payload={"i": i})
     await seal_pending(conn)
     real_iter_sealed = iter_sealed_rows
 
@@ -230,7 +231,7 @@ async def test_verification_reads_one_snapshot_while_sealing_goes_on(
             yield batch
         async with await psycopg.AsyncConnection.connect(database.url, autocommit=True) as other:
             async with other.transaction():
-                await append_event(other, actor="bob", kind="step", payload={"late": True})
+                await append_event(other, actor="bob", kind=TraceKind.MODEL_STEP, payload={"late": True})
             await seal_pending(other)
 
     monkeypatch.setattr(trace, "iter_sealed_rows", read_then_let_another_process_seal)

@@ -18,6 +18,7 @@ from countersign.audit.transparency_log import (
     load_tree,
     sign_log_checkpoint,
 )
+from countersign.states import TraceKind
 
 ORIGIN = "countersign.test/close-trace"
 
@@ -25,7 +26,9 @@ ORIGIN = "countersign.test/close-trace"
 async def _log(conn: Any, n: int, close_id: str | None = None) -> None:
     for i in range(n):
         async with conn.transaction():
-            await append_event(conn, actor="orchestrator", kind="step", close_id=close_id, payload={"i": i})
+            await append_event(
+                conn, actor="orchestrator", kind=TraceKind.MODEL_STEP, close_id=close_id, payload={"i": i}
+            )
     await seal_pending(conn)
 
 

@@ -55,6 +55,7 @@ DATABASE_CODE = (
     "countersign.store.outbox",
     "countersign.store.passkeys",
     "countersign.store.runs",
+    "countersign.store.trace",
     "countersign.engine.books",
     "countersign.engine.runs",
     "countersign.engine.dispatch",

@@ -78,8 +78,8 @@ def test_the_workers_drill_fails_when_sealing_stops_keeping_up(
 
     import psycopg
 
-    from countersign.audit.trace import SEAL_LOCK
     from countersign.scenarios.drills import run_workers_drill
+    from countersign.store.trace import SEAL_LOCK
 
     monkeypatch.setenv("DATABASE_URL", database.url)
     monkeypatch.setenv("COUNTERSIGN_STATE_DIR", str(runtime.settings.state_dir))
