@@ -81,6 +81,7 @@ from countersign.audit.trace import (  # noqa: E402
 from countersign.audit.transparency_log import load_tree, sign_log_checkpoint, verify_log  # noqa: E402
 from countersign.bootstrap import migrate  # noqa: E402
 from countersign.bootstrap.database import Database, start_embedded, with_database_name  # noqa: E402
+from countersign.states import TraceKind  # noqa: E402
 from countersign.store.trace import EVENT_COLUMNS, iter_sealed_rows  # noqa: E402
 
 # EVENT_COLUMNS is a SELECT list (`close_id::text AS close_id`); COPY takes the bare column names.
@@ -292,12 +293,12 @@ async def run_appends(
                             i = (w * txns_per_writer + t) * batch + b
                             if plain:
                                 await plain_insert(
-                                    conn, actor="alice.chen", kind="bench_decision", payload=event_payload(i),
+                                    conn, actor="alice.chen", kind=BENCH_KIND, payload=event_payload(i),
                                     close_id=close_id,
                                 )  # fmt: skip
                             else:
                                 await append_event(
-                                    conn, actor="alice.chen", kind="bench_decision", payload=event_payload(i),
+                                    conn, actor="alice.chen", kind=BENCH_KIND, payload=event_payload(i),
                                     close_id=close_id,
                                 )  # fmt: skip
                     committed = time.perf_counter()
@@ -376,6 +377,7 @@ def print_append(result: AppendResult) -> None:
 
 
 BENCH_WRITER = "countersign_callbacks"  # a service role's name, as a writer is stamped (migration 0006)
+BENCH_KIND = TraceKind.TOOL_CALL  # a kind the trace reads back (countersign.states.TraceKind)
 
 
 def prechained_rows(
@@ -387,13 +389,13 @@ def prechained_rows(
         close_id = closes[seq % len(closes)]
         payload = normalise(event_payload(seq))
         version_set = normalise(dict(VERSION_SET))
-        body = event_body(seq, ts, close_id, "alice.chen", "bench_decision", payload, version_set, BENCH_WRITER)
+        body = event_body(seq, ts, close_id, "alice.chen", BENCH_KIND.value, payload, version_set, BENCH_WRITER)
         canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)  # RFC 8785 for these ASCII, float-free events
         if seq <= CANONICAL_CHECKED_ROWS and canonical != canonical_bytes(body):
             raise AssertionError(f"fill: orjson's bytes for event {seq} are not the canonical bytes")
         digest = chain_hash(prev, canonical)
         rows.append(
-            (seq, ts, close_id, "alice.chen", "bench_decision", orjson.dumps(payload).decode(),
+            (seq, ts, close_id, "alice.chen", BENCH_KIND.value, orjson.dumps(payload).decode(),
              orjson.dumps(version_set).decode(), prev, digest, BENCH_WRITER)
         )  # fmt: skip
         prev = digest
@@ -495,7 +497,7 @@ async def run_checkpoints(url: str, n: int, new_events: int) -> dict[str, Any]:
             for i in range(new_events):
                 async with conn.transaction():
                     await append_event(
-                        conn, actor="alice.chen", kind="bench_decision", payload=event_payload(n + i),
+                        conn, actor="alice.chen", kind=BENCH_KIND, payload=event_payload(n + i),
                         close_id=closes[i % len(closes)],
                     )  # fmt: skip
             await seal_pending(conn)
