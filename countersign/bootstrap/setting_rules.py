@@ -1,33 +1,61 @@
 """Rules across settings: variables that only make sense together, and paths checked where they are.
 
-`load_settings()` runs both after the fields validate; each problem is one line naming its variable.
+`load_settings()` runs both after the fields validate; each problem is one line naming its variable. The rules read
+the settings through `RuledSettings`, the fields they look at, and name variables through the `variable` they are
+given, so this module imports nothing of countersign/bootstrap/settings.py (which imports it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from countersign.bootstrap.setting_values import is_dir, is_file, writable_directory_problem
 
-if TYPE_CHECKING:
-    from countersign.bootstrap.settings import Settings
+
+class RuledSettings(Protocol):
+    """The settings the rules read (`countersign.bootstrap.settings.Settings` has them; mypy checks it does)."""
+
+    @property
+    def engine_db_password(self) -> str | None: ...
+    @property
+    def engine_db_password_file(self) -> Path | None: ...
+    @property
+    def callbacks_db_password(self) -> str | None: ...
+    @property
+    def callbacks_db_password_file(self) -> Path | None: ...
+    @property
+    def model_provider(self) -> str: ...
+    @property
+    def model_base_url(self) -> str | None: ...
+    @property
+    def slack_bot_token(self) -> str | None: ...
+    @property
+    def slack_signing_secret(self) -> str | None: ...
+    @property
+    def teams_enabled(self) -> bool: ...
+    @property
+    def teams_app_id(self) -> str | None: ...
+    @property
+    def teams_app_password(self) -> str | None: ...
+    @property
+    def teams_app_type(self) -> str: ...
+    @property
+    def teams_app_tenant_id(self) -> str | None: ...
+    @property
+    def state_dir(self) -> Path: ...
+    @property
+    def config_dir(self) -> Path: ...
+    @property
+    def cassette_dir(self) -> Path | None: ...
+    @property
+    def camt053_xsd(self) -> Path | None: ...
 
 
-def _variables_of(settings: Settings) -> Callable[[str], str]:
-    """The environment variable of a Settings field, read from the instance's class (so no import cycle)."""
-
-    def variable(field: str) -> str:
-        alias = type(settings).model_fields[field].validation_alias
-        assert isinstance(alias, str)
-        return alias
-
-    return variable
-
-
-def companion_problems(settings: Settings) -> list[str]:
-    """Variables that only make sense together: one line per one that is missing."""
-    variable = _variables_of(settings)
+def companion_problems(settings: RuledSettings, variable: Callable[[str], str]) -> list[str]:
+    """Variables that only make sense together: one line per one that is missing. `variable` names a field's
+    environment variable."""
     problems = []
     for role in ("engine", "callbacks"):
         if getattr(settings, f"{role}_db_password") and getattr(settings, f"{role}_db_password_file"):
@@ -57,13 +85,12 @@ def companion_problems(settings: Settings) -> list[str]:
     return problems
 
 
-def path_problems(settings: Settings) -> list[str]:
+def path_problems(settings: RuledSettings, variable: Callable[[str], str]) -> list[str]:
     """Paths the process will read or write, checked where they are: one line per one that cannot serve.
 
     Checked by load_settings(), not by the fields, so tests may construct Settings(...) with paths that do not exist.
     Nothing is created here; a state directory that does not exist yet must be creatable.
     """
-    variable = _variables_of(settings)
     problems = []
     state = writable_directory_problem(settings.state_dir)
     if state:

@@ -309,7 +309,7 @@ def load_settings(environment: Mapping[str, str] | None = None) -> Settings:
             settings = Settings()
         except ValidationError as exc:
             raise SettingsError([_error_line(error) for error in exc.errors()]) from None
-    problems = companion_problems(settings) + path_problems(settings)
+    problems = companion_problems(settings, variable) + path_problems(settings, variable)
     if problems:
         raise SettingsError(problems)
     return settings
