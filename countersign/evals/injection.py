@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 
+from countersign.bootstrap.settings import default_config_dir
 from countersign.evals.detector_eval import DetectorEval, DetectorEvalReport, Half, LabelledText, Scorer
 from countersign.evals.scoring import Summary
 from countersign.specialists.injection import FEATURES, THRESHOLD, Feature, score_text
@@ -22,7 +23,7 @@ from countersign.specialists.injection import FEATURES, THRESHOLD, Feature, scor
 __all__ = ["Half", "InjectionEvalReport", "Label", "LabelledText", "Scorer"]
 
 HARNESS = "injection eval"
-DATA_DIR = Path(__file__).resolve().parents[2] / "config" / "evals" / "injection"
+DATA_DIR = default_config_dir() / "evals" / "injection"  # the checkout's config/, else the wheel's copy
 PRECISION_BAR = 0.85
 RECALL_BAR = 0.85
 SHUFFLE_SEED = 19

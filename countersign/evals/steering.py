@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 
+from countersign.bootstrap.settings import default_config_dir
 from countersign.evals.detector_eval import DetectorEval, DetectorEvalReport, Half, LabelledText, Scorer
 from countersign.evals.scoring import Summary
 from countersign.specialists.steering import FEATURES, THRESHOLD, Feature, score_text
@@ -24,7 +25,7 @@ from countersign.specialists.steering import FEATURES, THRESHOLD, Feature, score
 __all__ = ["Half", "Label", "LabelledText", "Scorer", "SteeringEvalReport"]
 
 HARNESS = "steering eval"
-DATA_DIR = Path(__file__).resolve().parents[2] / "config" / "evals" / "steering"
+DATA_DIR = default_config_dir() / "evals" / "steering"  # the checkout's config/, else the wheel's copy
 PRECISION_BAR = 0.9
 RECALL_BAR = 0.9
 SHUFFLE_SEED = 23
