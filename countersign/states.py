@@ -235,6 +235,7 @@ class TraceKind(StrEnum):
     GATE_EXPIRED = "gate_expired"
     GATE_PASSED = "gate_passed"
     GATE_REJECTED_APPLIED = "gate_rejected_applied"
+    GATE_REROUTED = "gate_rerouted"  # written by the database as it routes an overdue gate (delegation migration)
     # construction certificates
     CLAUSES_CITED = "clauses_cited"
     CERTIFICATE_CERTIFIED = "certificate_certified"
@@ -246,4 +247,6 @@ class TraceKind(StrEnum):
     PASSKEY_ENROLMENT_ISSUED = "passkey_enrolment_issued"
     PASSKEY_ENROLLED = "passkey_enrolled"  # written by the database (migration 0017)
     PASSKEY_REVOKED = "passkey_revoked"  # written by the database (migration 0017)
+    DELEGATION_SET = "delegation_set"  # written by the database (the delegation migration)
+    DELEGATION_REVOKED = "delegation_revoked"  # written by the database (the delegation migration)
     CHECKPOINT_SIGNED = "checkpoint_signed"
