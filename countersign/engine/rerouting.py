@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 
 from countersign.engine.context import AdvanceReport, EngineContext
@@ -34,14 +35,20 @@ async def reroute_overdue(
     platforms = sorted({t.platform for t in ctx.channels if t.platform in DM_PLATFORMS})
     recorded = []
     for route in routes_for(gate.terms, people, absences, moment):
-        routing_id = await store.route_gate(
-            conn,
-            gate.gate_id,
-            route.principal_id,
-            delegation_id=route.delegation_id,
-            rank=route.rank,
-            platforms=platforms,
-        )
+        try:
+            async with conn.transaction():  # a savepoint: one refused person does not undo the reminder or the rest
+                routing_id = await store.route_gate(
+                    conn,
+                    gate.gate_id,
+                    route.principal_id,
+                    delegation_id=route.delegation_id,
+                    rank=route.rank,
+                    platforms=platforms,
+                )
+        except psycopg.errors.InsufficientPrivilege as exc:  # e.g. a delegation set since the read above
+            primary = exc.diag.message_primary or str(exc)
+            report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} not routed to {route.principal_id}: {primary}")
+            continue
         if routing_id is None:
             continue
         recorded.append(route)

@@ -78,6 +78,7 @@ async def test_an_away_approvers_gate_goes_to_the_delegate_by_direct_message_on_
     ]
     assert routings[0].why == f"alice.chen away until {LAST_DAY.isoformat()}"
     assert any("routed to bob.osei (alice.chen is away)" in step for step in report.steps)
+    assert not any("not routed" in step for step in report.steps)  # the engine asked the database for nobody away
     assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'gate_rerouted'") == 1
     assert await count(conn, "SELECT count(*) FROM trace_event WHERE kind = 'delegation_set'") == 1
 
