@@ -199,9 +199,9 @@ class TraceKind(StrEnum):
     """What a trace event records (`trace_pending.kind`, `trace_event.kind`): the words the hashed events carry.
 
     The decision side (the callbacks role) alone writes `gate_decided`, `decision_refused`, `trace_exported` and
-    `command_refused`; the engine role writes the rest (migration 0006's trace writers). The database writes three
+    `command_refused`; the engine role writes the rest (migration 0006's trace writers). The database writes six
     itself: `gate_decided` from the decision it admits (migration 0015), `passkey_enrolled` and `passkey_revoked`
-    (migration 0017).
+    (migration 0017), `delegation_set`, `delegation_revoked` and `gate_rerouted` (the delegation migration).
     """
 
     # a close and its tasks
