@@ -204,6 +204,7 @@ DECLARE
     away_until timestamptz;
     new_id bigint;
     why text := 'overdue';
+    engine_actor constant text := 'orchestrator';  -- the event is the engine's act, written by the owner's function
 BEGIN
     SELECT gt.close_id, gt.task, gt.approver_role, gt.prepared_by, gt.requested_by, s.status, s.lifecycle
       INTO g
@@ -258,7 +259,7 @@ BEGIN
     END IF;
     INSERT INTO public.trace_pending (ts, close_id, actor, kind, payload, version_set)
     VALUES (to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), g.close_id,
-            'orchestrator', 'gate_rerouted',
+            engine_actor, 'gate_rerouted',
             jsonb_build_object('gate_id', p_gate::text, 'task', g.task, 'routing_id', new_id, 'routed_to', p_principal,
                                'rank', p_rank, 'why', why, 'delegation_id', p_delegation, 'away', away_id,
                                'platforms', to_jsonb(p_platforms)),
