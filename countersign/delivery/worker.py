@@ -256,7 +256,10 @@ class TeamsSender:
         }
         headers = {"Authorization": f"Bearer {await self._bearer()}"}
         response = await self._send("POST", url, json=body, headers=headers)
-        conversation = response.json().get("id")
+        try:
+            conversation = response.json().get("id")
+        except ValueError as exc:
+            raise DeliveryError(f"teams answered the conversation create with no JSON: {exc}", permanent=False) from exc
         if not conversation:
             raise DeliveryError(f"teams gave no conversation id for {user}", permanent=True)
         return await self.send_activity(self.service_url, str(conversation), {"type": "message", "text": text})

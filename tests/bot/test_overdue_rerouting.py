@@ -12,7 +12,6 @@ import json
 from dataclasses import replace
 from typing import Any
 
-import httpx
 import respx
 
 from countersign.bootstrap.chat import build_senders
@@ -27,7 +26,7 @@ from countersign.engine.runs import close_status
 from countersign.services.delegating import set_delegation
 from countersign.store.delegations import read_routings_of_gate
 from countersign.store.gates import read_gate
-from tests.bot.conftest import PEOPLE, SERVICE_URL, SLACK_CHANNEL, TEAMS_CONVERSATION, TENANT
+from tests.bot.conftest import PEOPLE, SLACK_CHANNEL, TEAMS_CONVERSATION, TENANT
 from tests.fakes.slack_api import FakeSlack
 from tests.support import count, rewrite_gate_as_owner, start_default_close
 
@@ -49,11 +48,8 @@ async def _overdue_accruals_gate(conn: Any, runtime: Runtime, engine_ctx: Any, b
 
 
 def _teams_dm_routes(router: respx.MockRouter) -> respx.Route:
-    return router.post(SERVICE_URL.rstrip("/") + "/v3/conversations").mock(
-        side_effect=lambda request: httpx.Response(
-            200, json={"id": "a:dm-" + json.loads(request.content)["members"][0]["id"]}
-        )
-    )
+    """The connector's create-conversation route (tests/bot/conftest.py `teams_connector`)."""
+    return router["create_conversation"]
 
 
 async def test_an_away_approvers_gate_goes_to_the_delegate_by_direct_message_on_slack_and_teams(
