@@ -134,11 +134,11 @@ BEGIN
         RAISE EXCEPTION 'delegation refused: %', problem USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF p_starts < (date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') THEN
-        RAISE EXCEPTION 'delegation refused: it starts % , before today (UTC): a delegation is never back-dated',
+        RAISE EXCEPTION 'delegation refused: it starts %, before today (UTC): a delegation is never back-dated',
             p_starts USING ERRCODE = 'check_violation';
     END IF;
     IF p_ends <= now() THEN
-        RAISE EXCEPTION 'delegation refused: it ends % , which has passed', p_ends USING ERRCODE = 'check_violation';
+        RAISE EXCEPTION 'delegation refused: it ends %, which has passed', p_ends USING ERRCODE = 'check_violation';
     END IF;
     PERFORM pg_advisory_xact_lock(pg_catalog.hashtext('delegation:' || p_principal));
     SELECT d.delegation_id INTO clash FROM public.delegation d
