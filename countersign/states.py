@@ -199,9 +199,9 @@ class TraceKind(StrEnum):
     """What a trace event records (`trace_pending.kind`, `trace_event.kind`): the words the hashed events carry.
 
     The decision side (the callbacks role) alone writes `gate_decided`, `decision_refused`, `trace_exported` and
-    `command_refused`; the engine role writes the rest (migration 0006's trace writers). The database writes three
+    `command_refused`; the engine role writes the rest (migration 0006's trace writers). The database writes six
     itself: `gate_decided` from the decision it admits (migration 0015), `passkey_enrolled` and `passkey_revoked`
-    (migration 0017).
+    (migration 0017), `delegation_set`, `delegation_revoked` and `gate_rerouted` (the delegation migration).
     """
 
     # a close and its tasks
@@ -235,6 +235,7 @@ class TraceKind(StrEnum):
     GATE_EXPIRED = "gate_expired"
     GATE_PASSED = "gate_passed"
     GATE_REJECTED_APPLIED = "gate_rejected_applied"
+    GATE_REROUTED = "gate_rerouted"  # written by the database as it routes an overdue gate (delegation migration)
     # construction certificates
     CLAUSES_CITED = "clauses_cited"
     CERTIFICATE_CERTIFIED = "certificate_certified"
@@ -246,4 +247,6 @@ class TraceKind(StrEnum):
     PASSKEY_ENROLMENT_ISSUED = "passkey_enrolment_issued"
     PASSKEY_ENROLLED = "passkey_enrolled"  # written by the database (migration 0017)
     PASSKEY_REVOKED = "passkey_revoked"  # written by the database (migration 0017)
+    DELEGATION_SET = "delegation_set"  # written by the database (the delegation migration)
+    DELEGATION_REVOKED = "delegation_revoked"  # written by the database (the delegation migration)
     CHECKPOINT_SIGNED = "checkpoint_signed"

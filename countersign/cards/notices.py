@@ -11,7 +11,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Protocol
 
-from countersign.cards.escape import slack_data, slack_own
+from countersign.cards.escape import slack_data, slack_own, teams_markdown
 from countersign.cards.platform_limits import SLACK_SECTION_TEXT_CHARS
 from countersign.cards.text import fit, one_line
 from countersign.money.formatting import format_money
@@ -126,3 +126,35 @@ def notice_post(
         f" {format_money(notified_sum, currency, locale=locale)} applied for, {when}. Document SHA-256 {sha256[:16]}…"
     )
     return fit(f"{head}\n```\n{document}```", SLACK_SECTION_TEXT_CHARS)
+
+
+def _day(moment: dt.datetime) -> str:
+    """An exclusive end as the last day a person is away: 2026-12-15T00:00Z is "14 Dec 2026"."""
+    last = (moment.astimezone(dt.UTC) - dt.timedelta(microseconds=1)).date()
+    return f"{last.day} {last.strftime('%b %Y')}"
+
+
+def gate_routed_notice(
+    *,
+    platform: str,
+    task_title: str,
+    entity: str,
+    period: str,
+    due_at: dt.datetime,
+    away_name: str | None,
+    away_until: dt.datetime | None,
+    gate_url: str,
+) -> str:
+    """The direct message to a person an overdue gate was routed to: why it came to them, and where to decide it."""
+    data = slack_data if platform == "slack" else teams_markdown
+    title, where = one_line(data(task_title)), f"{one_line(data(entity))} {one_line(data(period))}"
+    if away_name and away_until:
+        why = f"{one_line(data(away_name))} is away until {_day(away_until)}; this approval was routed to you."
+    else:
+        why = "This approval is overdue and you are one of the people who may decide it."
+    link = f"<{slack_own(gate_url)}|Open it in the Close Board>" if platform == "slack" else f"Open it: {gate_url}"
+    text = (
+        f"{why} The {title} gate of {where} was due {_utc(due_at)}. Being asked does not change who may decide:"
+        f" the gate still needs its role and a person who did not prepare the work. {link}"
+    )
+    return fit(text, SLACK_SECTION_TEXT_CHARS)

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from countersign.cli import books, close, database, drill, outbox, payments, principals, serving, teams, trace
+from countersign.cli import books, close, database, delegate, drill, outbox, payments, principals, serving, teams, trace
 from countersign.cli.common import settings_or_exit
 from countersign.cli.demo import demo
 from countersign.cli.evals import eval_app
@@ -46,6 +46,7 @@ app.add_typer(database.config_app, name="config")
 app.add_typer(payments.payments_app, name="payments")
 app.add_typer(outbox.outbox_app, name="outbox")
 app.add_typer(teams.teams_app, name="teams")
+app.add_typer(delegate.delegate_app, name="delegate")
 app.command()(synth)
 app.command()(serving.serve)
 app.command()(serving.worker)

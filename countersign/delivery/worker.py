@@ -35,6 +35,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from countersign.bot.gate_cards import GateView, slack_gate_message, teams_gate_card
 from countersign.bot.queries import enrolled_passkey_for_slack_user, gate_card, gate_view, load_gate
 from countersign.cards import notices
+from countersign.cards.links import gate_page_url
 from countersign.drill_hooks.kill_points import KillPoint, kill_point
 from countersign.engine.leases import Connect, connect_to, holder_id, renewing
 from countersign.engine.outbox import (
@@ -50,6 +51,7 @@ from countersign.engine.outbox import (
 )
 from countersign.engine.runs import find_close_record
 from countersign.states import OutboxKind, OutboxStatus
+from countersign.store.delegations import identity_tenant, read_routing
 from countersign.store.gates import read_gate
 from countersign.store.payment_notices import read_payment_notice
 from countersign.store.trace import checkpoint_note
@@ -81,6 +83,10 @@ class Sender(Protocol):
     async def update(self, channel: str, message_id: str, card: Any) -> None: ...
 
     async def post_text(self, channel: str, text: str) -> str: ...
+
+    async def post_direct(self, user: str, text: str, *, tenant: str) -> str:
+        """A direct message to one person (their Slack user id, their Teams AAD object id in `tenant`)."""
+        ...
 
     def render(self, card: Any) -> Any: ...
 
@@ -126,6 +132,14 @@ class SlackSender:
     async def post_text(self, channel: str, text: str) -> str:
         response = await self._call(self.client.chat_postMessage, channel=channel, text=text)
         return str(response["ts"])
+
+    async def post_direct(self, user: str, text: str, *, tenant: str) -> str:
+        """conversations.open with the person's user id, then chat.postMessage into the direct message it returns."""
+        opened = await self._call(self.client.conversations_open, users=user)
+        channel = (opened.get("channel") or {}).get("id")
+        if not channel:
+            raise DeliveryError(f"slack conversations.open gave no channel for {user}", permanent=True)
+        return await self.post_text(str(channel), text)
 
     async def _call(self, method: Any, **kwargs: Any) -> Any:
         try:
@@ -228,6 +242,27 @@ class TeamsSender:
 
     async def post_text(self, channel: str, text: str) -> str:
         return await self.send_activity(self.service_url, channel, {"type": "message", "text": text})
+
+    async def post_direct(self, user: str, text: str, *, tenant: str) -> str:
+        """A proactive 1:1: create the personal conversation with the person (Bot Framework connector
+        `POST /v3/conversations`, isGroup false, the tenant named), then send the activity into it."""
+        url = f"{self.service_url.rstrip('/')}/v3/conversations"
+        body = {
+            "bot": {"id": f"28:{self.app_id}"},
+            "isGroup": False,
+            "members": [{"id": user}],
+            "tenantId": tenant,
+            "channelData": {"tenant": {"id": tenant}},
+        }
+        headers = {"Authorization": f"Bearer {await self._bearer()}"}
+        response = await self._send("POST", url, json=body, headers=headers)
+        try:
+            conversation = response.json().get("id")
+        except ValueError as exc:
+            raise DeliveryError(f"teams answered the conversation create with no JSON: {exc}", permanent=False) from exc
+        if not conversation:
+            raise DeliveryError(f"teams gave no conversation id for {user}", permanent=True)
+        return await self.send_activity(self.service_url, str(conversation), {"type": "message", "text": text})
 
     async def update(self, channel: str, message_id: str, card: Any) -> None:
         url = f"{self.service_url.rstrip('/')}/v3/conversations/{channel}/activities/{message_id}"
@@ -338,11 +373,15 @@ class _Rendered:
     state: str | None = (
         None  # the card's state key (`countersign.store.gates.card_state`), stored once the card is sent
     )
+    direct_tenant: str | None = None  # a direct message to one person: the tenant of the identity it goes to
 
 
 async def _read(
     conn: AsyncConnection[Any], message: OutboxMessage, board_url: str, locale: str | None = None
 ) -> _Rendered:
+    if message.kind == OutboxKind.NOTICE and message.template == "gate_routed":
+        text, tenant = await _gate_routed_text(conn, message, board_url)
+        return _Rendered(text=text, direct_tenant=tenant)
     if message.kind == OutboxKind.NOTICE:
         return _Rendered(text=await notice_text(conn, message, board_url, locale))
     if message.gate_id is None:
@@ -415,7 +454,37 @@ async def _passkey_enrolled_text(conn: AsyncConnection[Any], message: OutboxMess
     return notices.passkey_enrolled_notice(label=passkey.label, created_at=passkey.created_at, board_url=board_url)
 
 
+async def _gate_routed_text(conn: AsyncConnection[Any], message: OutboxMessage, board_url: str) -> tuple[str, str]:
+    """The direct message to a person an overdue gate was routed to, and the tenant of the identity it goes to: sent
+    only to an identity of the person the routing row names."""
+    routing = await read_routing(conn, int(message.payload.get("routing_id", 0)))
+    if routing is None or routing.gate_id != message.gate_id:
+        raise DeliveryError(f"no routing {message.payload.get('routing_id')} of gate {message.gate_id}", permanent=True)
+    tenant = await identity_tenant(conn, routing.routed_to, message.platform, message.channel)
+    if tenant is None:
+        raise DeliveryError(
+            f"{message.platform} {message.channel} is not an identity of {routing.routed_to}", permanent=True
+        )
+    gate = await read_gate(conn, routing.gate_id)
+    if gate is None:
+        raise DeliveryError(f"notice for unknown gate {routing.gate_id}", permanent=True)
+    text = notices.gate_routed_notice(
+        platform=message.platform,
+        task_title=gate.title or gate.task,
+        entity=gate.entity,
+        period=gate.period,
+        due_at=gate.due_at,
+        away_name=routing.away_name,
+        away_until=routing.away_until,
+        gate_url=gate_page_url(board_url, gate.gate_id),
+    )
+    return text, tenant
+
+
 async def _send(sender: Sender, message: OutboxMessage, rendered: _Rendered) -> str | None:
+    if message.kind == OutboxKind.NOTICE and rendered.direct_tenant is not None:
+        assert rendered.text is not None
+        return await sender.post_direct(message.channel, rendered.text, tenant=rendered.direct_tenant)
     if message.kind == OutboxKind.NOTICE:
         assert rendered.text is not None
         return await sender.post_text(message.channel, rendered.text)

@@ -21,6 +21,7 @@ from countersign.engine.gates import (
     unproven_decisions,
 )
 from countersign.engine.outbox import enqueue_notices
+from countersign.engine.rerouting import reroute_overdue
 from countersign.engine.runs import CloseRecord, lock_task
 from countersign.engine.supervisor import move_task
 from countersign.engine.task_runner import complete_task
@@ -50,6 +51,7 @@ async def apply_gate_outcomes(
             async with conn.transaction():
                 if await mark_gate_escalated(conn, gate.gate_id):
                     await _remind_overdue(conn, close, ctx, gate, report)
+                    await reroute_overdue(conn, ctx, gate, report)
             continue
         if gate.status not in DECIDED:
             continue

@@ -68,9 +68,12 @@ NOTICE_TEMPLATES: dict[str, frozenset[str]] = {
     # document from the row.
     "pay_less_notice": frozenset({"notice_id"}),
     "payment_notice": frozenset({"notice_id"}),
+    # A direct message to a person an overdue gate was routed to, naming the routing row; only the database writes it,
+    # as it routes the gate to that person's own identities (`route_gate_to`, the delegation migration).
+    "gate_routed": frozenset({"routing_id"}),
 }
 # The templates only the database writes; `enqueue_notices` refuses them.
-DATABASE_NOTICES = frozenset({"passkey_enrolled"})
+DATABASE_NOTICES = frozenset({"passkey_enrolled", "gate_routed"})
 
 
 class NotAFact(ValueError):

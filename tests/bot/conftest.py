@@ -93,6 +93,12 @@ def teams_connector() -> Iterator[respx.MockRouter]:
         router.post(url__startswith=SERVICE_URL.rstrip("/") + "/v3/conversations/").mock(
             side_effect=lambda request: httpx.Response(200, json={"id": f"activity-{next(counter)}"})
         )
+        # A proactive 1:1 (a direct message): the personal conversation is created, named after its member.
+        router.post(SERVICE_URL.rstrip("/") + "/v3/conversations", name="create_conversation").mock(
+            side_effect=lambda request: httpx.Response(
+                200, json={"id": "a:dm-" + json.loads(request.content)["members"][0]["id"]}
+            )
+        )
         router.put(url__startswith=SERVICE_URL.rstrip("/") + "/v3/conversations/").mock(
             return_value=httpx.Response(200, json={"id": "updated"})
         )

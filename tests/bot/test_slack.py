@@ -384,8 +384,11 @@ async def test_an_overdue_gate_reminds_the_channel_once_and_leaves_its_card_alon
         async with engine_context(chat_runtime) as ctx:
             await advance(conn, close_id, ctx)
         await deliver_due(conn, build_senders(chat_runtime.settings))  # type: ignore[arg-type]
-    reminders = fake_slack.calls_to("chat.postMessage")[posts_before:]
+    posts = fake_slack.calls_to("chat.postMessage")[posts_before:]
+    reminders = [c for c in posts if c.params["channel"] == SLACK_CHANNEL]
     assert len(reminders) == 1
+    # and each controller who may decide it is messaged directly, once (tests/bot/test_overdue_rerouting.py)
+    assert sorted(c.params["channel"] for c in posts if c not in reminders) == ["DU0ALICE", "DU0BOB"]
     text = str(reminders[0].params.get("text", ""))
     assert reminders[0].params["channel"] == SLACK_CHANNEL
     assert "Reminder for role controller" in text and "accruals" in text and "Waiting never approves it" in text

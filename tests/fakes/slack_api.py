@@ -122,6 +122,11 @@ class FakeSlack:
             with self._lock:
                 self.views.append(opened)
             return 200, {}, {"ok": True, "view": opened}
+        if method == "conversations.open":  # a direct message with one user: its channel id is D + the user id
+            user = self.users.get(str(params.get("users")))
+            if user is None or user["deleted"]:
+                return 200, {}, {"ok": False, "error": "user_not_found"}
+            return 200, {}, {"ok": True, "channel": {"id": f"D{user['id']}", "is_im": True}}
         if method == "chat.postEphemeral":
             return 200, {}, {"ok": True, "message_ts": f"1700000001.{next(self._ts):06d}"}
         if method == "files.getUploadURLExternal":

@@ -123,7 +123,8 @@ def trace_kinds_in(function_sources: str) -> tuple[set[str], set[str]]:
 
 
 async def test_trace_kinds_name_what_the_database_writes_and_guards(conn: Any) -> None:
-    """`TraceKind` names the kinds the database traces itself (`gate_decided`, the passkey events) and the decision
+    """`TraceKind` names the kinds the database traces itself (`gate_decided`, the passkey, delegation and
+    routing events) and the decision
     side's kinds its trace writers' trigger reserves for the callbacks role (`gate_decided` is the database's own)."""
     from countersign.states import TraceKind
 
@@ -134,6 +135,13 @@ async def test_trace_kinds_name_what_the_database_writes_and_guards(conn: Any) -
         )
         (sources,) = await cur.fetchone()
     written, guarded = trace_kinds_in(sources)
-    assert written == {"gate_decided", "passkey_enrolled", "passkey_revoked"}
+    assert written == {
+        "gate_decided",
+        "passkey_enrolled",
+        "passkey_revoked",
+        "delegation_set",
+        "delegation_revoked",
+        "gate_rerouted",
+    }
     assert guarded == {"decision_refused", "trace_exported", "command_refused"}
     assert written | guarded <= {kind.value for kind in TraceKind}
