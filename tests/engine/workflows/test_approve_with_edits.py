@@ -22,9 +22,12 @@ from psycopg.types.json import Jsonb
 
 from countersign.audit.person_proof import decision_message
 from countersign.audit.person_proof import sign as person_sign
+from countersign.bot.queries import load_gate_card
 from countersign.callbacks.principals import upsert_principals
+from countersign.cards import slack, teams
 from countersign.certificates.amendment import AMENDING_ROLE, Amendment, LineAdjustment
 from countersign.engine.orchestrator import advance
+from countersign.money.formatting import format_money
 from countersign.money.units import MINOR_UNITS
 from countersign.specialists.client import open_in_process
 from countersign.states import PrincipalKind
@@ -165,6 +168,11 @@ async def test_a_quantity_surveyor_certifies_another_sum_and_the_certification_a
     )
     assert digest == proof_digest == amendment.digest()
     assert (certified, proposed) == (amendment.certified_minor, amendment.proposed_minor)
+
+    card = await load_gate_card(conn, gate["gate_id"], "http://localhost:8000")  # the card the doors update
+    words = f"Certified {format_money(claimed - 1500, 'GBP')} (proposed {format_money(claimed - 1000, 'GBP')})"
+    assert words in json.dumps(slack.decided_message(card), ensure_ascii=False)
+    assert REASON in json.dumps(teams.decided_message(card), ensure_ascii=False)
 
     async with open_in_process(support.SPECIALISTS) as client:
         report = await advance(conn, close_id, _context(runtime, client))
