@@ -210,3 +210,15 @@ def amendment_from_row(
             for a in adjustments
         ),
     )
+
+
+def may_amend(roles: Sequence[str], gate_kind: str, summary: Mapping[str, Any] | None) -> bool:
+    """Whether a person who may decide this gate may also certify another sum on it: a quantity surveyor on a
+    certificate's payment approval gate (the board offers the amend form by it; the writer and the database judge)."""
+    return (
+        AMENDING_ROLE in roles
+        and gate_kind == "approval"
+        and isinstance(summary, Mapping)
+        and summary.get("kind") == "payment"
+        and isinstance(summary.get("certificate"), Mapping)
+    )
