@@ -49,6 +49,7 @@ from tests.support import (
     rewrite_gate_as_owner,
     signed_headers,
 )
+from tests.test_database_boundary import _as, _seed
 
 QS = "quinn.surveyor"
 REASON = "Measured on site: the groundworks are 75% complete, not 100%"
@@ -440,3 +441,21 @@ async def test_the_database_digests_an_amendment_as_the_domain_does(conn: Any) -
     assert role == AMENDING_ROLE
     for currency, places in [*MINOR_UNITS.items(), ("GBP", 2), ("EUR", 2)]:
         assert await _rows(conn, "SELECT currency_minor_units(%s)", currency) == [(places,)], currency
+
+
+def test_the_doors_role_cannot_amend_a_sum_on_a_close_gate(database: Any) -> None:
+    """A month-end close's sign-off gate certifies no sum: an amendment there is refused, however well formed."""
+    with psycopg.connect(database.url, autocommit=True) as owner:
+        gate_id = _seed(owner)  # a critical sign-off gate for two CFOs
+        owner.execute(
+            "INSERT INTO principal (principal_id, kind, display_name, roles, public_key)"
+            " VALUES (%s, 'human', %s, %s, %s)",
+            (QS, QS, ["cfo", AMENDING_ROLE], person_public_key(QS)),
+        )
+        amendment = Amendment("GBP", 100_000, 90_000, (LineAdjustment("L1", 100_000, 90_000, "not done"),))
+        with (
+            _as(database, "callbacks") as callbacks,
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="only at a certificate's payment gate"),
+        ):
+            callbacks.execute(_INSERT, _row(gate_id, amendment))
+        assert owner.execute("SELECT count(*) FROM gate_decision").fetchone() == (0,)
