@@ -280,7 +280,8 @@ async def record_and_announce(
         async with conn.pipeline(), conn.transaction():
             try:
                 outcome = await _record(conn, request)
-            except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
+            # the database's own check (migrations 0006 and approve_with_edits) refused the row
+            except (errors.InsufficientPrivilege, errors.CheckViolation) as exc:
                 detail = exc.diag.message_primary or str(exc)
                 raise DecisionRefused(
                     request.gate_id, normalise_identity(request.principal), RefusalCode.REFUSED_BY_DATABASE, detail
@@ -389,7 +390,7 @@ def _check_amendment(
 ) -> None:
     """An approval with edits: by a quantity surveyor, with the person's own key, on a certificate's payment gate,
     fitting its sums (between zero and the claim, the lines adding up). The database checks the same, whoever
-    connects (migration 0026_approve_with_edits)."""
+    connects (migration approve_with_edits)."""
     who = principal.principal_id
     if request.decision != Decision.APPROVE:
         raise DecisionRefused(

@@ -3,7 +3,7 @@
 Pure (no I/O). An amendment carries the certified and the proposed sums in the currency's minor units, and each line
 adjustment (the line's reference, its proposed and certified minor units, the reason); the lines' differences add up
 to the certified sum minus the proposed one. Its digest is taken over one canonical text the database computes the
-same way (`public.amendment_digest`, migration 0026_approve_with_edits): the person's signature covers that digest,
+same way (`public.amendment_digest`, migration approve_with_edits): the person's signature covers that digest,
 so what they signed is what the row records.
 """
 

@@ -139,7 +139,7 @@ def _signed_at(proof: dict[str, Any]) -> int | None:
 
 def _amendment_digest(proof: dict[str, Any]) -> str | None:
     """The amendment digest the person signed (the database admits it only as the digest of the row's own sums and
-    lines: migration 0026_approve_with_edits); None on a plain decision."""
+    lines: migration approve_with_edits); None on a plain decision."""
     digest = proof.get("amendment_digest")
     return digest if isinstance(digest, str) else None
 

@@ -1,6 +1,6 @@
 """An approval with edits as the engine reads it back: the sum a quantity surveyor certified on a payment gate instead
 of the one proposed, their reason and each line's adjustment (`gate_decision`'s amendment columns, migration
-0026_approve_with_edits). Read-only; the decision writer writes them (countersign/store/decisions.py)."""
+approve_with_edits). Read-only; the decision writer writes them (countersign/store/decisions.py)."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ class NewDecision:
     request_digest: str
     channel: Channel
     proof: dict[str, Any]
-    amendment: Amendment | None = None  # an approval with edits: its sums and lines (migration 0026)
+    amendment: Amendment | None = None  # an approval with edits: its sums and lines (migration approve_with_edits)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ class DecisionRecord:
     reason: str
     decided_at: datetime
     channel: str
-    certified_minor: int | None = None  # an approval with edits: the sum certified instead (migration 0026)
+    certified_minor: int | None = None  # an approval with edits: the sum certified (migration approve_with_edits)
     proposed_minor: int | None = None
     amend_currency: str | None = None
 

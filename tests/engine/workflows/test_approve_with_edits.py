@@ -104,11 +104,11 @@ def _body(
     *,
     principal: str = QS,
     reason: str = REASON,
-    signed_digest: str | None = None,
+    sign_amendment: bool = True,
     wire: dict[str, Any] | None = None,
 ) -> bytes:
     """A signed-callback body approving with `amendment`, signed by `principal`'s own key over the amendment's digest
-    (or `signed_digest`); `wire` replaces the amendment as sent."""
+    (unless `sign_amendment` is False: a plain approval's signature); `wire` replaces the amendment as sent."""
     nonce, stamp = uuid.uuid4().hex, int(time.time())
     message = decision_message(
         gate_id=gate_id,
@@ -118,7 +118,7 @@ def _body(
         nonce=nonce,
         signed_at=stamp,
         summary_digest=gate_digest(gate_id),
-        amendment_digest=amendment.digest() if signed_digest is None else signed_digest,
+        amendment_digest=amendment.digest() if sign_amendment else None,
     )
     sent = wire or {
         "currency": amendment.currency,
@@ -225,7 +225,7 @@ async def test_the_signed_callback_refuses_an_amendment_the_gate_cannot_take_wit
     assert (response.status_code, response.json()["field"]) == (422, "amendment.lines[1].reason")
 
     # Signed over the plain approval (no amendment digest), sent with an amendment: the signature does not cover it.
-    plain = _body(gate_id, good, signed_digest="0" * 64)
+    plain = _body(gate_id, good, sign_amendment=False)
     response = await _post(api, gate_id, plain)
     assert (response.status_code, response.json()["error"]) == (401, "person_signature_rejected"), response.text
 
