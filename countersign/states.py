@@ -182,6 +182,7 @@ class RefusalCode(StrEnum):
     REASON_REQUIRED = "reason_required"
     REFUSED_BY_DATABASE = "refused_by_database"  # the admission trigger refused the row (migration 0017)
     CONFLICT = "conflict"  # the doors' word for a DecisionConflict (409): it contradicts what is recorded
+    AMENDMENT_INVALID = "amendment_invalid"  # an approval with edits that does not fit its gate (422)
 
 
 class ViewerState(StrEnum):

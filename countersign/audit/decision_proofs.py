@@ -268,6 +268,7 @@ def _check_one(
             nonce=str(payload["nonce"]),
             signed_at=signed_at,
             summary_digest=digest,
+            amendment_digest=amended if isinstance(amended := proof.get("amendment_digest"), str) else None,
         )
 
     if expected == ED25519:

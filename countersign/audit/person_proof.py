@@ -46,21 +46,33 @@ def _canonical(fields: dict[str, str | int]) -> bytes:
 
 
 def decision_message(
-    *, gate_id: str, principal: str, decision: str, reason: str, nonce: str, signed_at: int, summary_digest: str
+    *,
+    gate_id: str,
+    principal: str,
+    decision: str,
+    reason: str,
+    nonce: str,
+    signed_at: int,
+    summary_digest: str,
+    amendment_digest: str | None = None,
 ) -> bytes:
-    """The exact bytes a person signs to decide a gate: who, what, why, when, and the digest of what they saw."""
-    return _canonical(
-        {
-            "purpose": DECISION_PURPOSE,
-            "gate_id": gate_id,
-            "principal": principal,
-            "decision": decision,
-            "reason": reason,
-            "nonce": nonce,
-            "signed_at": signed_at,
-            "summary_digest": summary_digest,
-        }
-    )
+    """The exact bytes a person signs to decide a gate: who, what, why, when, and the digest of what they saw.
+
+    An approval with edits also carries `amendment_digest`, the digest of the sums and line adjustments the person
+    certifies (`countersign.certificates.amendment.Amendment.digest`); a plain decision's message has no such key."""
+    fields: dict[str, str | int] = {
+        "purpose": DECISION_PURPOSE,
+        "gate_id": gate_id,
+        "principal": principal,
+        "decision": decision,
+        "reason": reason,
+        "nonce": nonce,
+        "signed_at": signed_at,
+        "summary_digest": summary_digest,
+    }
+    if amendment_digest is not None:
+        fields["amendment_digest"] = amendment_digest
+    return _canonical(fields)
 
 
 def decision_challenge(message: bytes) -> bytes:

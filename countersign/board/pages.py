@@ -29,6 +29,7 @@ from countersign.board.rendering import board_environment
 from countersign.board.session import Viewer, require_viewer
 from countersign.cards.certificates import certificate_summary
 from countersign.cards.model import CardDataError
+from countersign.certificates.amendment import may_amend
 from countersign.policy.command_roles import READ_CLOSE
 from countersign.services import board_evidence as evidence
 from countersign.services.board_reads import (
@@ -144,6 +145,7 @@ def build_page_router(deps: BoardDeps) -> APIRouter:
                 gate=gate,
                 view=view,
                 can_decide=may_decide(gate, viewer.caller),
+                can_amend=may_decide(gate, viewer.caller) and may_amend(viewer.caller.roles, gate.kind, gate.summary),
                 currency=view.currency,
                 escalation=evidence.escalation_of(summary),
                 bank_accounts=evidence.bank_accounts(summary),

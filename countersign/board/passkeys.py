@@ -203,7 +203,13 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
             body = await _json(request)
             async with deps.connect_callbacks() as conn:
                 to_sign = await passkeys.decision_options(
-                    conn, viewer.caller, gate_id, _text(body, "decision"), _text(body, "reason"), board
+                    conn,
+                    viewer.caller,
+                    gate_id,
+                    _text(body, "decision"),
+                    _text(body, "reason"),
+                    board,
+                    amendment=body.get("amendment"),
                 )
         except PasskeyRefused as exc:
             return _refusal(exc, 409)
@@ -224,6 +230,7 @@ def build_passkey_router(deps: BoardDeps) -> APIRouter:
                     board,
                     seal=deps.seal,
                     on_recorded=deps.on_recorded,
+                    amendment=body.get("amendment"),
                 )
         except PasskeyRefused as exc:
             return _refusal(exc, 409)

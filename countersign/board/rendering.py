@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from countersign.certificates.amendment import from_minor
 from countersign.money.formatting import format_money
 from countersign.policy.wording import in_words
 
@@ -31,6 +32,16 @@ def money_filter(locale: str) -> Callable[[Decimal | str | int | None, str], str
         return format_money(Decimal(str(amount)), currency, locale=locale)
 
     return money
+
+
+def minor_money_filter(locale: str) -> Callable[[int | None, str | None], str]:
+    def minor_money(minor: int | None, currency: str | None) -> str:
+        """An amount in the currency's minor units (an approval with edits' sums) with its currency."""
+        if minor is None or not currency:
+            return DASH
+        return format_money(from_minor(minor, currency.strip()), currency.strip(), locale=locale)
+
+    return minor_money
 
 
 def utc_time(value: datetime | str | None) -> str:
@@ -64,6 +75,7 @@ def board_environment(locale: str) -> Environment:
         lstrip_blocks=True,
     )
     env.filters["money"] = money_filter(locale)
+    env.filters["minor_money"] = minor_money_filter(locale)
     env.filters["words"] = words
     env.filters["utc"] = utc_time
     env.filters["share"] = share

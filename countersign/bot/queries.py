@@ -13,12 +13,13 @@ from countersign.bot.gate_cards import GateView, viewer_state
 from countersign.callbacks.principals import resolve_identity
 from countersign.cards.links import gate_page_url
 from countersign.cards.model import DecisionLine, GateCard, Viewer
+from countersign.certificates.amendment import from_minor
 from countersign.services.chat_reads import EnrolledPasskey as EnrolledPasskey
 from countersign.services.chat_reads import enrolled_passkey_for_slack_user as enrolled_passkey_for_slack_user
 from countersign.services.chat_reads import first_slack_event as first_slack_event
 from countersign.services.chat_reads import teams_decider_ids
 from countersign.states import GateStatus
-from countersign.store.gates import GateRecord, read_gate
+from countersign.store.gates import DecisionRecord, GateRecord, read_gate
 
 
 class UnknownGate(LookupError):
@@ -67,6 +68,14 @@ async def gate_view(
     return GateView(gate_card(gate, board_url), deciders, viewer)
 
 
+def _amended(d: DecisionRecord) -> tuple[str, str, str]:
+    """An approval with edits as the card shows it: (certified, proposed, currency), or blanks."""
+    if d.certified_minor is None or d.proposed_minor is None or d.amend_currency is None:
+        return ("", "", "")
+    currency = d.amend_currency.strip()
+    return (str(from_minor(d.certified_minor, currency)), str(from_minor(d.proposed_minor, currency)), currency)
+
+
 def gate_card(gate: GateRecord, board_url: str) -> GateCard:
     """What a gate card shows, from the gate's one typed read; `board_url` is the Close Board's public base URL."""
     return GateCard(
@@ -88,7 +97,13 @@ def gate_card(gate: GateRecord, board_url: str) -> GateCard:
         summary=gate.summary or {},
         decisions=tuple(
             DecisionLine(
-                d.principal_id, d.display_name, d.decision.value, d.reason, d.decided_at.isoformat(), d.channel
+                d.principal_id,
+                d.display_name,
+                d.decision.value,
+                d.reason,
+                d.decided_at.isoformat(),
+                d.channel,
+                *_amended(d),
             )
             for d in gate.decisions
         ),

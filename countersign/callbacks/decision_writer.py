@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection, errors
@@ -26,6 +27,7 @@ from countersign.callbacks.person_signature import (
     check_person_signature,
 )
 from countersign.callbacks.principals import Principal, normalise_identity
+from countersign.certificates.amendment import AMENDING_ROLE, Amendment, AmendmentInvalid, check_against
 from countersign.policy.deciders import Bar, GateTerms, bars
 from countersign.states import CHAT_CHANNELS, Channel, Decision, GateStatus, ProofKind, RefusalCode, TraceKind
 from countersign.store import decisions as decision_store
@@ -77,12 +79,21 @@ class DecisionRequest:
     proof: dict[str, Any] = field(default_factory=dict)
     """Person-level proof: an Ed25519 signature for signed callbacks, a passkey assertion for the board, the platform
     identity for Slack and Teams."""
+    amendment: Amendment | None = None
+    """An approval with edits: the sum a quantity surveyor certifies instead of the proposed one, line by line
+    (`countersign.certificates.amendment`); the person's proof signs its digest."""
 
     def digest(self) -> str:
         body = f"{self.gate_id}\n{normalise_identity(self.principal)}\n{self.decision}\n{self.reason}\n{self.nonce}"
         if self.proof:  # a replay under the same nonce with another proof is a different request
             body += "\n" + json.dumps(self.proof, sort_keys=True, separators=(",", ":"), default=str)
+        if self.amendment is not None:  # ... and so is one with another amendment
+            body += "\namendment:" + self.amendment.digest()
         return hashlib.sha256(body.encode()).hexdigest()
+
+    @property
+    def amendment_digest(self) -> str | None:
+        return None if self.amendment is None else self.amendment.digest()
 
 
 @dataclass(frozen=True)
@@ -269,7 +280,8 @@ async def record_and_announce(
         async with conn.pipeline(), conn.transaction():
             try:
                 outcome = await _record(conn, request)
-            except errors.InsufficientPrivilege as exc:  # the database's own check (migration 0006) refused the row
+            # the database's own check (migrations 0006 and approve_with_edits) refused the row
+            except (errors.InsufficientPrivilege, errors.CheckViolation) as exc:
                 detail = exc.diag.message_primary or str(exc)
                 raise DecisionRefused(
                     request.gate_id, normalise_identity(request.principal), RefusalCode.REFUSED_BY_DATABASE, detail
@@ -332,6 +344,7 @@ async def _check_person_proof(
                 proof=request.proof,
                 public_key=row.public_key,
                 summary_digest=digest,
+                amendment_digest=request.amendment_digest,
             )
             return
         count = check_passkey_assertion(
@@ -344,6 +357,7 @@ async def _check_person_proof(
             passkey_public_key=row.passkey_public_key,
             sign_count=row.passkey_sign_count or 0,
             summary_digest=digest,
+            amendment_digest=request.amendment_digest,
         )
     except PersonProofRejected as rejected:
         raise DecisionRefused(request.gate_id, principal.principal_id, rejected.code, str(rejected)) from None
@@ -371,9 +385,60 @@ def _check_proof_strength(request: DecisionRequest, row: DecisionContext) -> Non
         )
 
 
+def _check_amendment(
+    request: DecisionRequest, amendment: Amendment, principal: Principal, row: DecisionContext
+) -> None:
+    """An approval with edits: by a quantity surveyor, with the person's own key, on a certificate's payment gate,
+    fitting its sums (between zero and the claim, the lines adding up). The database checks the same, whoever
+    connects (migration approve_with_edits)."""
+    who = principal.principal_id
+    if request.decision != Decision.APPROVE:
+        raise DecisionRefused(
+            request.gate_id, who, RefusalCode.AMENDMENT_INVALID, "only an approval certifies an amended sum"
+        )
+    if request.channel not in (SIGNED_CALLBACK, BOARD):
+        raise DecisionRefused(
+            request.gate_id,
+            who,
+            RefusalCode.NEEDS_PERSON_KEY,
+            f"certifying another sum needs the person's own key; a {request.channel} decision carries none: amend it on"
+            " the Close Board",
+        )
+    if AMENDING_ROLE not in principal.roles:
+        raise DecisionRefused(
+            request.gate_id,
+            who,
+            RefusalCode.MISSING_ROLE,
+            f"principal {who!r} lacks role {AMENDING_ROLE!r} needed to certify another sum than proposed",
+        )
+    summary = json.loads(row.summary_json or "null")
+    payment = isinstance(summary, dict) and summary.get("kind") == "payment"
+    certificate = summary.get("certificate") if payment else None
+    if row.gate_kind != "approval" or not isinstance(certificate, dict):
+        raise DecisionRefused(
+            request.gate_id,
+            who,
+            RefusalCode.AMENDMENT_INVALID,
+            "an amended sum is certified only at a certificate's payment gate, and this gate is not one",
+        )
+    proposed = Decimal(str(certificate["amount_to_certify"]))
+    try:
+        check_against(
+            amendment,
+            currency=str(certificate["currency"]),
+            proposed=proposed,
+            claimed=Decimal(str(certificate.get("claimed_amount", proposed))),
+            reason=request.reason,
+        )
+    except AmendmentInvalid as invalid:
+        raise DecisionRefused(request.gate_id, who, RefusalCode.AMENDMENT_INVALID, str(invalid)) from None
+
+
 def stored_proof(request: DecisionRequest) -> dict[str, Any]:
     """The proof as the database checks it: platform identities normalised the way `principal_identity` stores them."""
     proof = dict(request.proof)
+    if request.amendment is not None:  # what the person's key signed; the database checks it is the row's digest
+        proof["amendment_digest"] = request.amendment.digest()
     if request.channel in CHAT_CHANNELS:
         for key in ("tenant", "external_id"):
             if isinstance(proof.get(key), str):
@@ -413,6 +478,8 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
     )
     assert principal is not None
     _check_proof_strength(request, row)
+    if request.amendment is not None:
+        _check_amendment(request, request.amendment, principal, row)
     new = NewDecision(
         request.gate_id,
         principal.principal_id,
@@ -422,6 +489,7 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
         digest,
         request.channel,
         stored_proof(request),
+        request.amendment,
     )
     # In a pipeline the gate's read travels with the insert; a refusal by the database surfaces there either way.
     inserted, outcome = await decision_store.insert_decision(

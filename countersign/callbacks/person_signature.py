@@ -50,6 +50,7 @@ def check_person_signature(
     public_key: bytes | None,
     summary_digest: str,
     now_s: float | None = None,
+    amendment_digest: str | None = None,
 ) -> None:
     """Raise PersonProofRejected unless `proof` is a fresh Ed25519 signature by `principal_id`'s registered key."""
     if public_key is None:
@@ -75,6 +76,7 @@ def check_person_signature(
         nonce=nonce,
         signed_at=signed_at,
         summary_digest=summary_digest,
+        amendment_digest=amendment_digest,
     )
     if not verify_signature(bytes(public_key), message, signature):
         raise PersonProofRejected(
@@ -107,6 +109,7 @@ def check_passkey_assertion(
     sign_count: int,
     summary_digest: str,
     now_s: float | None = None,
+    amendment_digest: str | None = None,
 ) -> int:
     """Raise PersonProofRejected unless `proof` is a fresh passkey assertion by a live passkey of `principal_id` over
     this decision; return the assertion's sign count (the caller records it, and the database keeps it rising)."""
@@ -129,6 +132,7 @@ def check_passkey_assertion(
         nonce=nonce,
         signed_at=signed_at,
         summary_digest=summary_digest,
+        amendment_digest=amendment_digest,
     )
     problem = passkey_proof_problem(
         proof=proof,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal, InvalidOperation
 
-from countersign.cards.model import GateCard
+from countersign.cards.model import DecisionLine, GateCard
 from countersign.money.formatting import format_amount, format_money
 
 
@@ -63,6 +63,15 @@ def waiting_on(card: GateCard) -> str:
 
 def decision_verb(decision: str) -> str:
     return "approved" if decision == "approve" else "rejected"
+
+
+def amended_sums(d: DecisionLine) -> str:
+    """An approval with edits in words, both sums: "Certified GBP 41,250.00 (proposed GBP 45,000.00)"; "" for a
+    decision that certifies what was proposed."""
+    if not d.certified:
+        return ""
+    currency = d.currency or None
+    return f"Certified {money(d.certified, currency)} (proposed {money(d.proposed, currency)})"
 
 
 STATUS_HEADLINES = {

@@ -41,6 +41,9 @@ class DecisionLine:
     reason: str
     decided_at: str
     channel: str
+    certified: str = ""  # an approval with edits: the sum certified (decimal text) instead of `proposed`
+    proposed: str = ""
+    currency: str = ""
 
     def __post_init__(self) -> None:
         if self.decision not in DECISIONS:

@@ -20,6 +20,7 @@ from countersign.cards.escape import slack_data, slack_mrkdwn_object, slack_own
 from countersign.cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from countersign.cards.formatting import (
     STATUS_HEADLINES,
+    amended_sums,
     decision_verb,
     parse_time,
     quorum_progress,
@@ -338,7 +339,9 @@ def _decision_blocks(decisions: Sequence[DecisionLine]) -> list[Block]:
     lines = [
         f"{':white_check_mark:' if d.decision == 'approve' else ':x:'} *{_esc_fit(d.name, 200)}* "
         f"(`{_esc_fit(d.principal, 100)}`) {decision_verb(d.decision)} {_slack_time(d.decided_at)}"
-        f" via {_esc_fit(in_words(d.channel), 60)}" + (f": “{_esc_fit(d.reason, 400)}”" if d.reason else "")
+        f" via {_esc_fit(in_words(d.channel), 60)}"
+        + (f". {_esc_fit(amended_sums(d), 200)}" if d.certified else "")
+        + (f": “{_esc_fit(d.reason, 400)}”" if d.reason else "")
         for d in decisions
     ]
     return [_section(_bullets("*Decisions*", lines, escaped=True))]

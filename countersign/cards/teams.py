@@ -24,6 +24,7 @@ from countersign.cards.escape import teams_data_block, teams_data_run, teams_mar
 from countersign.cards.evidence import Evidence, Fact, evidence_for, halt_reason
 from countersign.cards.formatting import (
     STATUS_HEADLINES,
+    amended_sums,
     decision_verb,
     parse_time,
     quorum_progress,
@@ -342,6 +343,8 @@ def _decisions(decisions: Sequence[DecisionLine]) -> list[Element]:
 def _decision_line(d: DecisionLine) -> str:
     line = f"{fit(d.name, 120)} ({fit(d.principal, 80)}) {decision_verb(d.decision)} {utc_time(d.decided_at)}"
     line += f" via {fit(in_words(d.channel), 40)}"
+    if d.certified:
+        line += f". {fit(amended_sums(d), 160)}"
     return line + (f": “{fit(d.reason, 200)}”" if d.reason else "")
 
 

@@ -137,6 +137,13 @@ def _signed_at(proof: dict[str, Any]) -> int | None:
     return None if isinstance(signed_at, bool) or not isinstance(signed_at, int) else signed_at
 
 
+def _amendment_digest(proof: dict[str, Any]) -> str | None:
+    """The amendment digest the person signed (the database admits it only as the digest of the row's own sums and
+    lines: migration approve_with_edits); None on a plain decision."""
+    digest = proof.get("amendment_digest")
+    return digest if isinstance(digest, str) else None
+
+
 def decision_proof_problem(d: RecordedDecision, summary_digest: str) -> str | None:
     """Why this decision's proof does not hold, or None when it does. Pure.
 
@@ -156,6 +163,7 @@ def decision_proof_problem(d: RecordedDecision, summary_digest: str) -> str | No
                 nonce=d.nonce,
                 signed_at=signed_at,
                 summary_digest=summary_digest,
+                amendment_digest=_amendment_digest(proof),
             )
             for name in names
         ]

@@ -38,6 +38,7 @@ from countersign.callbacks.person_signature import WINDOW_S as PERSON_WINDOW_S
 from countersign.callbacks.principals import resolve_identity
 from countersign.callbacks.signature import SignatureRejected
 from countersign.callbacks.signature import verify as verify_transport_signature
+from countersign.certificates.amendment import Amendment, AmendmentInvalid, parse_amendment
 from countersign.states import CHAT_CHANNELS, Channel, RefusalCode
 
 # What a door needs besides `decide_gate` (for the signed callback: the transport HMAC check and the person's Ed25519
@@ -49,6 +50,8 @@ __all__ = [
     "NO_PERSON_KEY",
     "PERSON_SIGNATURE_REJECTED",
     "PERSON_WINDOW_S",
+    "Amendment",
+    "AmendmentInvalid",
     "Channel",
     "Connect",
     "Decided",
@@ -62,6 +65,7 @@ __all__ = [
     "SignatureRejected",
     "decide_gate",
     "ed25519_proof",
+    "parse_amendment",
     "verify_transport_signature",
 ]
 
@@ -116,13 +120,15 @@ async def decide_gate(
     nonce: str,
     on_recorded: OnRecorded | None = None,
     seal: Seal | None = None,
+    amendment: Amendment | None = None,
 ) -> Decided:
     """Decide `gate_id` as `identity`, or raise `DecisionRefused` / `DecisionConflict` / `GateNotFound`.
 
     `conn` is the decision writer's (callbacks role) connection in autocommit mode. `on_recorded` runs in the
     decision's transaction when a new decision is written (`countersign.callbacks.decision_writer.OnRecorded`). A
     replayed request
-    returns the original outcome and enqueues nothing. Every refusal is in the trace before this raises.
+    returns the original outcome and enqueues nothing. Every refusal is in the trace before this raises. `amendment`
+    makes an approval certify another sum (a quantity surveyor's, signed with their own key: the chat doors pass none).
     """
     request = DecisionRequest(
         gate_id=gate_id,
@@ -132,6 +138,7 @@ async def decide_gate(
         nonce=nonce,
         channel=identity.channel,
         proof=identity.request_proof(),
+        amendment=amendment,
     )
     if identity.machine is not None:
         raise await refuse(conn, request, RefusalCode.MACHINE_PRINCIPAL, identity.machine, seal=seal)

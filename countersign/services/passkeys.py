@@ -41,7 +41,14 @@ from countersign.callbacks.callers import Caller
 from countersign.callbacks.decision_writer import OnRecorded, Seal
 from countersign.callbacks.passkeys import PasskeyRefused, Session
 from countersign.http_edge.storable import storable_text
-from countersign.services.decide import Decided, PlatformIdentity, decide_gate
+from countersign.services.decide import (
+    Amendment,
+    AmendmentInvalid,
+    Decided,
+    PlatformIdentity,
+    decide_gate,
+    parse_amendment,
+)
 from countersign.services.reading import is_gate_id
 from countersign.states import ChallengePurpose, Channel, Decision, GateStatus
 from countersign.store.gates import read_gate
@@ -267,12 +274,34 @@ class DecisionToSign:
     message: dict[str, Any]
 
 
+def _amendment(raw: Any) -> Amendment:
+    try:
+        return parse_amendment(raw)
+    except AmendmentInvalid as exc:
+        raise FieldRefused(exc.field, exc.reason) from None
+
+
 async def decision_options(
-    conn: AsyncConnection[Any], viewer: Caller, gate_id: str, decision: str, reason: str, board: BoardOrigin
+    conn: AsyncConnection[Any],
+    viewer: Caller,
+    gate_id: str,
+    decision: str,
+    reason: str,
+    board: BoardOrigin,
+    *,
+    amendment: Any = None,
 ) -> DecisionToSign:
     """The canonical decision message for this person, gate, decision and reason, and request options whose challenge
-    is its SHA-256, limited to the person's own passkeys. Nothing is recorded until the signed response returns."""
+    is its SHA-256, limited to the person's own passkeys. Nothing is recorded until the signed response returns.
+
+    `amendment` (the body's, as the signed callback takes it) makes the approval certify another sum: the message then
+    carries its digest, and the completion must send the same amendment back."""
     gate_id = _gate_id(gate_id)
+    amended = None if amendment is None else _amendment(amendment)
+    if amended is not None and decision != Decision.APPROVE:
+        raise PasskeyRefused("only an approval certifies another sum")
+    if amended is not None and not str(reason or "").strip():
+        raise PasskeyRefused("certifying another sum needs your reason")
     if decision not in tuple(d.value for d in Decision):
         raise PasskeyRefused(f"decision must be approve or reject, not {decision!r}")
     reason = str(reason or "").strip()
@@ -299,6 +328,8 @@ async def decision_options(
         "signed_at": int(time.time()),
         "summary_digest": digest_of_gate(gate.facts.digest_fields(), gate.facts.summary_json),
     }
+    if amended is not None:
+        fields["amendment_digest"] = amended.digest()
     message = decision_message(**fields)  # type: ignore[arg-type]
     challenge = decision_challenge(message)
     options = generate_authentication_options(
@@ -327,10 +358,12 @@ async def complete_decision(
     *,
     seal: Seal | None = None,
     on_recorded: OnRecorded | None = None,
+    amendment: Any = None,
 ) -> Decided:
     """Record the decision the person signed, through `decide_gate` like every other door: the challenge must be one
     this board issued to this person for this gate, unused (a replayed assertion is refused); the decision writer
-    verifies the assertion before the row."""
+    verifies the assertion before the row. An approval with edits sends its amendment again: it must be the one
+    whose digest the person signed."""
     gate_id = _gate_id(gate_id)
     response = _response(response_text)
     inner = response["response"]
@@ -341,6 +374,9 @@ async def complete_decision(
     if challenge.principal_id != viewer.principal_id or challenge.gate_id != gate_id or challenge.message is None:
         raise PasskeyRefused("this signature was asked for another person or another gate")
     fields = json.loads(challenge.message)
+    amended = None if amendment is None else _amendment(amendment)
+    if (None if amended is None else amended.digest()) != fields.get("amendment_digest"):
+        raise PasskeyRefused("the amendment sent is not the one your passkey signed")
     proof = {
         "kind": "passkey",
         "credential_id": str(response["id"]),
@@ -363,4 +399,5 @@ async def complete_decision(
         nonce=str(fields["nonce"]),
         seal=seal,
         on_recorded=on_recorded,
+        amendment=amended,
     )

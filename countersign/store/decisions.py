@@ -22,6 +22,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
+from countersign.certificates.amendment import Amendment
 from countersign.states import Channel, Decision, GateStatus, PrincipalKind
 from countersign.store.gates import GateFacts
 from countersign.store.principals import PRINCIPAL_LOOKUP, Principal
@@ -155,6 +156,7 @@ class NewDecision:
     request_digest: str
     channel: Channel
     proof: dict[str, Any]
+    amendment: Amendment | None = None  # an approval with edits: its sums and lines (migration approve_with_edits)
 
 
 @dataclass(frozen=True)
@@ -174,8 +176,9 @@ async def insert_decision(
     async with conn.cursor(row_factory=class_row(InsertedDecision)) as cur:
         await cur.execute(
             "INSERT INTO gate_decision"
-            " (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
+            " (gate_id, principal_id, decision, reason, nonce, request_digest, channel, proof,"
+            " certified_minor, proposed_minor, amend_currency, adjustments, amendment_digest)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING decision_id",
             (
                 new.gate_id,
                 new.principal_id,
@@ -185,6 +188,11 @@ async def insert_decision(
                 new.request_digest,
                 new.channel,
                 Jsonb(new.proof),
+                *(
+                    (None,) * 5
+                    if (a := new.amendment) is None
+                    else (a.certified_minor, a.proposed_minor, a.currency, Jsonb(a.adjustments_json()), a.digest())
+                ),
             ),
         )
         answer = await meanwhile()

@@ -33,6 +33,9 @@ class DecisionRecord:
     reason: str
     decided_at: datetime
     channel: str
+    certified_minor: int | None = None  # an approval with edits: the sum certified (migration approve_with_edits)
+    proposed_minor: int | None = None
+    amend_currency: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,17 @@ def card_state(status: str, approvals: int, rejections: int) -> str:
     return f"{status}:{approvals}:{rejections}"
 
 
-_DECISION_ARRAYS = ("principal_id", "display_name", "decision", "reason", "decided_at", "channel")
+_DECISION_ARRAYS = (
+    "principal_id",
+    "display_name",
+    "decision",
+    "reason",
+    "decided_at",
+    "channel",
+    "certified_minor",
+    "proposed_minor",
+    "amend_currency",
+)
 
 _GATE_QUERY = (
     "SELECT g.gate_id::text AS gate_id, g.close_id::text AS close_id, c.entity, c.period, g.task, t.title,"
@@ -140,8 +153,10 @@ _GATE_QUERY = (
 def _gate_record(values: dict[str, Any]) -> GateRecord:
     columns = {name: values.pop(f"{name}s") or [] for name in _DECISION_ARRAYS}
     decisions = tuple(
-        DecisionRecord(principal_id, display_name, Decision(decision), reason, decided_at, channel)
-        for principal_id, display_name, decision, reason, decided_at, channel in zip(
+        DecisionRecord(
+            principal_id, display_name, Decision(decision), reason, decided_at, channel, certified, proposed, currency
+        )
+        for principal_id, display_name, decision, reason, decided_at, channel, certified, proposed, currency in zip(
             *(columns[name] for name in _DECISION_ARRAYS), strict=True
         )
     )

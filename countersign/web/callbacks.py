@@ -27,6 +27,8 @@ from countersign.services.decide import (
     NO_PERSON_KEY,
     PERSON_SIGNATURE_REJECTED,
     PERSON_WINDOW_S,
+    Amendment,
+    AmendmentInvalid,
     Channel,
     Connect,
     DecisionConflict,
@@ -38,6 +40,7 @@ from countersign.services.decide import (
     SignatureRejected,
     decide_gate,
     ed25519_proof,
+    parse_amendment,
     verify_transport_signature,
 )
 from countersign.web.errors import ErrorBody, error, error_response
@@ -46,7 +49,7 @@ MAX_BODY_BYTES = 8 * 1024
 MAX_TEXT_CHARS = 1000
 MAX_SIGNATURE_CHARS = 128  # base64 of a 64-byte Ed25519 signature is 88 characters
 TEXT_FIELDS = ("principal", "decision", "reason", "nonce")
-BODY_FIELDS = (*TEXT_FIELDS, "signed_at", "signature")
+BODY_FIELDS = (*TEXT_FIELDS, "signed_at", "signature", "amendment")  # `amendment` is optional
 
 Deliver = Callable[[list[int]], Awaitable[None]]  # deliver these outbox messages now
 
@@ -69,6 +72,13 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     unknown = sorted(set(data) - set(BODY_FIELDS))
     if unknown:
         raise BodyInvalid(unknown[0], "is not a known field")
+    if "amendment" in data:
+        try:
+            out_amendment: Amendment | None = parse_amendment(data["amendment"])
+        except AmendmentInvalid as exc:
+            raise BodyInvalid(exc.field, exc.reason) from None
+    else:
+        out_amendment = None
     out: dict[str, Any] = {}
     for field in TEXT_FIELDS:
         value = data.get(field)
@@ -95,6 +105,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         raise BodyInvalid("signature", "must be base64 text")
     out["signed_at"] = signed_at
     out["signature"] = signature
+    out["amendment"] = out_amendment
     return out
 
 
@@ -146,6 +157,10 @@ DECIDE_DESCRIPTION = f"""Two signatures, two questions.
   "nonce", "signed_at"}}`, where `gate_id` is the lowercase UUID, `principal` the normalised id (case-folded, no
   whitespace) and `signed_at` the integer unix seconds (within {PERSON_WINDOW_S} s of now). No key registered: 403
   `{NO_PERSON_KEY}`; a signature that does not verify: 401 `{PERSON_SIGNATURE_REJECTED}`.
+* **Approve with edits** (a quantity surveyor on a certificate's payment gate): `amendment` carries the sum certified
+  instead of the proposed one and each line's adjustment; the signed message then also holds `amendment_digest`
+  (`countersign.certificates.amendment.Amendment.digest`). An amendment that does not fit the gate is 422
+  `amendment_invalid`.
 
 The decision is recorded once per nonce: the same body again returns the original outcome; the same nonce with any
 other field or signature is 409.
@@ -159,7 +174,7 @@ DECIDE_OPENAPI: dict[str, Any] = {
                 "schema": {
                     "type": "object",
                     "additionalProperties": False,
-                    "required": list(BODY_FIELDS),
+                    "required": [name for name in BODY_FIELDS if name != "amendment"],
                     "properties": {
                         "principal": {"type": "string", "maxLength": MAX_TEXT_CHARS},
                         "decision": {"type": "string", "enum": list(DECISIONS)},
@@ -170,6 +185,34 @@ DECIDE_OPENAPI: dict[str, Any] = {
                             "type": "string",
                             "maxLength": MAX_SIGNATURE_CHARS,
                             "description": "base64 Ed25519 signature by the principal's own key",
+                        },
+                        "amendment": {
+                            "type": "object",
+                            "description": "approve with edits (a quantity surveyor, on a certificate's payment gate):"
+                            " the sum certified instead of the proposed one, amounts as decimal text, each line's"
+                            " adjustment with its reason; the signed message then carries `amendment_digest`",
+                            "additionalProperties": False,
+                            "required": ["currency", "proposed", "certified", "lines"],
+                            "properties": {
+                                "currency": {"type": "string", "minLength": 3, "maxLength": 3},
+                                "proposed": {"type": "string"},
+                                "certified": {"type": "string"},
+                                "lines": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["line", "proposed", "certified", "reason"],
+                                        "properties": {
+                                            "line": {"type": "string"},
+                                            "proposed": {"type": "string"},
+                                            "certified": {"type": "string"},
+                                            "reason": {"type": "string"},
+                                        },
+                                    },
+                                },
+                            },
                         },
                     },
                 }
@@ -244,6 +287,7 @@ def build_callback_router(
                         decision=body["decision"],
                         reason=body["reason"],
                         nonce=body["nonce"],
+                        amendment=body["amendment"],
                         on_recorded=on_recorded,
                         seal=None if seal is None else _after_release,
                     )

@@ -34,6 +34,8 @@ def _forbidden(exc: Forbidden) -> tuple[int, str, str]:
 
 
 def _refused(exc: DecisionRefused) -> tuple[int, str, str]:
+    if exc.code == RefusalCode.AMENDMENT_INVALID:
+        return 422, exc.code, str(exc)
     return (401 if exc.code == PERSON_SIGNATURE_REJECTED else 403), exc.code, str(exc)
 
 

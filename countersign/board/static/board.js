@@ -123,16 +123,38 @@
     }
   }
 
-  async function decide(section, decision) {
+  function amendment() {
+    // Approve with edits: the sums and each filled-in line, as decimal text; the server checks every figure.
+    const form = document.getElementById("amend");
+    const lines = [];
+    form.querySelectorAll("tr.amend-line").forEach(function (row) {
+      const value = function (name) { return row.querySelector('input[name="' + name + '"]').value.trim(); };
+      if (value("line") || value("proposed") || value("certified") || value("reason")) {
+        lines.push({ line: value("line"), proposed: value("proposed"), certified: value("certified"), reason: value("reason") });
+      }
+    });
+    return {
+      currency: form.dataset.currency,
+      proposed: form.dataset.proposed,
+      certified: document.getElementById("amend-certified").value.trim(),
+      lines: lines,
+    };
+  }
+
+  async function decide(section, decision, amend) {
     const gate = section.dataset.gate;
     const csrf = section.dataset.csrf;
     const reason = document.getElementById("reason").value;
     say("Waiting for your passkey to sign your decision…");
     try {
       const base = "/board/gates/" + encodeURIComponent(gate) + "/decision";
-      const begun = await post(base + "/options", { decision: decision, reason: reason }, csrf);
+      const asked = { decision: decision, reason: reason };
+      if (amend) asked.amendment = amendment();
+      const begun = await post(base + "/options", asked, csrf);
       const credential = await navigator.credentials.get({ publicKey: requestOptions(begun.options) });
-      const done = await post(base, { response: assertionJSON(credential) }, csrf);
+      const signed = { response: assertionJSON(credential) };
+      if (amend) signed.amendment = asked.amendment;
+      const done = await post(base, signed, csrf);
       say("Recorded: the gate is " + done.status + ".", "ok");
       window.location.assign(done.next);
     } catch (error) {
@@ -148,7 +170,9 @@
     const section = document.getElementById("decide");
     if (section) {
       section.querySelectorAll("button[data-decision]").forEach(function (button) {
-        button.addEventListener("click", function () { decide(section, button.dataset.decision); });
+        button.addEventListener("click", function () {
+          decide(section, button.dataset.decision, button.dataset.amend === "yes");
+        });
       });
     }
   });

@@ -3,7 +3,7 @@ identified people approve it, the certification (which the database admits only 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -13,6 +13,8 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event
+from countersign.certificates.amendment import from_minor
+from countersign.certificates.payment_notices import NoticeGround
 from countersign.engine.workflows.base import TaskContext, TaskHandler
 from countersign.engine.workflows.certificates.evidence import decimal_text, run_escalation, run_evidence, stage_results
 from countersign.engine.workflows.certificates.pay_less import (
@@ -31,6 +33,7 @@ from countersign.engine.workflows.certificates.stages import (
 )
 from countersign.money.formatting import format_money
 from countersign.states import NoticeKind, TraceKind
+from countersign.store.amendments import GateAmendment, read_gate_amendment
 
 CERTIFICATE_KEY = "certificate"
 ESCALATE_BEFORE_DEADLINE = timedelta(days=2)
@@ -43,6 +46,53 @@ class Basis(StrEnum):
     """The contractor's claim: the checks found nothing to correct."""
     RECONSTRUCTED = "reconstructed"
     """The sum the checks rebuilt from everything certified before, each correction itemised on the card."""
+    AMENDED = "amended"
+    """Another sum than proposed, certified by a quantity surveyor line by line with their reason (approve with
+    edits: the database stamps it from the gate's amended approvals)."""
+
+
+def amendment_grounds(amended: GateAmendment) -> list[NoticeGround]:
+    """The approver's basis, line by line: each adjusted line with its proposed and certified sums and the reason."""
+    a = amended.amendment
+    return [
+        NoticeGround(
+            title=f"Line {item.line} amended by the quantity surveyor",
+            explanation=item.reason,
+            amounts=[
+                ("proposed", from_minor(item.proposed_minor, a.currency)),
+                ("certified", from_minor(item.certified_minor, a.currency)),
+            ],
+            clauses=[],
+        )
+        for item in a.adjustments
+    ]
+
+
+def amended_by(amended: GateAmendment, gate_id: str, money: Callable[[Decimal], str]) -> str:
+    a = amended.amendment
+    return (
+        f"{amended.display_name} (quantity surveyor) certified {money(a.certified)} instead of the proposed"
+        f" {money(a.proposed)} at payment gate {gate_id}, on this basis: {amended.reason}"
+    )
+
+
+def amendment_facts(amended: GateAmendment, proposed: Decimal) -> dict[str, Any]:
+    """The amendment in the certification's trace event: who, why, both sums and each line."""
+    a = amended.amendment
+    return {
+        "proposed_amount": f"{proposed:.2f}",
+        "amended_by": amended.principal_id,
+        "amendment_reason": amended.reason,
+        "adjustments": [
+            {
+                "line": item.line,
+                "proposed": str(from_minor(item.proposed_minor, a.currency)),
+                "certified": str(from_minor(item.certified_minor, a.currency)),
+                "reason": item.reason,
+            }
+            for item in a.adjustments
+        ],
+    }
 
 
 class NoPaymentGate(RuntimeError):
@@ -158,8 +208,10 @@ class Payment(TaskHandler):
         gate_id = await approval_gate_id(conn, tc.close.close_id, tc.task.id, tc.attempt)
         if gate_id is None:
             raise NoPaymentGate(f"{result['certificate_id']}: no approval gate for attempt {tc.attempt}")
-        amount = Decimal(certificate["amount_to_certify"])
+        proposed = Decimal(certificate["amount_to_certify"])
         claimed = Decimal(certificate.get("claimed_amount", certificate["amount_to_certify"]))
+        amended = await read_gate_amendment(conn, gate_id)
+        amount = proposed if amended is None else amended.amendment.certified
         await insert_certification(
             conn,
             certificate_id=result["certificate_id"],
@@ -176,9 +228,10 @@ class Payment(TaskHandler):
             payload={
                 "certificate_id": result["certificate_id"],
                 "contract_id": certificate["contract_id"],
-                "amount": certificate["amount_to_certify"],
+                "amount": certificate["amount_to_certify"] if amended is None else f"{amount:.2f}",
                 "claimed_amount": f"{claimed:.2f}",
-                "basis": certificate.get("basis", Basis.CLAIMED.value),
+                "basis": Basis.AMENDED.value if amended else certificate.get("basis", Basis.CLAIMED.value),
+                **(amendment_facts(amended, proposed) if amended is not None else {}),
                 "difference": f"{claimed - amount:.2f}",
                 "currency": certificate["currency"],
                 "gate_id": gate_id,
@@ -190,10 +243,21 @@ class Payment(TaskHandler):
         money = partial(format_money, currency=certificate["currency"], locale=tc.locale)
         lines = [
             f"{tc.task.id}: certificate {result['certificate_id']} certified for {money(amount)}"
-            + (f" (claimed {money(claimed)}, the reconstructed sum)" if amount != claimed else "")
+            + (f" (claimed {money(claimed)}, the reconstructed sum)" if amount != claimed and not amended else "")
+            + (f" (proposed {money(proposed)}, amended by {amended.display_name})" if amended else "")
         ]
         evidence = await run_evidence(conn, tc)
         reconstruction = (await stage_results(conn, tc))[RECONSTRUCTION]
+        corrections = grounds_from_corrections(certificate, reconstruction) if proposed < claimed else []
+        if amended is not None:
+            grounds = [*corrections, *amendment_grounds(amended)]
+            decided_by = amended_by(amended, gate_id, money)
+        else:
+            grounds = corrections
+            decided_by = (
+                f"approvers certified {'the reconstructed sum' if amount < claimed else 'the sum applied for'}"
+                f" at payment gate {gate_id}"
+            )
         payment = await serve_notice(  # s. 110A, on every certification: the sum certified and its basis
             conn,
             tc,
@@ -203,9 +267,8 @@ class Payment(TaskHandler):
             certificate=certificate,
             reconstruction=reconstruction,
             sum_to_pay=amount,
-            grounds=grounds_from_corrections(certificate, reconstruction) if amount < claimed else [],
-            decided_by=f"approvers certified {'the reconstructed sum' if amount < claimed else 'the sum applied for'}"
-            f" at payment gate {gate_id}",
+            grounds=grounds if amount < claimed or amended else [],
+            decided_by=decided_by,
         )
         lines.append(
             served_line(tc, result["certificate_id"], payment, amount, certificate["currency"], NoticeKind.PAYMENT)
@@ -219,8 +282,8 @@ class Payment(TaskHandler):
                 certificate=certificate,
                 reconstruction=reconstruction,
                 sum_to_pay=amount,
-                grounds=grounds_from_corrections(certificate, reconstruction),
-                decided_by=f"approvers certified the reconstructed sum at payment gate {gate_id}",
+                grounds=grounds,
+                decided_by=decided_by,
             )
             lines.append(served_line(tc, result["certificate_id"], served, amount, certificate["currency"]))
         return lines
