@@ -24,14 +24,14 @@
   where the gate's approvals amended it, stamping `basis = 'amended'`; the payment and pay-less notices, which the
   database already ties to `payment_certification.amount` (migrations 0018, 0025), follow.
 
-Revision ID: 0026
-Revises: 0025
+Revision ID: 0027
+Revises: 0026
 """
 
 from alembic import op
 
-revision = "0026"
-down_revision = "0025"
+revision = "0027"
+down_revision = "0026"
 branch_labels = None
 depends_on = None
 
