@@ -41,7 +41,8 @@ TARGET_TRICKY_FALSE_POSITIVES = Decimal("0.05")
 CRAFTED_PER_INVARIANT = 25
 FIRST_STYLE = "first"
 SECOND_STYLE = "second"
-STYLES = (FIRST_STYLE, SECOND_STYLE)
+THIRD_STYLE = "third"
+STYLES = (FIRST_STYLE, SECOND_STYLE, THIRD_STYLE)
 
 DUPLICATE_SUBMISSION = "duplicate_submission"
 RESUBMISSION = "re-submission"
@@ -65,6 +66,8 @@ CLASS_INVARIANTS: Mapping[str, tuple[str, ...]] = {
         inv.MATERIALS_WITHIN_LINE_ALLOWANCE,
     ),
     "materials_relisted": (inv.MATERIALS_WITHIN_LINE_ALLOWANCE,),
+    "variation_revalued_beyond_limit": (inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD,),
+    "variation_sign_reversed": (inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD,),
 }
 SEEDED_CLASSES = tuple(CLASS_INVARIANTS)
 
