@@ -376,8 +376,8 @@ def _plan_instructions(rng: random.Random, site: _Site, months: int) -> None:
             final = _money(rng, 800, 9000, whole)
             steps = rng.randint(2, 4)
             for step in range(steps):
-                amounts[min(months - 1, issued + step)] = final * (step + 1) // steps if not whole else _pounds(
-                    final * (step + 1) // steps
+                amounts[min(months - 1, issued + step)] = (
+                    final * (step + 1) // steps if not whole else _pounds(final * (step + 1) // steps)
                 )
             description = rng.choice(_DAYWORKS)
         else:
@@ -426,6 +426,8 @@ class _Ledger:
     """materials item -> quantity carried on the last certified certificate."""
     net: int = 0
     number: int = 0
+    applied: int = 0
+    """Applications made so far: an application number counts applications, held ones too."""
     certified: dict[str, Any] | None = None
 
 
@@ -437,7 +439,7 @@ def _on_site(site: _Site, delivery: _Delivery, month: int) -> int:
     return max(0, delivery.quantity - used)
 
 
-def _application(site: _Site, month: int, ledger: _Ledger, on: date) -> dict[str, Any]:
+def _application(site: _Site, month: int, ledger: _Ledger, on: date, number: int) -> dict[str, Any]:
     whole = site.whole_pounds
     lines = []
     exact: dict[str, int] = {}
@@ -492,11 +494,11 @@ def _application(site: _Site, month: int, ledger: _Ledger, on: date) -> dict[str
             )
     application = {
         "contract": site.id,
-        "number": ledger.number + 1,
+        "number": number,
         "period": f"{on.year:04d}-{on.month:02d}",
         "date": on.isoformat(),
         "vendor": site.firm.name + " Ltd",
-        "description": _description(site, ledger.number + 1),
+        "description": _description(site, number),
         "lines": lines,
         "variations": variations,
         "materials_on_site": materials,
@@ -534,10 +536,7 @@ def _total(site: _Site, application: dict[str, Any], ledger: _Ledger, on: date, 
             releases.append({"event": DEFECTS_END, "amount": deducted - at_completion})
     application["retention_releases"] = application.get("_releases", releases)
     released = sum(r["amount"] for r in application["retention_releases"])
-    if keep_advance:
-        repaid = application["totals"]["advance_repaid"]
-    else:
-        repaid = _advance(site, work + variations)
+    repaid = application["totals"]["advance_repaid"] if keep_advance else _advance(site, work + variations)
     net = gross - (deducted - released) - repaid
     application["totals"] = {
         "work_to_date": work,
@@ -595,7 +594,9 @@ def _options(site: _Site, ledger: _Ledger, clean: dict[str, Any], on: date) -> l
     found = [ARITHMETIC_NOT_FOOTING]
     moving = [line for line in clean["lines"] if line["quantity_to_date"] > line["previous_quantity"]]
     if moving:
-        found += [QUANTITY_BEYOND_BILL, MIXED_BASIS_STATEMENT, SCOPE_IN_TWO_PACKAGES]
+        found += [QUANTITY_BEYOND_BILL, SCOPE_IN_TWO_PACKAGES]
+    if any(_period_basis_falls(line) for line in moving):
+        found.append(MIXED_BASIS_STATEMENT)
     by_id = {line.id: line for line in site.lines}
     if any(site.superseded_on(by_id[line["boq_line"]], on) is not None for line in moving):
         found.append(SUPERSEDED_RATE)
@@ -620,6 +621,14 @@ def _options(site: _Site, ledger: _Ledger, clean: dict[str, Any], on: date) -> l
     if any(line["quantity_to_date"] >= by_id[line["boq_line"]].bill for line in clean["lines"]):
         found.append(MATERIALS_RELISTED)
     return found
+
+
+def _period_basis_falls(line: dict[str, Any]) -> bool:
+    """Stated for the period alone, the line would fall below what was certified (an over-claim later, when the
+    certifier restores it): a smaller period than the quantity before it."""
+    previous: int = line["previous_quantity"]
+    period: int = line["quantity_to_date"] - previous
+    return 0 < period < previous
 
 
 def _plant(
@@ -656,7 +665,7 @@ def _plant(
             }
         )
     elif name == MIXED_BASIS_STATEMENT:
-        line = rng.choice(moving)
+        line = rng.choice([x for x in moving if _period_basis_falls(x)])
         line["quantity_to_date"] -= line["previous_quantity"]
         line["value_to_date"] -= line["previous_value"]
     elif name == ADVANCE_NOT_AMORTISED:
@@ -681,7 +690,8 @@ def _plant(
             item = rng.choice([i for i in ledger.materials if i not in carried])
             wrong["materials_on_site"].append(dict(before[item]))
         else:
-            item = rng.choice([i for i in ledger.materials if i in carried and carried[i]["quantity"] < ledger.materials[i]])
+            drawn = [i for i in ledger.materials if i in carried and carried[i]["quantity"] < ledger.materials[i]]
+            item = rng.choice(drawn)
             carried[item]["quantity"] = before[item]["quantity"]
             carried[item]["amount"] = before[item]["amount"]
     elif name == MATERIALS_RELISTED:
@@ -741,7 +751,8 @@ def _tricky_kinds(site: _Site, ledger: _Ledger, application: dict[str, Any], on:
             if kind == "dayworks"
             else OMISSION_REMEASURED
         )
-    before_releases = set() if ledger.certified is None else {r["event"] for r in ledger.certified["retention_releases"]}
+    certified = ledger.certified
+    before_releases = set() if certified is None else {r["event"] for r in certified["retention_releases"]}
     events = {r["event"] for r in application["retention_releases"]}
     if PRACTICAL_COMPLETION in events - before_releases:
         kinds.append(RETENTION_RELEASED_AT_COMPLETION)
@@ -784,20 +795,24 @@ def generate_third_style(
         ledger = _Ledger()
         for month in range(profile.months):
             on = site.valuation_date(month)
-            clean = _application(site, month, ledger, on)
+            ledger.applied += 1
+            clean = _application(site, month, ledger, on, ledger.applied)
             clean["id"] = f"{site.id}-A{month + 1:02d}"
             options = _options(site, ledger, clean, on)
-            if options and rng.random() < fault_rate * 1.4:
+            unseen = any(seeded[name] == 0 for name in options)
+            if options and rng.random() < (0.5 if unseen else fault_rate * 1.4):
                 name = min(options, key=lambda n: (seeded[n], rng.random()))
                 seeded[name] += 1
                 wrong = _plant(name, site, ledger, clean, on, rng)
                 wrong["id"] = clean["id"]
                 submissions.append(wrong)
-                faults.append({"certificate": wrong["id"], "class": name, "contract": site.id, "number": wrong["number"]})
+                faults.append(
+                    {"certificate": wrong["id"], "class": name, "contract": site.id, "number": wrong["number"]}
+                )
                 if rng.random() >= CORRECTION_SHARE:
                     continue
                 later = on + timedelta(days=rng.randint(3, 10))
-                corrected = _application(site, month, ledger, later)
+                corrected = _application(site, month, ledger, later, wrong["number"])
                 corrected["id"] = f"{clean['id']}-C"
                 corrected["supersedes"] = wrong["id"]
                 corrected["_corrects"] = wrong
@@ -845,10 +860,10 @@ def _number(submissions: list[dict[str, Any]], sites: dict[str, _Site], tricky: 
         site = sites[application["contract"]]
         firm = site.firm
         original = application.get("_duplicate_of") or application.get("_corrects")
-        if original is not None and application.get("_kind") != RESENT_RENUMBERED and "invoice_number" in original:
-            if firm.per_contract or "_duplicate_of" in application:
-                application["invoice_number"] = original["invoice_number"]
-                continue
+        keeps_number = firm.per_contract or "_duplicate_of" in application
+        if original is not None and application.get("_kind") != RESENT_RENUMBERED and keeps_number:
+            application["invoice_number"] = original["invoice_number"]
+            continue
         if firm.per_contract:
             number = f"INV-{application['number']:03d}"
             if application.get("_kind") == RESENT_RENUMBERED:
