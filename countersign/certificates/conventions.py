@@ -61,8 +61,8 @@ def read_valuation_rounding(
         return ValuationRounding.WHOLE_UNITS, None
     words = _unit_words(contract.currency)
     return contract.conventions.valuation_rounding, (
-        f"Contract {contract.id}: the {len(figures)} figures so far are all in {words}, too few to tell whether the "
-        f"contract is valued in {words}. Is it? Until that is recorded, its figures are checked to the penny."
+        f"Contract {contract.id} has shown one figure so far, in {words}: too few to tell whether it is valued in "
+        f"{words}. Is it? Until that is recorded, its figures are checked to the penny."
     )
 
 
@@ -93,7 +93,7 @@ def numbering_question(contract: Contract | None, certificate: Certificate) -> s
     return (
         f"Certificate {certificate.id}: invoice {certificate.invoice_number} carries no number, so it cannot be told "
         "whether the contractor's invoice numbers restart on each contract. Do they? Until that is recorded, the same "
-        "invoice on another contract is held only with the same amount within a week."
+        "number on another contract is not taken for the same invoice; the same work claimed twice still is."
     )
 
 
