@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from countersign.bootstrap.settings import PROJECT_ROOT
 from countersign.certificates import parse_certificate, parse_contract
@@ -57,3 +58,16 @@ def test_it_writes_the_conventions_real_documents_show(generated: ThirdStyleMani
     assert any("limit" in v for r in certificates for v in r["variations"])  # a quotation's ceiling
     events = {release["event"] for record in certificates for release in record["retention_releases"]}
     assert events == {"practical_completion", "defects_end"}
+
+
+def test_its_files_validate_against_the_published_schemas(generated: ThirdStyleManifest) -> None:
+    def validator(name: str) -> Draft202012Validator:
+        schema = json.loads((PROJECT_ROOT / "docs" / "schemas" / name).read_text())
+        return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    contracts = json.loads((generated.out_dir / "contracts.json").read_text())
+    assert list(validator("construction-contracts.schema.json").iter_errors(contracts)) == []
+    certificate = validator("construction-certificate.schema.json")
+    _, records = _records(generated)
+    for record in records:
+        assert list(certificate.iter_errors(record)) == [], record["id"]
