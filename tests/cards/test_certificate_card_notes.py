@@ -7,6 +7,7 @@ from typing import Any
 
 from countersign.cards import slack, teams
 from countersign.cards.certificates import certificate_summary
+from countersign.engine.workflows.certificates.payment import certificate_summary as gate_summary
 from tests.cards.checks import assert_adaptive_card_valid, assert_slack_message_valid
 from tests.cards.fixtures import open_gate_cards
 from tests.cards.test_certificate_cards import full_certificate, payment_gate, slack_text, teams_text
@@ -45,3 +46,27 @@ def test_teams_shows_the_revaluation_and_the_question_under_their_headings() -> 
     text = teams_text(card)
     assert "Accepted by the checks" in text and REVALUED in text
     assert "Please confirm" in text and ASKED in text
+
+
+def test_the_payment_gate_summary_carries_the_reconstructions_notes_and_questions_to_the_card() -> None:
+    reconstruction = {
+        "contract_id": "C-0007",
+        "contract_title": "Riverside depot",
+        "certificate_no": 5,
+        "period": "2026-10",
+        "currency": "GBP",
+        "violations": [],
+        "amount_to_certify": "14500.00",
+        "claimed_amount": "14500.00",
+        "reconstructed_amount": "14500.00",
+        "previously_certified": "12000.00",
+        "payment_dates": None,
+        "gross_to_date": "26500.00",
+        "retention_to_date": "0.00",
+        "advance_repaid_to_date": "0.00",
+        "notes": [REVALUED],
+        "questions": [ASKED],
+    }
+    summary = gate_summary(reconstruction, {}, {}, {}, None)
+    cs = certificate_summary({"certificate": summary})
+    assert cs is not None and cs.notes == (REVALUED,) and cs.questions == (ASKED,)
