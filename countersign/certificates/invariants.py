@@ -5,7 +5,8 @@ one, and the certificate itself. Each returns an `InvariantResult` with a verdic
 the contract currency), the certificate lines, a deterministic explanation, the clauses it rests on (topic keys,
 and the clause ids of the contract's form via its `clause_refs`) and, where it compares with the position, the
 earlier certificates it compares with. Checks honour the contract's declared conventions (valuation rounding,
-materials consumption order). Nothing here reads a file or calls a model.
+materials consumption order) and, for those it does not declare, the ones its documents show
+(`countersign.certificates.conventions`). Nothing here reads a file or calls a model.
 """
 
 from __future__ import annotations
