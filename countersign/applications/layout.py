@@ -82,6 +82,7 @@ VARIATIONS = Section(
         Field("BoQ line", "boq_line", Figure.TEXT, required=False),
         Field("Quantity change", "quantity_change", Figure.QUANTITY, required=False),
         Field("Reverses", "reverses", Figure.TEXT, required=False),
+        Field("Limit", "limit", Figure.AMOUNT, required=False),
     ),
 )
 MATERIALS = Section(

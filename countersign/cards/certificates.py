@@ -135,6 +135,8 @@ class CertificateSummary:
     corrections: tuple[Correction, ...] = ()
     previously_certified_reconstructed: Decimal | None = None  # from the documents alone, when it differs
     payment_dates: PaymentDates | None = None
+    notes: tuple[str, ...] = ()  # what the checks accepted and the approver should see (a variation revalued)
+    questions: tuple[str, ...] = ()  # what the contract's documents could not show (a convention), asked in words
 
     @property
     def corrected(self) -> bool:
@@ -191,6 +193,8 @@ def certificate_summary(summary: Mapping[str, Any]) -> CertificateSummary | None
         ),
         previously_certified_reconstructed=c.optional_decimal("previously_certified_reconstructed"),
         payment_dates=_dates(c.optional_object("payment_dates")),
+        notes=c.texts("notes") if c.has("notes") else (),
+        questions=c.texts("questions") if c.has("questions") else (),
     )
 
 
@@ -385,6 +389,23 @@ def deadline_warning(cs: CertificateSummary, today: dt.date, locale: str | None)
     )
 
 
+NOTES_SHOWN_MAX = 5
+
+
+def noted_sections(cs: CertificateSummary, cut: Cut) -> list[tuple[str, list[str]]]:
+    """(heading, lines) for what the checks accepted and what the approver is asked to confirm, each capped."""
+    sections = []
+    for heading, lines, what in (
+        ("Accepted by the checks", cs.notes, "notes"),
+        ("Please confirm", cs.questions, "questions"),
+    ):
+        if lines:
+            shown = [cut(line, EXPLANATION_MAX) for line in lines[:NOTES_SHOWN_MAX]]
+            hidden = len(lines) - NOTES_SHOWN_MAX
+            sections.append((heading, shown + ([_more(hidden, what)] if hidden > 0 else [])))
+    return sections
+
+
 def correction_lines(cs: CertificateSummary, cut: Cut, locale: str | None) -> list[str]:
     """Why the amount to certify differs from the claim, ground by ground."""
     if not cs.corrected:
@@ -458,6 +479,10 @@ def slack_certificate_blocks(
     if corrections:
         heading = "*Why the amount to certify differs from the claim*"
         blocks.append(_slack_section("\n".join([heading, *(f"• {line}" for line in corrections)])))
+    noted = noted_sections(cs, slack_fit)
+    if noted:
+        text = "\n".join(line for title, lines in noted for line in [f"*{title}*", *(f"• {x}" for x in lines)])
+        blocks.append(_slack_section(text))
     if cs.escalation:
         reason = f":rotating_light: *{escalation_headline(cs.escalation)}*\n{escalation_wording(cs.escalation)}"
         blocks.append(_slack_section(reason))
@@ -531,6 +556,16 @@ def teams_certificate_elements(
                 "items": [
                     _teams_text("Why the amount to certify differs from the claim", weight="bolder"),
                     *(_teams_runs([_run(line)], spacing="none") for line in corrections),
+                ],
+            }
+        )
+    for title, lines in noted_sections(cs, _plain):
+        items.append(
+            {
+                "type": "Container",
+                "items": [
+                    _teams_text(title, weight="bolder"),
+                    *(_teams_runs([_run(line)], spacing="none") for line in lines),
                 ],
             }
         )

@@ -1,7 +1,8 @@
 """The duplicate detector: a re-submitted certificate found by exact features and explicit thresholds, no model.
 
 Features, each computed exactly: vendor identity (the name as a companies registry compares it: legal form, "&",
-punctuation, spacing and case disregarded), invoice number (in the scope its contract numbers applications), amount
+punctuation, spacing and case disregarded), invoice number (in the scope its contract numbers applications, declared
+or read from the number itself: `conventions.read_application_numbering`), amount
 due, date proximity, description similarity (token Jaccard) and scope overlap (the same bill-line scope hash claimed
 over the same quantity interval, valued at the claim's own rate). A hold names the earlier certificate, its line with
 the largest overlap and the overlap amount, so it can be defended line by line.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
+from countersign.certificates.conventions import read_application_numbering
 from countersign.certificates.model import ApplicationNumbering, Certificate, Contract, PaymentTerms, amount_text
 
 AMOUNT_TOLERANCE = Decimal("0.05")
@@ -39,6 +41,7 @@ VALUATION_PERIOD_DAYS = 31
 RESUBMISSION_PERIODS = 2
 """Valuation periods after the earlier certificate's final date for payment in which a re-submission is looked for:
 the application already in preparation when non-payment becomes known, and the one after it (ADR 0030)."""
+
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _LEGAL_FORMS = {
@@ -106,7 +109,7 @@ class Submission:
     vendor_key: str
     """The vendor's identity as a registry compares names (`vendor_identity`)."""
     invoice_key: str
-    """The normalised invoice number, prefixed by the contract when its contract numbers applications per contract."""
+    """The normalised invoice number."""
     amount_due_minor: int
     date: date
     description_tokens: frozenset[str]
@@ -116,6 +119,10 @@ class Submission:
     supersedes: str | None = None
     quantities: tuple[tuple[str, int], ...] = ()
     """(scope hash, quantity to date) of every line the certificate states: how far each line stands after it."""
+    one_series: bool = True
+    """The contractor numbers its invoices in one series across its contracts (declared by the contract, or read
+    from the number: `conventions.read_application_numbering`), so the number names one invoice whatever the
+    contract; False when the numbers restart per contract or the number cannot tell."""
 
     @property
     def order(self) -> SubmissionOrder:
@@ -255,9 +262,12 @@ def window_days(terms: PaymentTerms) -> int:
     return terms.due_date_days + terms.final_date_days + RESUBMISSION_PERIODS * VALUATION_PERIOD_DAYS
 
 
-def submission_of(certificate: Certificate, contract: Contract | None = None) -> Submission:
+def submission_of(
+    certificate: Certificate, contract: Contract | None = None, *, read_documents: bool = True
+) -> Submission:
     """The certificate's features; `contract` (its own) supplies the window and the invoice-numbering scope, the
-    documented defaults when it is None."""
+    documented defaults when it is None. Numbering the contract does not declare is read from the invoice number
+    (`conventions.read_application_numbering`); `read_documents=False` keeps the default (the eval's control)."""
     claims = tuple(
         ClaimedInterval(
             label=f"{line.package}/{line.boq_line}",
@@ -270,8 +280,11 @@ def submission_of(certificate: Certificate, contract: Contract | None = None) ->
         if line.quantity_to_date_centi > line.previous_quantity_centi and line.period_value_minor > 0
     )
     invoice = normalise_invoice(certificate.invoice_number)
-    if contract is not None and contract.conventions.application_numbering is ApplicationNumbering.CONTRACT:
-        invoice = f"{certificate.contract}:{invoice}"
+    numbering = (
+        read_application_numbering(contract, certificate)
+        if read_documents
+        else (ApplicationNumbering.VENDOR if contract is None else contract.conventions.application_numbering)
+    )
     return Submission(
         certificate=certificate.id,
         contract=certificate.contract,
@@ -285,6 +298,7 @@ def submission_of(certificate: Certificate, contract: Contract | None = None) ->
         window_days=window_days(contract.payment_terms if contract is not None else PaymentTerms()),
         supersedes=certificate.supersedes,
         quantities=tuple((line.scope_hash, line.quantity_to_date_centi) for line in certificate.lines),
+        one_series=numbering is ApplicationNumbering.VENDOR,
     )
 
 
@@ -334,8 +348,13 @@ def features(candidate: Submission, earlier: Submission, floors: Floors | None =
                 best_line, best_overlap = other.label, amount
     claimed = sum(claim.value_minor for claim in candidate.claims)
     ratio = Decimal(0) if claimed == 0 else min(Decimal(1), Decimal(overlap) / Decimal(claimed))
+    same_contract = candidate.contract == earlier.contract
+    # the same number names one invoice on one contract, or across contracts when the numbers run in one series;
+    # where they restart per contract, two contracts' numbers coincide by design and only shared work counts
+    same_number = candidate.invoice_key == earlier.invoice_key
+    one_invoice = same_number and (same_contract or (candidate.one_series and earlier.one_series))
     return Features(
-        same_invoice=candidate.invoice_key == earlier.invoice_key,
+        same_invoice=one_invoice,
         amount_difference=difference,
         days_apart=abs((candidate.date - earlier.date).days),
         description_similarity=jaccard(candidate.description_tokens, earlier.description_tokens),
@@ -344,7 +363,7 @@ def features(candidate: Submission, earlier: Submission, floors: Floors | None =
         other_line=best_line or "(no line)",
         claims_line_work=claimed > 0,
         same_reference_numbers=_numbers(candidate.description_tokens) == _numbers(earlier.description_tokens),
-        same_contract=candidate.contract == earlier.contract,
+        same_contract=same_contract,
         window_days=earlier.window_days,
     )
 

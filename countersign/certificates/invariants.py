@@ -5,7 +5,8 @@ one, and the certificate itself. Each returns an `InvariantResult` with a verdic
 the contract currency), the certificate lines, a deterministic explanation, the clauses it rests on (topic keys,
 and the clause ids of the contract's form via its `clause_refs`) and, where it compares with the position, the
 earlier certificates it compares with. Checks honour the contract's declared conventions (valuation rounding,
-materials consumption order). Nothing here reads a file or calls a model.
+materials consumption order) and, for those it does not declare, the ones its documents show
+(`countersign.certificates.conventions`). Nothing here reads a file or calls a model.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from datetime import date
 from decimal import Decimal
 from typing import Literal
 
+from countersign.certificates.conventions import HALF_UNIT_MINOR, WHOLE_UNIT_MINOR, read_conventions
 from countersign.certificates.model import (
     DEFECTS_END,
     Certificate,
     Contract,
     MaterialsConsumption,
     MaterialsItem,
+    ValuationRounding,
     amount_text,
     fraction_of,
     value_of,
@@ -37,6 +40,7 @@ from countersign.certificates.reconstruction import (
     owned_lines,
     period_value_at_rate,
     pro_rata_minor,
+    revaluation_problem,
     revalued_by_instruction,
     reversed_by_instruction,
 )
@@ -119,6 +123,8 @@ class InvariantResult:
     clause_ids: tuple[str, ...]
     compared_with: tuple[str, ...] = ()
     """The earlier certified certificates a violation was found against (the position's figures it compared with)."""
+    notes: tuple[str, ...] = ()
+    """What a passing check accepted that the approver should see (a variation revalued from one sum to another)."""
 
     @property
     def violated(self) -> bool:
@@ -129,17 +135,36 @@ Check = Callable[[Contract, Position, Certificate], InvariantResult]
 
 
 def check_certificate(
-    contract: Contract, position: Position, certificate: Certificate, *, disabled: Iterable[str] = ()
+    contract: Contract,
+    position: Position,
+    certificate: Certificate,
+    *,
+    disabled: Iterable[str] = (),
+    read_documents: bool = True,
 ) -> tuple[InvariantResult, ...]:
-    """Every invariant not in `disabled`, in `INVARIANTS` order."""
+    """Every invariant not in `disabled`, in `INVARIANTS` order, under the conventions the contract declares and,
+    for those it does not, the ones its documents show (`conventions.read_conventions`; `read_documents=False`
+    keeps the documented defaults, for the eval's control)."""
     skip = frozenset(disabled)
     unknown = sorted(skip - set(INVARIANTS))
     if unknown:
         raise ValueError(f"unknown invariant {unknown[0]!r} (known: {', '.join(INVARIANTS)})")
+    if read_documents:
+        contract = read_conventions(contract, position, certificate).contract
     return tuple(CHECKS[name](contract, position, certificate) for name in INVARIANTS if name not in skip)
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def within_rounding(contract: Contract, stated: int, expected: int) -> bool:
+    """`stated` is `expected` as the contract rounds: to the penny, or under whole-unit valuation the figure rounded
+    to the unit (a whole unit within half a unit of it)."""
+    if stated == expected:
+        return True
+    if contract.conventions.valuation_rounding is not ValuationRounding.WHOLE_UNITS:
+        return False
+    return stated % WHOLE_UNIT_MINOR == 0 and abs(stated - expected) <= HALF_UNIT_MINOR
 
 
 def money(minor: int) -> Decimal:
@@ -162,6 +187,7 @@ def _result(
     lines: Iterable[str] = (),
     passed: str = "",
     compared_with: Iterable[str | None] = (),
+    notes: Iterable[str] = (),
 ) -> InvariantResult:
     topics = CLAUSE_TOPICS[name]
     clause_ids = tuple(contract.clause_refs.get(topic, topic) for topic in topics)
@@ -177,6 +203,7 @@ def _result(
         clause_topics=topics,
         clause_ids=clause_ids,
         compared_with=tuple(dict.fromkeys(c for c in compared_with if c)) if problems else (),
+        notes=tuple(notes),
     )
 
 
@@ -531,7 +558,7 @@ def retention_at_rate_within_cap(contract: Contract, position: Position, certifi
     problems = []
     if deducted > terms.cap_minor:
         problems.append(f"retention deducted {_text(deducted)} is above its cap of {_text(terms.cap_minor)}")
-    elif deducted != expected:
+    elif not within_rounding(contract, deducted, expected):
         problems.append(
             f"retention deducted {_text(deducted)} is not {terms.rate * 100:g}% of {_text(base)} "
             f"within the cap of {_text(terms.cap_minor)}, which is {_text(expected)}"
@@ -557,7 +584,12 @@ def retention_released_once(contract: Contract, position: Position, certificate:
             lines.append(f"retention:{event}")
     completion = contract.practical_completion
     entitlement = retention_entitlement_minor(contract, certificate.totals.retention_deducted_minor, certificate.date)
-    if completion is not None and certificate.date >= completion and released > entitlement:
+    if (
+        completion is not None
+        and certificate.date >= completion
+        and released > entitlement
+        and not within_rounding(contract, released, entitlement)
+    ):
         problems.append(f"retention released {_text(released)} exceeds the {_text(entitlement)} releasable by now")
         lines.extend(f"retention:{r.event}" for r in releases)
     amounts = {"released": released, "entitlement": entitlement, "excess": max(0, released - entitlement)}
@@ -600,7 +632,7 @@ def advance_amortised_per_schedule(contract: Contract, position: Position, certi
     expected = advance_schedule_minor(contract, base)
     stated = certificate.totals.advance_repaid_minor
     problems = []
-    if stated != expected:
+    if not within_rounding(contract, stated, expected):
         problems.append(
             f"advance repaid to date is {_text(stated)} but the schedule requires {_text(expected)} "
             f"at a value of work of {_text(base)}"
@@ -698,13 +730,16 @@ def materials_on_site_reversed_on_incorporation(
 def certified_variations_carried_forward(
     contract: Contract, position: Position, certificate: Certificate
 ) -> InvariantResult:
-    """Every variation certified before is on the statement at its certified figures, unless this statement lists an
-    instructed variation that reverses it; a certified variation restated at other figures needs a new instruction."""
+    """Every variation certified before is on the statement, unless this statement lists an instructed variation that
+    reverses it. Restated at other figures it is a revaluation (noted, with both sums), unless the restatement moves
+    it to another line, reverses its sign, takes it to nil or exceeds its instruction's limit
+    (`reconstruction.revaluation_problem`); under a new instruction reference any restatement stands."""
     listed = {variation.id: variation for variation in certificate.variations}
     reversals = reversed_by_instruction(certificate)
     problems: list[str] = []
     lines: list[str] = []
     compared: list[str | None] = []
+    notes: list[str] = []
     dropped = changed = 0
     for certified in sorted(position.certified_variations.values(), key=lambda v: v.id):
         if certified.id in reversals:
@@ -724,8 +759,14 @@ def certified_variations_carried_forward(
             certified.quantity_change_centi,
             certified.boq_line,
         )
-        reinstructed = revalued_by_instruction(stated, certified)
-        if same or reinstructed:
+        if same or revalued_by_instruction(stated, certified):
+            continue
+        why = revaluation_problem(stated, certified)
+        if why is None:
+            notes.append(
+                f"Variation {certified.id} revalued from {_amount(certified.amount_minor, contract)} to "
+                f"{_amount(stated.amount_minor, contract)} (certified on certificate {certified.certificate})"
+            )
             continue
         problem = (
             f"variation {certified.id} certified on certificate {certified.certificate} at "
@@ -736,6 +777,10 @@ def certified_variations_carried_forward(
                 f" with a quantity change of {_qty(stated.quantity_change_centi)} on {stated.boq_line or 'no line'}"
                 f" (certified {_qty(certified.quantity_change_centi)} on {certified.boq_line or 'no line'})"
             )
+        limits = [v for v in (certified.limit_minor, stated.limit_minor) if v is not None]
+        if limits and why == "exceeds the instruction's limit":
+            why += f" of {_amount(min(limits), contract)}"
+        problem += f", which {why},"
         problems.append(problem + " without a new instruction")
         lines.append(certified.id)
         compared.append(certified.certificate)
@@ -748,6 +793,7 @@ def certified_variations_carried_forward(
         lines,
         passed="every variation certified before is carried forward or reversed by an instruction",
         compared_with=compared,
+        notes=notes,
     )
 
 

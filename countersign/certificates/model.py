@@ -38,6 +38,9 @@ class ValuationRounding(StrEnum):
     """Each period's quantity x the rate in force is rounded, and the periods add up (the default)."""
     CUMULATIVE = "cumulative"
     """Value to date is the cumulative quantity x the rate, rounded once: a period's value may differ by a penny."""
+    WHOLE_UNITS = "whole_units"
+    """Every figure is valued in whole units of the currency (whole pounds): a line's value to date is its cumulative
+    value rounded to the unit, and retention, its release and the advance's repayment are rounded to the unit."""
 
 
 class MaterialsConsumption(StrEnum):
@@ -65,6 +68,27 @@ class Conventions:
     valuation_rounding: ValuationRounding = ValuationRounding.PER_PERIOD
     materials_consumption: MaterialsConsumption = MaterialsConsumption.MATERIALS_FIRST
     application_numbering: ApplicationNumbering = ApplicationNumbering.VENDOR
+    declared: frozenset[str] = frozenset()
+    """The conventions the contract's own `conventions` block states; the others are read from its documents
+    (`countersign.certificates.conventions`). `Conventions.declaring` builds one with the choices it is given
+    declared; a plain `Conventions(...)` declares nothing, so its values are only defaults."""
+
+    @classmethod
+    def declaring(
+        cls,
+        *,
+        valuation_rounding: ValuationRounding | None = None,
+        materials_consumption: MaterialsConsumption | None = None,
+        application_numbering: ApplicationNumbering | None = None,
+    ) -> Conventions:
+        """The conventions a contract states: each choice given is declared, the others take the defaults."""
+        choices = {
+            "valuation_rounding": valuation_rounding,
+            "materials_consumption": materials_consumption,
+            "application_numbering": application_numbering,
+        }
+        given = {key: value for key, value in choices.items() if value is not None}
+        return cls(**given, declared=frozenset(given))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -251,6 +275,9 @@ class Variation:
     """A remeasurement instructed against a bill line: + adds to its billed quantity, - omits from it."""
     reverses: str | None = None
     """The id of a variation certified earlier that this one reverses (it needs its own instruction)."""
+    limit_minor: int | None = None
+    """The instruction's own ceiling, when the document carries one (a quotation accepted up to a sum, a
+    not-to-exceed figure): a later valuation of the variation may restate it up to this and no further."""
 
 
 @dataclass(frozen=True)
@@ -469,20 +496,19 @@ def _conventions(value: object, record: str) -> Conventions:
     if value is None:
         return Conventions()
     block = _mapping(value, record, "conventions")
-    unknown = sorted(set(block) - {f for f in Conventions.__dataclass_fields__})
+    unknown = sorted(set(block) - {f for f in Conventions.__dataclass_fields__ if f != "declared"})
     if unknown:
         raise CertificateDataError(record, f"conventions.{unknown[0]}", "not a known convention")
-    defaults = Conventions()
-    return Conventions(
+    return Conventions.declaring(
         valuation_rounding=_choice(block, record, "valuation_rounding", "conventions", ValuationRounding)
         if "valuation_rounding" in block
-        else defaults.valuation_rounding,
+        else None,
         materials_consumption=_choice(block, record, "materials_consumption", "conventions", MaterialsConsumption)
         if "materials_consumption" in block
-        else defaults.materials_consumption,
+        else None,
         application_numbering=_choice(block, record, "application_numbering", "conventions", ApplicationNumbering)
         if "application_numbering" in block
-        else defaults.application_numbering,
+        else None,
     )
 
 
@@ -556,6 +582,7 @@ def parse_certificate(data: object) -> Certificate:
         boq_line = variation.get("boq_line")
         change = variation.get("quantity_change")
         reverses = variation.get("reverses")
+        limit = variation.get("limit")
         variations.append(
             Variation(
                 id=_text(variation, record, "id", field),
@@ -565,6 +592,7 @@ def parse_certificate(data: object) -> Certificate:
                 boq_line=None if boq_line is None else _text(variation, record, "boq_line", field),
                 quantity_change_centi=0 if change is None else _quantity(variation, record, "quantity_change", field),
                 reverses=None if reverses is None else _text(variation, record, "reverses", field),
+                limit_minor=None if limit is None else _amount(variation, record, "limit", field, minimum=0),
             )
         )
     materials = []

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from countersign.certificates.assessment import CertificateAssessment
+from countersign.certificates.assessment import CertificateAssessment, assess_certificate
 from countersign.certificates.duplicates import DuplicateHold, DuplicateIndex, Thresholds, submission_of
-from countersign.certificates.invariants import check_certificate
 from countersign.certificates.model import Certificate, Contract
 from countersign.certificates.reconstruction import Position, advance_position, opening_position
 
@@ -39,6 +38,7 @@ def run_pipeline(
     *,
     thresholds: Thresholds | None = None,
     disabled: Iterable[str] = (),
+    read_documents: bool = True,
 ) -> PipelineRun:
     skip = tuple(disabled)
     index = DuplicateIndex(thresholds)
@@ -49,14 +49,13 @@ def run_pipeline(
         contract = contracts.get(certificate.contract)
         if contract is None:
             raise ValueError(f"certificate {certificate.id} names an unknown contract {certificate.contract}")
-        submission = submission_of(certificate, contract)
+        submission = submission_of(certificate, contract, read_documents=read_documents)
         hold = index.check(submission)
         if hold is not None:
             holds.append(hold)
             continue
         position = positions.get(contract.id) or opening_position(contract)
-        results = check_certificate(contract, position, certificate, disabled=skip)
-        assessment = CertificateAssessment(certificate=certificate, position=position, results=results)
+        assessment = assess_certificate(contract, position, certificate, disabled=skip, read_documents=read_documents)
         assessments.append(assessment)
         positions[contract.id] = position
         if assessment.certified:

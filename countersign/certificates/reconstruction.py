@@ -47,7 +47,9 @@ class CertifiedVariation:
     quantity_change_centi: int
     reverses: str | None
     certificate: str
-    """The certificate that first certified it."""
+    """The certificate that certified these figures (the first to list it, or the last to revalue it)."""
+    limit_minor: int | None = None
+    """The instruction's own ceiling as first certified (`Variation.limit_minor`), if the document carried one."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,25 @@ def accepted_period_values(contract: Contract, known: LinePosition, period_quant
     accepted = {rounded_centiminor(period_quantity_centi * rate)}
     if contract.conventions.valuation_rounding is ValuationRounding.CUMULATIVE:
         accepted.add(period_value_at_rate(contract, known, period_quantity_centi, rate))
+    if contract.conventions.valuation_rounding is ValuationRounding.WHOLE_UNITS:
+        # the value to date at the rates in force rounded to the unit (from the penny figure, or from the exact one)
+        exact = known.unrounded_value_centiminor + period_quantity_centi * rate
+        to_date_minor = rounded_centiminor(exact)
+        for whole in (_to_unit(to_date_minor), _to_unit_from_centiminor(exact)):
+            accepted.add(whole - known.value_minor)
     return accepted
+
+
+def _to_unit(minor: int) -> int:
+    """Minor units rounded half away from zero to a whole unit (a pound)."""
+    magnitude = (abs(minor) + 50) // 100 * 100
+    return magnitude if minor >= 0 else -magnitude
+
+
+def _to_unit_from_centiminor(centiminor: int) -> int:
+    """Hundredths of a minor unit rounded once, half away from zero, to a whole unit."""
+    magnitude = (abs(centiminor) + 5000) // 10000 * 100
+    return magnitude if centiminor >= 0 else -magnitude
 
 
 def standing_variations(position: Position, certificate: Certificate) -> tuple[Variation | CertifiedVariation, ...]:
@@ -177,12 +197,45 @@ def standing_variations(position: Position, certificate: Certificate) -> tuple[V
     kept: list[Variation | CertifiedVariation] = []
     for variation in certificate.variations:
         certified = position.certified_variations.get(variation.id)
-        kept.append(variation if certified is None or revalued_by_instruction(variation, certified) else certified)
+        if certified is None or revalued_by_instruction(variation, certified):
+            kept.append(variation)
+        else:
+            kept.append(variation if revaluation_problem(variation, certified) is None else certified)
     listed_ids = {v.id for v in certificate.variations}
     for certified in position.certified_variations.values():
         if certified.id not in listed_ids and certified.id not in reversed_ids:
             kept.append(certified)
     return tuple(kept)
+
+
+def _known_limit(earlier: CertifiedVariation | None, stated: Variation) -> int | None:
+    """The lower of the limits known for a variation: a restatement cannot raise its instruction's ceiling."""
+    known = (None if earlier is None else earlier.limit_minor, stated.limit_minor)
+    limits = [limit for limit in known if limit is not None]
+    return min(limits) if limits else None
+
+
+def revaluation_problem(stated: Variation, certified: CertifiedVariation) -> str | None:
+    """Why a certified variation restated at other figures under its own instruction is not a revaluation, or None
+    when it is one. Under JCT and NEC a variation is valued as the work proceeds (provisional to agreed, more of it
+    done), so a new sum alone needs no new instruction. What the instruction itself fixes does: the bill line and
+    the quantity it adds or omits. So a restatement is held where it moves the variation to another line, changes
+    its instructed quantity, reverses the sign of its sum, takes it to or from nil, or exceeds the instruction's own
+    limit (the lower of the limits its certified and its stated document carry)."""
+    if stated.boq_line != certified.boq_line:
+        return "moves it to another bill line"
+    if stated.quantity_change_centi != certified.quantity_change_centi:
+        return "changes the quantity its instruction adds or omits"
+    if _sign(stated.amount_minor) != _sign(certified.amount_minor):
+        return "reverses its sign" if stated.amount_minor and certified.amount_minor else "changes it to or from nil"
+    limits = [v for v in (certified.limit_minor, stated.limit_minor) if v is not None]
+    if limits and abs(stated.amount_minor) > min(limits):
+        return "exceeds the instruction's limit"
+    return None
+
+
+def _sign(value: int) -> int:
+    return (value > 0) - (value < 0)
 
 
 def revalued_by_instruction(stated: Variation, certified: CertifiedVariation) -> bool:
@@ -330,7 +383,10 @@ def advance_position(
         )
     variations = dict(position.certified_variations)
     for variation in certificate.variations:
-        if variation.id not in variations:
+        earlier = variations.get(variation.id)
+        figures = (variation.amount_minor, variation.quantity_change_centi, variation.boq_line)
+        if earlier is None or figures != (earlier.amount_minor, earlier.quantity_change_centi, earlier.boq_line):
+            # first certified, or revalued on a certificate that passed: the figures later statements carry forward
             variations[variation.id] = CertifiedVariation(
                 id=variation.id,
                 instruction_ref=variation.instruction_ref,
@@ -339,6 +395,7 @@ def advance_position(
                 quantity_change_centi=variation.quantity_change_centi,
                 reverses=variation.reverses,
                 certificate=certificate.id,
+                limit_minor=_known_limit(earlier, variation),
             )
     materials: dict[str, MaterialsPosition] = {}
     for item in certificate.materials_on_site:

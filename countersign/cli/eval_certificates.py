@@ -1,8 +1,10 @@
 """`countersign eval certificates`: the invariant engine and the duplicate detector against seeded ground truth.
 
-By default it runs both generator styles, each on its held-out seed (a seed nobody tuned the checks or the generator
-on), and beside each a negative control: the same data with one invariant switched off must FAIL, or the eval cannot
-tell a working engine from a broken one.
+By default it runs the three generator styles, each on its held-out seed (a seed nobody tuned the checks or the
+generator on), and beside each a negative control: the same data with one invariant switched off must FAIL, or the
+eval cannot tell a working engine from a broken one. The third style, whose contracts declare no conventions, has a
+second control beside it: checked under the documented default conventions, without reading them from the
+documents, it must FAIL too.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ DEFAULT_SEED = 101
 """The first style's held-out seed (its generator and the checks were tuned on seeds 1 and 2)."""
 SECOND_STYLE_SEED = 9104
 """The second style's held-out seed (the second generator was tried on seeds 11, 12 and 13 while it was written)."""
+THIRD_STYLE_PROFILE = "construction-third-style"
+THIRD_STYLE_SEED = 4242
+"""The third style's held-out seed (the third generator and the rules it measures were tried on seeds 1, 2 and 3)."""
 NOT_MEASURED = (
     "measures the deterministic invariant engine and the duplicate detector against the generator's seeded ground "
     "truth; it does NOT measure extraction precision on real scans, retrieval of clauses, or calibration"
@@ -43,7 +48,10 @@ NOT_MEASURED = (
 class Style(StrEnum):
     FIRST = "first"
     SECOND = "second"
+    THIRD = "third"
     BOTH = "both"
+    """The first and the second style."""
+    ALL = "all"
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class StyleRun:
     report: CertificateEvalReport
     control: CertificateEvalReport | None
     sweep_rows: Any
+    documents_control: CertificateEvalReport | None = None
+    """The third style checked under the default conventions, without reading them from the documents."""
 
 
 def certificates_command(
@@ -61,8 +71,13 @@ def certificates_command(
         typer.Option("--seed", help="Seed of the generated data (default: each style's held-out seed)."),
     ] = None,
     style: Annotated[
-        Style, typer.Option("--style", help="Generator style: first, second (written apart from the checks) or both.")
-    ] = Style.BOTH,
+        Style,
+        typer.Option(
+            "--style",
+            help="Generator style: first, second or third (both written apart from the checks), both (first and "
+            "second) or all.",
+        ),
+    ] = Style.ALL,
     data: Annotated[
         Path | None, typer.Option("--data", help="Use this construction data directory instead of generating one.")
     ] = None,
@@ -89,7 +104,8 @@ def certificates_command(
             with counter(f"certificate eval: checking {data.name}", 1):
                 runs = [_run(data, str(data), disable, show_sweep)]
         else:
-            styles = (Style.FIRST, Style.SECOND) if style is Style.BOTH else (style,)
+            grouped = {Style.BOTH: (Style.FIRST, Style.SECOND), Style.ALL: (Style.FIRST, Style.SECOND, Style.THIRD)}
+            styles = grouped.get(style, (style,))
             runs = []
             with counter("certificate eval: styles", len(styles)) as tick:
                 for chosen in styles:
@@ -143,6 +159,18 @@ def _verdict(run: StyleRun, disable: str | None) -> bool:
         else:
             first = run.control.failures()[0]
             console.print(f"negative control ({escape(switched_off)} disabled): FAIL as it must ({escape(first)})")
+    if run.documents_control is not None:
+        if run.documents_control.passed:
+            control_red = True
+            console.print(
+                "negative control (conventions not read from the documents): PASS, so the eval cannot see the "
+                "reading: [bold red]RED[/]"
+            )
+        else:
+            first = run.documents_control.failures()[0]
+            console.print(
+                f"negative control (conventions not read from the documents): FAIL as it must ({escape(first)})"
+            )
     if failures:
         console.print(f"{label}: [bold red]RED[/] ({len(failures)} target(s) missed)")
         for failure in failures:
@@ -159,12 +187,18 @@ def _generate(out: Path, style: Style, seed: int | None, contracts: int | None, 
     from countersign.synthetic.construction import generate_construction
     from countersign.synthetic.construction_profile import load_construction_profile
     from countersign.synthetic.construction_second_style import generate_second_style
+    from countersign.synthetic.construction_third_style import generate_third_style
 
     settings = load_settings()
     corpus_path = settings.config_dir / "clauses" / "corpus.json"
     corpus: dict[str, Any] | None = None
     if corpus_path.exists():
         corpus = json.loads(corpus_path.read_text(encoding="utf-8"))
+    if style is Style.THIRD:
+        used = THIRD_STYLE_SEED if seed is None else seed
+        profile = load_construction_profile(settings.profile_path(THIRD_STYLE_PROFILE))
+        generate_third_style(profile, used, out, contracts=contracts, months=months)
+        return used
     if style is Style.SECOND:
         used = SECOND_STYLE_SEED if seed is None else seed
         profile = load_construction_profile(settings.profile_path(SECOND_STYLE_PROFILE))
@@ -180,7 +214,7 @@ def _run(data: Path, source: str, disable: str | None, show_sweep: bool) -> Styl
     from countersign.certificates import sweep
     from countersign.certificates.pipeline import run_pipeline
     from countersign.evals.certificate_files import read_certificates, read_contracts, read_ground_truth
-    from countersign.evals.certificates import evaluate, negative_control_invariant
+    from countersign.evals.certificates import THIRD_STYLE, evaluate, negative_control_invariant
 
     contracts = read_contracts(data)
     certificates = read_certificates(data)
@@ -195,7 +229,10 @@ def _run(data: Path, source: str, disable: str | None, show_sweep: bool) -> Styl
     if show_sweep:
         certified = run_pipeline(contracts, certificates).certified
         rows = sweep(certificates, truth.duplicates, comparable=certified)
-    return StyleRun(truth.style, source, report, control, rows)
+    documents_control = None
+    if disable is None and truth.style == THIRD_STYLE:
+        documents_control = evaluate(contracts, certificates, truth, crafted_per_invariant=0, read_documents=False)
+    return StyleRun(truth.style, source, report, control, rows, documents_control)
 
 
 def _fmt(value: Decimal | None) -> str:

@@ -41,7 +41,8 @@ TARGET_TRICKY_FALSE_POSITIVES = Decimal("0.05")
 CRAFTED_PER_INVARIANT = 25
 FIRST_STYLE = "first"
 SECOND_STYLE = "second"
-STYLES = (FIRST_STYLE, SECOND_STYLE)
+THIRD_STYLE = "third"
+STYLES = (FIRST_STYLE, SECOND_STYLE, THIRD_STYLE)
 
 DUPLICATE_SUBMISSION = "duplicate_submission"
 RESUBMISSION = "re-submission"
@@ -65,6 +66,8 @@ CLASS_INVARIANTS: Mapping[str, tuple[str, ...]] = {
         inv.MATERIALS_WITHIN_LINE_ALLOWANCE,
     ),
     "materials_relisted": (inv.MATERIALS_WITHIN_LINE_ALLOWANCE,),
+    "variation_revalued_beyond_limit": (inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD,),
+    "variation_sign_reversed": (inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD,),
 }
 SEEDED_CLASSES = tuple(CLASS_INVARIANTS)
 
@@ -326,13 +329,16 @@ def evaluate(
     disabled: str | None = None,
     thresholds: Thresholds | None = None,
     crafted_per_invariant: int = CRAFTED_PER_INVARIANT,
+    read_documents: bool = True,
 ) -> CertificateEvalReport:
-    """Run the pipeline (duplicate check, then reconstruction and invariants) and score it against `truth`."""
+    """Run the pipeline (duplicate check, then reconstruction and invariants) and score it against `truth`;
+    `read_documents=False` checks every contract under the documented default conventions (a control: the third
+    style declares none)."""
     if disabled is not None and disabled not in inv.INVARIANTS:
         raise ValueError(f"unknown invariant {disabled!r} (known: {', '.join(inv.INVARIANTS)})")
     chosen = thresholds or Thresholds()
     skip = () if disabled is None else (disabled,)
-    run = run_pipeline(contracts, certificates, thresholds=chosen, disabled=skip)
+    run = run_pipeline(contracts, certificates, thresholds=chosen, disabled=skip, read_documents=read_documents)
     held = {hold.certificate for hold in run.holds}
     assessments = run.assessments
 

@@ -142,10 +142,9 @@ def vary(
 
     vendors = sorted({c.vendor_id for c in contracts.values()})
     restarting = set(vendors[1::2])
+    per_contract = Conventions.declaring(application_numbering=ApplicationNumbering.CONTRACT)
     new_contracts = {
-        cid: dataclasses.replace(c, conventions=Conventions(application_numbering=ApplicationNumbering.CONTRACT))
-        if c.vendor_id in restarting
-        else c
+        cid: dataclasses.replace(c, conventions=per_contract) if c.vendor_id in restarting else c
         for cid, c in contracts.items()
     }
     found: dict[str, LookAlike] = {}

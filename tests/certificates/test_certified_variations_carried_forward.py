@@ -82,18 +82,27 @@ def test_a_reversal_without_an_instruction_does_not_excuse_the_drop() -> None:
     assert result(assess(history)[7], inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD).violated
 
 
-def test_a_certified_variation_restated_at_another_amount_needs_a_new_instruction() -> None:
+def test_a_certified_variation_restated_at_another_amount_is_a_revaluation_shown_with_both_sums() -> None:
     history = credit_history()
-    history[7]["variations"] = [variation("V-7", "-4323.61", instruction="CAI-007")]
+    history[7]["variations"] = [variation("V-7", "-4323.61", instruction="CAI-007")]  # re-measured, same instruction
     restate(history[7])
     found = result(assess(history)[7], inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD)
-    assert found.violated
-    assert found.amounts["changed"] == Decimal("10000.00")
-    assert "restated at GBP -4,323.61 without a new instruction" in found.explanation
+    assert found.verdict == "pass"
+    assert found.notes == ("Variation V-7 revalued from GBP -14,323.61 to GBP -4,323.61 (certified on certificate C7)",)
 
     history[7]["variations"] = [variation("V-7", "-4323.61", instruction="CAI-012")]  # re-valued by a new instruction
     restate(history[7])
     assert result(assess(history)[7], inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD).verdict == "pass"
+
+
+def test_a_certified_credit_restated_as_an_addition_is_held_as_a_reversed_sign() -> None:
+    history = credit_history()
+    history[7]["variations"] = [variation("V-7", "14323.61", instruction="CAI-007")]
+    restate(history[7])
+    found = result(assess(history)[7], inv.CERTIFIED_VARIATIONS_CARRIED_FORWARD)
+    assert found.violated
+    assert found.amounts["changed"] == Decimal("28647.22")
+    assert "restated at GBP 14,323.61, which reverses its sign, without a new instruction" in found.explanation
 
 
 def test_a_variation_on_a_held_certificate_was_never_certified() -> None:

@@ -251,7 +251,7 @@ def test_the_same_work_billed_to_a_sister_contract_is_still_held() -> None:
 
 
 def _numbered(numbering: ApplicationNumbering) -> list[Contract]:
-    conventions = Conventions(application_numbering=numbering)
+    conventions = Conventions.declaring(application_numbering=numbering)
     return [_contract(conventions=conventions), _contract(id="CT-S", conventions=conventions)]
 
 

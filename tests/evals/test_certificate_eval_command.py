@@ -112,12 +112,18 @@ def test_a_sweep_row_that_held_nothing_prints_n_a_not_a_perfect_precision(capsys
     assert lines[3] == "| 0.70 | 5.0% | 0 | 0 | 0 | 0 | n/a | n/a |"
 
 
-def test_by_default_both_styles_run_each_with_its_own_control() -> None:
+def test_by_default_the_three_styles_run_each_with_its_own_control() -> None:
     result = invoke("--contracts", "30", "--months", "12")
     assert result.exit_code in (0, 1), result.output
     assert "certificate eval (first style, seed 101:" in result.output
     assert "certificate eval (second style, seed 9104:" in result.output
-    assert result.output.count("FAIL as it must") == 2
+    assert "certificate eval (third style, seed 4242:" in result.output
+    assert result.output.count("FAIL as it must") == 4  # one each, and the third style's conventions control
+
+
+def test_both_still_means_the_first_and_the_second_style() -> None:
+    result = invoke("--style", "both", "--contracts", "30", "--months", "12")
+    assert "second style, seed 9104" in result.output and "third style" not in result.output
 
 
 def test_a_second_style_data_directory_is_scored_as_the_second_style(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from countersign.evals.certificates import (
 from countersign.synthetic.construction import FAULT_CLASSES as FIRST_STYLE_CLASSES
 from countersign.synthetic.construction_profile import load_construction_profile
 from countersign.synthetic.construction_second_style import DUPLICATE_KINDS, FAULT_CLASSES, generate_second_style
+from countersign.synthetic.construction_third_style import FAULT_CLASSES as THIRD_STYLE_CLASSES
 
 PROFILE = PROJECT_ROOT / "config" / "profiles" / "construction-second-style-small.yaml"
 TRIED_SEEDS = (3, 4, 5, 11, 12, 13)
@@ -51,7 +52,7 @@ def second(tmp_path_factory: pytest.TempPathFactory) -> Second:
 
 
 def test_every_class_of_either_generator_is_mapped_to_invariants_that_exist() -> None:
-    assert set(FIRST_STYLE_CLASSES) | set(FAULT_CLASSES) == set(CLASS_INVARIANTS)
+    assert set(FIRST_STYLE_CLASSES) | set(FAULT_CLASSES) | set(THIRD_STYLE_CLASSES) == set(CLASS_INVARIANTS)
     assert {name for names in CLASS_INVARIANTS.values() for name in names} <= set(INVARIANTS)
 
 
@@ -140,7 +141,7 @@ def test_ground_truth_refuses_a_tricky_case_that_is_also_a_fault_and_an_unknown_
     with pytest.raises(GroundTruthError, match="classes"):
         parse_ground_truth({"faults": [], "duplicates": [], "classes": ["no_such_class"]})
     with pytest.raises(GroundTruthError, match="style"):
-        parse_ground_truth({"faults": [], "duplicates": [], "style": "third"})
+        parse_ground_truth({"faults": [], "duplicates": [], "style": "fourth"})
 
 
 def test_the_first_styles_ground_truth_still_reads(tmp_path: Path) -> None:

@@ -155,6 +155,8 @@ def certificate_summary(
         "retention_to_date": reconstruction["retention_to_date"],
         "advance_repaid_to_date": reconstruction["advance_repaid_to_date"],
         "violations": violations,
+        "notes": list(reconstruction.get("notes", [])),
+        "questions": list(reconstruction.get("questions", [])),
         "holds": [{key: hold[key] for key in ("kind", "other", "overlap")} for hold in duplicates.get("holds", [])],
         "escalation": escalation,
         "explanation_source": adjudication.get("source", "fallback"),

@@ -9,6 +9,7 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.certificates import InvariantResult, check_certificate
+from countersign.certificates.conventions import read_conventions
 from countersign.certificates.correction import reconstructed_amount_due
 from countersign.certificates.payment_notices import payment_dates
 from countersign.engine.construction import contract_records, prior_certificates
@@ -45,6 +46,7 @@ class Reconstruction(TaskHandler):
         history = certified_history(contract, contracts, earlier, await earlier_outcomes(conn, evidence.set_id, ours))
         position = history.position
         results = check_certificate(contract, position, certificate)
+        questions = read_conventions(contract, position, certificate).questions
         correction = reconstructed_amount_due(contract, position, certificate)
         dates = payment_dates(
             contract.payment_terms,
@@ -63,6 +65,8 @@ class Reconstruction(TaskHandler):
             "currency": contract.currency,
             "violations": [violation_json(result) for result in results if result.violated],
             "passed": [result.name for result in results if not result.violated],
+            "notes": [note for result in results for note in result.notes],
+            "questions": list(questions),
             "contractor": certificate.vendor,
             "amount_to_certify": money(totals.amount_due_minor),
             "claimed_amount": money(correction.claimed_minor),
