@@ -182,6 +182,9 @@ class RefusalCode(StrEnum):
     REASON_REQUIRED = "reason_required"
     REFUSED_BY_DATABASE = "refused_by_database"  # the admission trigger refused the row (migration 0017)
     CONFLICT = "conflict"  # the doors' word for a DecisionConflict (409): it contradicts what is recorded
+    DUTIES_SEGREGATED = "duties_segregated"
+    """The database refused the approval (migration 0026, ADR 0050): the person approved the other side of a certified
+    accrual, a certificate's payment gate and the accruals gate of the close that carries its certified sum."""
 
 
 class ViewerState(StrEnum):
