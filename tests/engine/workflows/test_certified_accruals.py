@@ -23,6 +23,9 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from countersign.bootstrap.settings import PROJECT_ROOT
+from countersign.cards import slack as slack_cards
+from countersign.cards import teams as teams_cards
+from countersign.cards.refusals import REFUSAL_WORDING, refusal_wording
 from countersign.engine.construction import load_construction_set
 from countersign.engine.orchestrator import EngineContext, advance
 from countersign.engine.runs import close_status
@@ -31,6 +34,7 @@ from countersign.engine.workflows.certificates.runs import start_payment_run
 from countersign.engine.workflows.close.inputs import accruals_input
 from countersign.money.formatting import format_money
 from countersign.specialists.client import open_in_process
+from countersign.states import RefusalCode
 from countersign.store.certified_accruals import certified_accruals
 from countersign.synthetic.construction import generate_construction
 from countersign.synthetic.construction_profile import load_construction_profile
@@ -275,6 +279,13 @@ async def test_a_certifier_of_another_period_or_entity_is_not_barred(
     gate = await _open_gate(conn, close_id, "accruals")
     assert "certified" not in await _accruals_result(conn, close_id)
     assert (await post_decision(api, gate["gate_id"], CERTIFIER)).status_code == 200
+
+
+def test_the_refusal_is_worded_on_the_cards_not_as_an_unknown_code() -> None:
+    text = slack_cards.refusal_text(RefusalCode.DUTIES_SEGREGATED, "")
+    assert text == REFUSAL_WORDING[RefusalCode.DUTIES_SEGREGATED] != refusal_wording("no_such_code")
+    assert "two different people" in text
+    assert text in json.dumps(teams_cards.refusal_card(RefusalCode.DUTIES_SEGREGATED, ""))
 
 
 # --- attacks in raw SQL -------------------------------------------------------------------------------------------
