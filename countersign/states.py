@@ -183,6 +183,9 @@ class RefusalCode(StrEnum):
     REFUSED_BY_DATABASE = "refused_by_database"  # the admission trigger refused the row (migration 0017)
     CONFLICT = "conflict"  # the doors' word for a DecisionConflict (409): it contradicts what is recorded
     AMENDMENT_INVALID = "amendment_invalid"  # an approval with edits that does not fit its gate (422)
+    DUTIES_SEGREGATED = "duties_segregated"
+    """The database refused the approval (migration 0028, ADR 0050): the person approved the other side of a certified
+    accrual, a certificate's payment gate and the accruals gate of the close that carries its certified sum."""
 
 
 class ViewerState(StrEnum):

@@ -126,6 +126,16 @@ def policy_seed(policy: Policy, workflows: Mapping[str, Workflow]) -> list[tuple
         ),
         ("INSERT INTO policy_always_human_account (entity, account) VALUES (%s, %s)", always_human_accounts),
         (
+            "INSERT INTO policy_certified_accrual (contract_id, entity, cost_account, accrual_account)"
+            " VALUES (%s, %s, %s, %s)",
+            [
+                (contract, entity, certified.cost_account, certified.accrual_account)
+                for contract, entity in certified.contracts
+            ]
+            if (certified := policy.accruals.certified) is not None
+            else [],
+        ),
+        (
             "INSERT INTO policy_enforced (digest, escalation_tier, findings_tier, currency, always_human_tier)"
             " VALUES (%s, %s, %s, %s, %s)",
             [
@@ -152,6 +162,7 @@ _POLICY_TABLES = (
     "policy_entity_threshold",
     "policy_entity",
     "policy_always_human_account",
+    "policy_certified_accrual",
     "policy_escalation_owner",
     "policy_enforced",
     "policy_tier",

@@ -284,7 +284,7 @@ async def record_and_announce(
             except (errors.InsufficientPrivilege, errors.CheckViolation) as exc:
                 detail = exc.diag.message_primary or str(exc)
                 raise DecisionRefused(
-                    request.gate_id, normalise_identity(request.principal), RefusalCode.REFUSED_BY_DATABASE, detail
+                    request.gate_id, normalise_identity(request.principal), database_refusal_code(exc), detail
                 ) from None
             if outcome.recorded and on_recorded is not None:
                 message_ids = await on_recorded(conn, request.gate_id)
@@ -504,3 +504,13 @@ async def _record(conn: AsyncConnection[Any], request: DecisionRequest) -> GateO
 async def decisions_by_channel(conn: AsyncConnection[Any]) -> dict[str, int]:
     """How many decisions each door has recorded (the metrics endpoint reads it)."""
     return {row.channel: row.decisions for row in await decision_store.count_decisions_by_channel(conn)}
+
+
+# The database's refusals that carry a code of their own in DETAIL (migration 0028); any other is `refused_by_database`.
+CODED_DATABASE_REFUSALS = frozenset({RefusalCode.DUTIES_SEGREGATED})
+
+
+def database_refusal_code(exc: errors.InsufficientPrivilege) -> RefusalCode:
+    """The `RefusalCode` of a decision the database's triggers refused."""
+    detail = exc.diag.message_detail
+    return RefusalCode(detail) if detail in CODED_DATABASE_REFUSALS else RefusalCode.REFUSED_BY_DATABASE

@@ -18,6 +18,10 @@ REFUSAL_WORDING: dict[str, str] = {
     RefusalCode.CONFLICT: "Your decision conflicts with one already recorded for this gate, so it was not recorded.",
     RefusalCode.NEEDS_PERSON_KEY: "This gate needs your own key: review and sign it on the Close Board.",
     RefusalCode.REASON_REQUIRED: "A rejection needs a reason, so nothing was recorded.",
+    RefusalCode.DUTIES_SEGREGATED: (
+        "You approved the other side of this: a certificate's payment and the month's accruals that carry its"
+        " certified sum need two different people, so someone else has to approve this one."
+    ),
 }
 
 UNKNOWN_REFUSAL = "Your decision was not recorded."

@@ -86,10 +86,34 @@ class VariancePolicy:
     grounding_tolerance: Decimal
 
 
+ANY_CONTRACT = "*"
+"""In `accruals.certified.contracts`: every contract not named there."""
+
+
+@dataclass(frozen=True)
+class CertifiedAccruals:
+    """`accruals.certified`: where a certified payment is accrued. The database records one accrual proposal per
+    certification for the close of the contract's entity and the certificate's period (ADR 0050)."""
+
+    cost_account: str
+    """Debited: the construction cost (or work in progress) the certified sum is."""
+    accrual_account: str
+    """Credited: the accrued liability until the contractor's invoice is posted."""
+    contracts: tuple[tuple[str, str], ...]
+    """(contract id, entity whose books carry it), in file order; the contract id `*` stands for every other one."""
+
+    def entity_of(self, contract_id: str) -> str | None:
+        found = dict(self.contracts)
+        return found.get(contract_id, found.get(ANY_CONTRACT))
+
+
 @dataclass(frozen=True)
 class AccrualsPolicy:
     accrual_account: str
     materiality_amount: Decimal
+    certified: CertifiedAccruals | None = None
+    """None (risk.yaml without `accruals.certified`): no contract is carried by an entity, and the database refuses a
+    certification, since its accrual would have nowhere to go."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from countersign.policy.errors import PolicyError
 from countersign.policy.escalation import EscalationReason
 from countersign.policy.fields import Fields, describe
 from countersign.policy.model import (
+    ANY_CONTRACT,
     ENTITY_PATTERN,
     PERSON_KEY_PROOFS,
     PROOF_KINDS,
@@ -17,6 +18,7 @@ from countersign.policy.model import (
     AlwaysHuman,
     AlwaysHumanEvent,
     AmountThreshold,
+    CertifiedAccruals,
     EntityPolicy,
     Policy,
     ReconciliationPolicy,
@@ -246,11 +248,54 @@ def _parse_variance(root: Fields) -> VariancePolicy:
 
 
 def _parse_accruals(root: Fields) -> AccrualsPolicy:
-    fields = Fields(root.raw("accruals"), root.source, "accruals", ("accrual_account", "materiality_amount"))
-    return AccrualsPolicy(
-        accrual_account=fields.text("accrual_account"),
-        materiality_amount=fields.decimal("materiality_amount"),
+    fields = Fields(
+        root.raw("accruals"), root.source, "accruals", ("accrual_account", "materiality_amount"), ("certified",)
     )
+    accrual_account = _account(fields, "accrual_account")
+    return AccrualsPolicy(
+        accrual_account=accrual_account,
+        materiality_amount=fields.decimal("materiality_amount"),
+        certified=_parse_certified(fields, accrual_account) if fields.has("certified") else None,
+    )
+
+
+def _account(fields: Fields, key: str) -> str:
+    account = fields.text(key)
+    if not _ACCOUNT.fullmatch(account):
+        raise fields.error(key, f"expected an account code as the chart writes it, got {account!r}")
+    return account
+
+
+def _parse_certified(accruals: Fields, accrual_account: str) -> CertifiedAccruals:
+    """`accruals.certified`: the cost account a certified sum is debited to, the accrual account credited (the
+    accruals' own when absent) and, per contract id (`*` for any other), the entity whose books carry it."""
+    fields = Fields(
+        accruals.raw("certified"),
+        accruals.source,
+        accruals.field("certified"),
+        ("cost_account", "contracts"),
+        ("accrual_account",),
+    )
+    cost_account = _account(fields, "cost_account")
+    credited = _account(fields, "accrual_account") if fields.has("accrual_account") else accrual_account
+    if credited == cost_account:
+        raise fields.error("accrual_account", f"is the cost account {cost_account!r}: the journal would net to nothing")
+    raw = fields.raw("contracts")
+    if not isinstance(raw, Mapping) or not raw:
+        raise fields.error("contracts", f"expected a mapping of contract ids to entity codes, got {describe(raw)}")
+    contracts: list[tuple[str, str]] = []
+    for contract, entity in raw.items():
+        where = f"contracts.{contract}"
+        if not isinstance(contract, str) or not (contract == ANY_CONTRACT or 1 <= len(contract.strip()) <= 64):
+            raise PolicyError(fields.source, fields.field(where), "a contract id is 1-64 characters, or * for any")
+        if not isinstance(entity, str) or not ENTITY_PATTERN.fullmatch(entity):
+            raise PolicyError(
+                fields.source,
+                fields.field(where),
+                f"expected an entity code (1-64 letters, digits, '.', '_' or '-'), got {describe(entity)}",
+            )
+        contracts.append((contract, entity))
+    return CertifiedAccruals(cost_account=cost_account, accrual_account=credited, contracts=tuple(contracts))
 
 
 def _parse_findings(root: Fields, tiers: tuple[Tier, ...]) -> str | None:

@@ -82,8 +82,9 @@ _SKILL_DESCRIPTIONS = {
         "exceed tolerance."
     ),
     "accruals": (
-        "Builds the balanced month-end GRNI accrual journal from goods received not invoiced, one debit line "
-        "per receipt above materiality and one credit line to the accrual account."
+        "Builds the balanced month-end accrual journal from goods received not invoiced, one debit line "
+        "per receipt above materiality and one credit line to the accrual account, and from the sums certified on "
+        "construction contracts for the period and not yet invoiced, one debit line each to the cost account."
     ),
     "variance": (
         "Flags budget variances above the amount and percentage thresholds and writes a narrative (model-written "
@@ -111,7 +112,8 @@ REQUEST_SCHEMAS = {
     ),
     "accruals": (
         "countersign.accruals.request.v1",
-        'an object with "period_end", "accrual_account", "materiality_amount" and "grni" (the receipts)',
+        'an object with "period_end", "accrual_account", "materiality_amount", "grni" (the receipts) and, optionally,'
+        ' "certified" (sums certified for the period, not yet invoiced) with the books\' "functional_currency"',
     ),
     "variance": (
         "countersign.variance.request.v1",

@@ -394,7 +394,7 @@ async def test_a_look_alike_of_a_certified_id_is_refused_in_canonical_form(conn:
         "DELETE FROM construction_certificate",
         "UPDATE construction_contract SET form = 'CSX'",
         "DELETE FROM construction_set",
-        "TRUNCATE construction_certificate, payment_certification, payment_notice",
+        "TRUNCATE construction_certificate, payment_certification, payment_notice, certified_accrual",
         "TRUNCATE payment_notice",
     ],
 )

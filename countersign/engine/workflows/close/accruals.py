@@ -1,4 +1,5 @@
-"""Period-end accruals: the specialist proposes a journal; approval posts it under a per-attempt key."""
+"""Period-end accruals: the specialist proposes a journal (GRNI receipts, and the sums certified for the period not
+yet invoiced: ADR 0050); approval posts it under a per-attempt key."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from countersign.engine.workflows.close import inputs
 
 class Accruals(TaskHandler):
     async def specialist_input(self, conn: AsyncConnection[Any], tc: TaskContext) -> dict[str, Any]:
-        return await inputs.accruals_input(conn, tc.close.book_set_id, tc.close.period, tc.policy)
+        return await inputs.accruals_input(
+            conn, tc.close.book_set_id, tc.close.period, tc.policy, entity=tc.close.entity
+        )
 
     def gate_accounts(self, result: Mapping[str, Any]) -> tuple[str, ...]:
         """The accounts the proposed journal posts to."""

@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 
 from countersign.engine.books import recorded_rate
 from countersign.policy import Policy
+from countersign.store import certified_accruals as certified_accrual_store
 from countersign.store import close_inputs
 from countersign.store.close_inputs import CashAccount as CashAccount
 from countersign.store.close_inputs import CurrencyBalance as CurrencyBalance
@@ -173,9 +174,13 @@ def period_end(period: str) -> date:
     return date.fromordinal(first_of_next.toordinal() - 1)
 
 
-async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: str, policy: Policy) -> dict[str, Any]:
+async def accruals_input(
+    conn: AsyncConnection[Any], book_set_id: int, period: str, policy: Policy, *, entity: str | None = None
+) -> dict[str, Any]:
+    """GRNI receipts, and (given the close's `entity`) the sums certified for its period that its books do not show
+    invoiced (`certified`, with the books' `functional_currency`; both only when there is one: ADR 0050)."""
     receipts = await close_inputs.grni_receipts(conn, book_set_id)
-    return {
+    payload: dict[str, Any] = {
         "period_end": period_end(period).isoformat(),
         "accrual_account": policy.accruals.accrual_account,
         "materiality_amount": str(policy.accruals.materiality_amount),
@@ -192,6 +197,32 @@ async def accruals_input(conn: AsyncConnection[Any], book_set_id: int, period: s
             for receipt in receipts
         ],
     }
+    if entity is None:
+        return payload
+    certified = [
+        accrual
+        for accrual in await certified_accrual_store.certified_accruals(
+            conn, entity=entity, period=period, book_set_id=book_set_id
+        )
+        if not accrual.invoiced
+    ]
+    if certified:
+        payload["functional_currency"] = await close_inputs.functional_currency(conn, book_set_id)
+        payload["certified"] = [
+            {
+                "certificate_id": accrual.certificate_id,
+                "contract_id": accrual.contract_id,
+                "contract_title": accrual.contract_title,
+                "certificate_no": accrual.certificate_no,
+                "payee": accrual.payee,
+                "amount": money(accrual.amount),
+                "currency": accrual.currency,
+                "cost_account": accrual.cost_account,
+                "accrual_account": accrual.accrual_account,
+            }
+            for accrual in certified
+        ]
+    return payload
 
 
 async def variance_input(
