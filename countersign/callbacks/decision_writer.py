@@ -510,7 +510,7 @@ async def decisions_by_channel(conn: AsyncConnection[Any]) -> dict[str, int]:
 CODED_DATABASE_REFUSALS = frozenset({RefusalCode.DUTIES_SEGREGATED})
 
 
-def database_refusal_code(exc: errors.InsufficientPrivilege) -> RefusalCode:
+def database_refusal_code(exc: errors.InsufficientPrivilege | errors.CheckViolation) -> RefusalCode:
     """The `RefusalCode` of a decision the database's triggers refused."""
     detail = exc.diag.message_detail
     return RefusalCode(detail) if detail in CODED_DATABASE_REFUSALS else RefusalCode.REFUSED_BY_DATABASE
