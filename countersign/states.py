@@ -73,6 +73,19 @@ class DispatchStatus(StrEnum):
     DEAD = "dead"
 
 
+class JobState(StrEnum):
+    """Where a job stands in the job library's table (`procrastinate.procrastinate_jobs.status`, the library's enum
+    type `procrastinate_job_status`; ADR 0040). Only successful jobs are deleted: a failed one stays."""
+
+    TODO = "todo"  # queued (ready once its `scheduled_at` has come)
+    DOING = "doing"  # fetched by a worker
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ABORTING = "aborting"  # the library's legacy word, unused since its 3.0
+    ABORTED = "aborted"
+
+
 class Channel(StrEnum):
     """The door a decision came through (`gate_decision.channel`; migration 0017 maps each to the proof it carries)."""
 
@@ -99,6 +112,17 @@ class ProofKind(StrEnum):
 
 
 PERSON_KEYS = frozenset({ProofKind.ED25519, ProofKind.PASSKEY})
+
+
+class DecisionProof(StrEnum):
+    """What a recorded decision's proof is (`gate_decision.proof->>'kind'`): the admission trigger (migration 0017)
+    admits an Ed25519 signature on a signed callback, a passkey assertion on the board, and on a chat door that door's
+    own platform identity, named by the channel."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+    ED25519 = "ed25519"
+    PASSKEY = "passkey"
 
 
 class ChallengePurpose(StrEnum):
