@@ -21,7 +21,6 @@ _NOT_YET_MOVED = frozenset(
         "audit/trace.py",
         "audit/transparency_log.py",
         "bootstrap/migrate.py",
-        "services/board_reads.py",
     }
 )
 
