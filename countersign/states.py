@@ -98,6 +98,22 @@ class Channel(StrEnum):
 CHAT_CHANNELS = frozenset({Channel.SLACK, Channel.TEAMS})
 
 
+class ChatPlatform(StrEnum):
+    """The chat platform an outbox message goes to (`outbox_message.platform`, migration 0003)."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+
+
+class IdentityChannel(StrEnum):
+    """Where a principal's identity is known (`principal_identity.channel`, migration 0002): a chat platform's user,
+    or the login name a person signs in with."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+    LOGIN = "login"
+
+
 class ProofKind(StrEnum):
     """What proves that a person made a decision (`policy_tier.accepted_proofs`, `gate.accepted_proofs`).
 
@@ -168,6 +184,13 @@ class TaskState(StrEnum):
     FAILED = "failed"
 
 
+class GateKind(StrEnum):
+    """What a gate asks (`gate.kind`, migration 0001): approve the work, or decide what becomes of escalated work."""
+
+    APPROVAL = "approval"
+    ESCALATION = "escalation"
+
+
 class GateLifecycle(StrEnum):
     """What the engine did with a gate: open until it acts, then applied, expired or cancelled for good."""
 
@@ -206,6 +229,34 @@ class RefusalCode(StrEnum):
     REASON_REQUIRED = "reason_required"
     REFUSED_BY_DATABASE = "refused_by_database"  # the admission trigger refused the row (migration 0017)
     CONFLICT = "conflict"  # the doors' word for a DecisionConflict (409): it contradicts what is recorded
+
+
+class AccessReason(StrEnum):
+    """Why a caller may or may not run a command or read a close (`countersign.policy.command_roles.check_access`):
+    the `reason` of a `command_refused` trace event and of a 403's detail. Not a column."""
+
+    ALLOWED = "allowed"
+    UNKNOWN_PRINCIPAL = "unknown_principal"
+    MACHINE_PRINCIPAL = "machine_principal"
+    INACTIVE_PRINCIPAL = "inactive_principal"
+    MISSING_ROLE = "missing_role"
+
+
+class ErrorCode(StrEnum):
+    """The `error` of an HTTP door's refusal body (`{"error": code, "detail": ...}`), beside a decision's
+    `RefusalCode`: the words on the wire (README, the OpenAPI pages). Not a column."""
+
+    UNAUTHENTICATED = "unauthenticated"  # no valid caller credential
+    FORBIDDEN = "forbidden"  # a known caller without the role
+    CLOSE_NOT_FOUND = "close_not_found"
+    GATE_NOT_FOUND = "gate_not_found"
+    BODY_TOO_LARGE = "body_too_large"
+    INVALID_BODY = "invalid_body"  # the signed callback's body, naming the field
+    SIGNATURE_REJECTED = "signature_rejected"  # a door's HMAC (the signed callback, Slack's signing secret)
+    INVALID_ACTIVITY = "invalid_activity"  # a Teams activity that does not parse
+    UNAUTHORIZED = "unauthorized"  # a Bot Framework token that does not verify
+    TENANT_NOT_ALLOWED = "tenant_not_allowed"
+    MALFORMED_SLACK_REQUEST = "malformed_slack_request"
 
 
 class ViewerState(StrEnum):

@@ -20,7 +20,7 @@ from psycopg.rows import RowMaker, class_row, dict_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from countersign.policy.deciders import GateTerms
-from countersign.states import Channel, Decision, GateLifecycle, GateStatus, ProofKind
+from countersign.states import Channel, Decision, GateKind, GateLifecycle, GateStatus, ProofKind
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class DecisionRecord:
     decision: Decision
     reason: str
     decided_at: datetime
-    channel: str
+    channel: Channel
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class GateRecord:
     task: str
     title: str | None
     attempt: int
-    kind: str
+    kind: GateKind
     tier: str
     rule: str
     approver_role: str
@@ -58,7 +58,7 @@ class GateRecord:
     due_at: datetime
     expires_at: datetime | None
     escalated: bool
-    lifecycle: str
+    lifecycle: GateLifecycle
     status: GateStatus
     approvals: int
     rejections: int
@@ -140,7 +140,7 @@ _GATE_QUERY = (
 def _gate_record(values: dict[str, Any]) -> GateRecord:
     columns = {name: values.pop(f"{name}s") or [] for name in _DECISION_ARRAYS}
     decisions = tuple(
-        DecisionRecord(principal_id, display_name, Decision(decision), reason, decided_at, channel)
+        DecisionRecord(principal_id, display_name, Decision(decision), reason, decided_at, Channel(channel))
         for principal_id, display_name, decision, reason, decided_at, channel in zip(
             *(columns[name] for name in _DECISION_ARRAYS), strict=True
         )
@@ -151,6 +151,8 @@ def _gate_record(values: dict[str, Any]) -> GateRecord:
             "requested_by": tuple(values["requested_by"]),
             "accepted_proofs": tuple(values["accepted_proofs"]),
             "status": GateStatus(values["status"]),
+            "kind": GateKind(values["kind"]),
+            "lifecycle": GateLifecycle(values["lifecycle"]),
             "decisions": decisions,
         }
     )
@@ -188,7 +190,7 @@ class GateFacts:
     close_id: str
     task: str
     attempt: int
-    kind: str
+    kind: GateKind
     tier: str
     quorum: int
     approver_role: str
@@ -196,6 +198,9 @@ class GateFacts:
     subject: str
     amount: Decimal | None
     summary_json: str  # the summary as the database prints it, so fractions stay exact
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", GateKind(self.kind))  # the column's word, as its Enum
 
     def digest_fields(self) -> dict[str, Any]:
         """Keyword arguments for gate_summary_digest, less the parsed summary (the caller parses summary_json)."""
@@ -225,7 +230,7 @@ class NewGate:
     close_id: str
     task: str
     attempt: int
-    kind: str
+    kind: GateKind
     tier: str
     quorum: int
     approver_role: str

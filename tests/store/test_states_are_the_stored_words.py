@@ -12,10 +12,13 @@ import pytest
 from countersign.states import (
     ChallengePurpose,
     Channel,
+    ChatPlatform,
     Decision,
     DispatchStatus,
+    GateKind,
     GateLifecycle,
     GateStatus,
+    IdentityChannel,
     NoticeKind,
     OutboxKind,
     OutboxStatus,
@@ -53,6 +56,9 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
         ("close_task", "status", TaskState),
         ("gate", "lifecycle", GateLifecycle),
         ("accounting_period", "status", PeriodState),
+        ("gate", "kind", GateKind),
+        ("principal_identity", "channel", IdentityChannel),
+        ("outbox_message", "platform", ChatPlatform),
     ],
 )
 async def test_an_enum_names_the_words_its_column_admits(
