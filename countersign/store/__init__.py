@@ -6,8 +6,9 @@ and task, and every decision on it. The other modules read and write their famil
 principals, books, journals, the close's inputs and bank lines, the certificates workflow's runs, construction sets,
 the drills' counts, payment notices, decision keys, the passkey ceremonies' enrolments, credentials, challenges and
 board sessions, the decision writer's decisions and its gate lock, the close's advisory lock, the specialist
-dispatches, the outbox) on the caller's connection, inside the caller's transaction. Each module's docstring names
-its tables and its callers. The modules still writing their own SQL are listed in
+dispatches, the outbox, the job engine's statements and its counts) on the caller's connection, inside the caller's
+transaction; `countersign.store.board_reads` holds the Close Board's read-only joins across the families. Each
+module's docstring names its tables and its callers. The modules still writing their own SQL are listed in
 tests/store/test_sql_lives_in_the_store.py, a list that only shrinks.
 
 May import psycopg, the drill hooks and the pure rooms below it, and nothing above (an import-linter contract holds
