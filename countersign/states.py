@@ -73,6 +73,19 @@ class DispatchStatus(StrEnum):
     DEAD = "dead"
 
 
+class JobState(StrEnum):
+    """Where a job stands in the job library's table (`procrastinate.procrastinate_jobs.status`, the library's enum
+    type `procrastinate_job_status`; ADR 0040). Only successful jobs are deleted: a failed one stays."""
+
+    TODO = "todo"  # queued (ready once its `scheduled_at` has come)
+    DOING = "doing"  # fetched by a worker
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ABORTING = "aborting"  # the library's legacy word, unused since its 3.0
+    ABORTED = "aborted"
+
+
 class Channel(StrEnum):
     """The door a decision came through (`gate_decision.channel`; migration 0017 maps each to the proof it carries)."""
 
@@ -83,6 +96,22 @@ class Channel(StrEnum):
 
 
 CHAT_CHANNELS = frozenset({Channel.SLACK, Channel.TEAMS})
+
+
+class ChatPlatform(StrEnum):
+    """The chat platform an outbox message goes to (`outbox_message.platform`, migration 0003)."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+
+
+class IdentityChannel(StrEnum):
+    """Where a principal's identity is known (`principal_identity.channel`, migration 0002): a chat platform's user,
+    or the login name a person signs in with."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+    LOGIN = "login"
 
 
 class ProofKind(StrEnum):
@@ -99,6 +128,17 @@ class ProofKind(StrEnum):
 
 
 PERSON_KEYS = frozenset({ProofKind.ED25519, ProofKind.PASSKEY})
+
+
+class DecisionProof(StrEnum):
+    """What a recorded decision's proof is (`gate_decision.proof->>'kind'`): the admission trigger (migration 0017)
+    admits an Ed25519 signature on a signed callback, a passkey assertion on the board, and on a chat door that door's
+    own platform identity, named by the channel."""
+
+    SLACK = "slack"
+    TEAMS = "teams"
+    ED25519 = "ed25519"
+    PASSKEY = "passkey"
 
 
 class ChallengePurpose(StrEnum):
@@ -144,6 +184,13 @@ class TaskState(StrEnum):
     FAILED = "failed"
 
 
+class GateKind(StrEnum):
+    """What a gate asks (`gate.kind`, migration 0001): approve the work, or decide what becomes of escalated work."""
+
+    APPROVAL = "approval"
+    ESCALATION = "escalation"
+
+
 class GateLifecycle(StrEnum):
     """What the engine did with a gate: open until it acts, then applied, expired or cancelled for good."""
 
@@ -186,6 +233,34 @@ class RefusalCode(StrEnum):
     DUTIES_SEGREGATED = "duties_segregated"
     """The database refused the approval (migration 0028, ADR 0050): the person approved the other side of a certified
     accrual, a certificate's payment gate and the accruals gate of the close that carries its certified sum."""
+
+
+class AccessReason(StrEnum):
+    """Why a caller may or may not run a command or read a close (`countersign.policy.command_roles.check_access`):
+    the `reason` of a `command_refused` trace event and of a 403's detail. Not a column."""
+
+    ALLOWED = "allowed"
+    UNKNOWN_PRINCIPAL = "unknown_principal"
+    MACHINE_PRINCIPAL = "machine_principal"
+    INACTIVE_PRINCIPAL = "inactive_principal"
+    MISSING_ROLE = "missing_role"
+
+
+class ErrorCode(StrEnum):
+    """The `error` of an HTTP door's refusal body (`{"error": code, "detail": ...}`), beside a decision's
+    `RefusalCode`: the words on the wire (README, the OpenAPI pages). Not a column."""
+
+    UNAUTHENTICATED = "unauthenticated"  # no valid caller credential
+    FORBIDDEN = "forbidden"  # a known caller without the role
+    CLOSE_NOT_FOUND = "close_not_found"
+    GATE_NOT_FOUND = "gate_not_found"
+    BODY_TOO_LARGE = "body_too_large"
+    INVALID_BODY = "invalid_body"  # the signed callback's body, naming the field
+    SIGNATURE_REJECTED = "signature_rejected"  # a door's HMAC (the signed callback, Slack's signing secret)
+    INVALID_ACTIVITY = "invalid_activity"  # a Teams activity that does not parse
+    UNAUTHORIZED = "unauthorized"  # a Bot Framework token that does not verify
+    TENANT_NOT_ALLOWED = "tenant_not_allowed"
+    MALFORMED_SLACK_REQUEST = "malformed_slack_request"
 
 
 class ViewerState(StrEnum):

@@ -110,6 +110,38 @@ def test_an_indirect_path_to_callbacks_also_breaks_the_contract(tmp_path: Path) 
     assert "countersign.specialists.leak -> countersign.callbacks.decision_writer" in done.stdout, done.stdout
 
 
+def doors_contract() -> dict[str, Any]:
+    config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    contract: dict[str, Any] = next(c for c in config["tool"]["importlinter"]["contracts"] if c.get("id") == "doors")
+    return contract
+
+
+def test_the_doors_contract_forbids_every_room_below_services_with_no_exception() -> None:
+    contract = doors_contract()
+    assert contract["type"] == "forbidden"
+    doors = {"countersign.bot", "countersign.web", "countersign.board", "countersign.cli"}
+    assert set(contract["source_modules"]) == doors
+    below = {"countersign.engine", "countersign.store", "countersign.callbacks", "countersign.specialists"}
+    assert set(contract["forbidden_modules"]) == below
+    assert not contract.get("ignore_imports"), "the doors contract lists exceptions again"
+
+
+def test_negative_control_a_door_that_reaches_below_services_fails_the_check(tmp_path: Path) -> None:
+    """The four direct imports the chat door made before they went through `countersign.services.chat_reads`, put
+    back: the doors contract names each of them (the layers contract alone allows them: bot sits above the store)."""
+    root = throwaway_copy(tmp_path)
+    (root / "countersign" / "bot" / "shortcut.py").write_text(
+        "from countersign.callbacks.principals import Principal, resolve_identity  # noqa: F401\n"
+        "from countersign.store.gates import GateRecord, read_gate  # noqa: F401\n"
+    )
+    done = lint_imports(root)
+    assert done.returncode != 0
+    assert "only through services BROKEN" in done.stdout, done.stdout
+    assert "countersign.bot.shortcut -> countersign.callbacks.principals" in done.stdout, done.stdout
+    assert "countersign.bot.shortcut -> countersign.store.gates" in done.stdout, done.stdout
+    assert "one layer model: each room imports only the rooms below it KEPT" in done.stdout
+
+
 # --- layer 3: database ---------------------------------------------------------------------------------------
 
 

@@ -10,14 +10,15 @@ from typing import Any
 
 from countersign.policy.command_roles import TRACE_EXPORT
 from countersign.services.errors import CloseNotFound, Forbidden, NoCloseStarted, ServiceError
+from countersign.states import AccessReason
 
 MAX_ECHO_CHARS = 64  # of an id the caller typed, echoed back
 
-REFUSAL_REASONS = {
-    "unknown_principal": "you are not a known Countersign principal",
-    "machine_principal": "bots and apps cannot run commands",
-    "inactive_principal": "your Countersign principal is deactivated",
-    "missing_role": "you do not hold a role for it",
+REFUSAL_REASONS: dict[AccessReason, str] = {
+    AccessReason.UNKNOWN_PRINCIPAL: "you are not a known Countersign principal",
+    AccessReason.MACHINE_PRINCIPAL: "bots and apps cannot run commands",
+    AccessReason.INACTIVE_PRINCIPAL: "your Countersign principal is deactivated",
+    AccessReason.MISSING_ROLE: "you do not hold a role for it",
 }
 
 

@@ -12,14 +12,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from countersign.callbacks.principals import Principal
 from countersign.cards import slack as slack_cards
 from countersign.cards import teams as teams_cards
 from countersign.cards.model import GateCard, StatusCard, Viewer
 from countersign.policy import ESCALATION
-from countersign.policy.deciders import Bar, bars
+from countersign.policy.deciders import Bar, Person, bars
+from countersign.services.chat_reads import GateRecord
 from countersign.states import Decision, GateStatus, ViewerState
-from countersign.store.gates import GateRecord
 
 PERIOD = re.compile(r"\d{4}-(0[1-9]|1[0-2])")  # a month as `close payments` takes it
 
@@ -31,17 +30,17 @@ class GateView:
     viewer: Viewer | None = None  # None: the card the whole channel sees
 
 
-def viewer_state(gate: GateRecord, principal: Principal | None) -> ViewerState:
-    """What `principal` may still do on `gate`, for their own view of its card: the one rule's bars
+def viewer_state(gate: GateRecord, person: Person | None) -> ViewerState:
+    """What `person` may still do on `gate`, for their own view of its card: the one rule's bars
     (`countersign.policy.deciders`) in this card's words. Their own decision shows first, then whether they prepared
     the work; the gate's state is the card's own (a decided gate shows everyone the same card)."""
     terms = gate.terms
-    found = bars(terms, principal.person if principal is not None else None)
+    found = bars(terms, person)
     if Bar.UNKNOWN_PRINCIPAL in found or Bar.MACHINE_PRINCIPAL in found:
         return ViewerState.NOT_ENTITLED
     if Bar.ALREADY_VOTED in found:
-        assert principal is not None
-        own = terms.votes[principal.principal_id]
+        assert person is not None
+        own = terms.votes[person.principal_id]
         return ViewerState.APPROVED if own is Decision.APPROVE else ViewerState.REJECTED
     if Bar.PREPARER in found:
         return ViewerState.PREPARED

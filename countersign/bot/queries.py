@@ -1,5 +1,5 @@
-"""The bot's reads: a gate card built from the gate's one typed read (`countersign.store.gates`), and, from
-countersign/services/chat_reads.py, the Teams ids of the people who may decide a gate, an enrolled passkey as its
+"""The bot's reads, all through countersign/services/chat_reads.py: a gate card built from the gate's one typed read,
+the person a Teams card is rendered for, the Teams ids of the people who may decide a gate, an enrolled passkey as its
 person's direct message names it, and the Slack event ids already handled. The adapters never run these themselves:
 they reach them through `countersign/bot/wiring.py`, the delivery through its own short connections."""
 
@@ -10,16 +10,16 @@ from typing import Any
 from psycopg import AsyncConnection
 
 from countersign.bot.gate_cards import GateView, viewer_state
-from countersign.callbacks.principals import resolve_identity
 from countersign.cards.links import gate_page_url
 from countersign.cards.model import DecisionLine, GateCard, Viewer
 from countersign.certificates.amendment import from_minor
+from countersign.services.chat_reads import DecisionRecord as DecisionRecord
 from countersign.services.chat_reads import EnrolledPasskey as EnrolledPasskey
+from countersign.services.chat_reads import GateRecord as GateRecord
 from countersign.services.chat_reads import enrolled_passkey_for_slack_user as enrolled_passkey_for_slack_user
 from countersign.services.chat_reads import first_slack_event as first_slack_event
-from countersign.services.chat_reads import teams_decider_ids
+from countersign.services.chat_reads import gate_for_card, teams_decider_ids, teams_person
 from countersign.states import GateStatus
-from countersign.store.gates import DecisionRecord, GateRecord, read_gate
 
 
 class UnknownGate(LookupError):
@@ -27,7 +27,7 @@ class UnknownGate(LookupError):
 
 
 async def load_gate(conn: AsyncConnection[Any], gate_id: str) -> GateRecord:
-    gate = await read_gate(conn, gate_id)
+    gate = await gate_for_card(conn, gate_id)
     if gate is None:
         raise UnknownGate(gate_id)
     return gate
@@ -62,8 +62,7 @@ async def gate_view(
     viewer = None
     if teams_viewer is not None:
         tenant, external_id = teams_viewer
-        principal = await resolve_identity(conn, "teams", external_id, tenant)
-        viewer = Viewer(viewer_state(gate, principal), prompt)
+        viewer = Viewer(viewer_state(gate, await teams_person(conn, tenant, external_id)), prompt)
     deciders = await teams_decider_ids(conn, gate) if gate.status is GateStatus.OPEN else ()
     return GateView(gate_card(gate, board_url), deciders, viewer)
 

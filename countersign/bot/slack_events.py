@@ -17,6 +17,7 @@ from countersign.bot.slack import build_slack_app
 from countersign.bot.slack_shape import slack_body_problem
 from countersign.bot.slack_signature import SlackSignatureRejected, verify_slack_request
 from countersign.bot.wiring import ChatWiring
+from countersign.states import ErrorCode
 
 log = logging.getLogger("countersign.bootstrap.app")
 
@@ -33,15 +34,15 @@ def build_slack_router(*, token: str, signing_secret: str, api_url: str | None, 
         try:
             verify_slack_request(signing_secret, request.headers, raw)
         except SlackSignatureRejected as exc:
-            return JSONResponse({"error": "signature_rejected", "detail": exc.reason}, status_code=401)
+            return JSONResponse({"error": ErrorCode.SIGNATURE_REJECTED, "detail": exc.reason}, status_code=401)
         problem = slack_body_problem(raw, request.headers.get("content-type"))
         if problem is not None:  # signed, so from Slack's side, but not in a shape bolt can handle
             log.info("refused a signed Slack body out of shape: %s", problem)
-            return JSONResponse({"error": "malformed_slack_request", "detail": problem}, status_code=400)
+            return JSONResponse({"error": ErrorCode.MALFORMED_SLACK_REQUEST, "detail": problem}, status_code=400)
         try:
             return await handler.handle(request)
         except Exception:  # a signed but malformed payload: bolt cannot parse it
             log.exception("Slack sent a request bolt could not handle")
-            return JSONResponse({"error": "malformed_slack_request"}, status_code=400)
+            return JSONResponse({"error": ErrorCode.MALFORMED_SLACK_REQUEST}, status_code=400)
 
     return router

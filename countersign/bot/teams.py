@@ -67,7 +67,7 @@ from countersign.services.reading import (
     read_close_status,
     read_payment_runs,
 )
-from countersign.states import Decision, RefusalCode, ViewerState
+from countersign.states import Decision, ErrorCode, RefusalCode, ViewerState
 
 log = logging.getLogger("countersign.teams")
 
@@ -200,17 +200,17 @@ class TeamsAdapter:
     async def handle(self, request: Request) -> Response:
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
-            return JSONResponse({"error": "body_too_large"}, status_code=413)
+            return JSONResponse({"error": ErrorCode.BODY_TOO_LARGE}, status_code=413)
         try:
             body = await request.json()
             activity = Activity().deserialize(body)
         except Exception:
-            return JSONResponse({"error": "invalid_activity"}, status_code=400)
+            return JSONResponse({"error": ErrorCode.INVALID_ACTIVITY}, status_code=400)
         try:
             await self.auth.authenticate_request(activity, request.headers.get("Authorization", ""))
         except Exception as exc:  # the SDK raises many types for a bad token; every one of them is a 401
             log.info("teams authentication failed: %s: %s", type(exc).__name__, exc)
-            return JSONResponse({"error": "unauthorized"}, status_code=401)
+            return JSONResponse({"error": ErrorCode.UNAUTHORIZED}, status_code=401)
         # Only allow-listed tenants, checked before anything touches the database.
         if not allowed_tenant(self.wiring.teams_tenant_ids, self._tenant(activity)):
             log.info("refused a Teams activity from a tenant that is not allow-listed")
@@ -220,7 +220,7 @@ class TeamsAdapter:
                     {"statusCode": 403, "type": "application/vnd.microsoft.card.adaptive", "value": refusal},
                     status_code=403,
                 )
-            return JSONResponse({"error": "tenant_not_allowed"}, status_code=403)
+            return JSONResponse({"error": ErrorCode.TENANT_NOT_ALLOWED}, status_code=403)
         if activity.type == "invoke" and activity.name == "adaptiveCard/action":
             return await self._card_action(activity)
         if activity.type == "message":

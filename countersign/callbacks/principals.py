@@ -17,14 +17,14 @@ import yaml
 from psycopg import AsyncConnection
 
 from countersign.audit.person_proof import parse_public_key
-from countersign.states import PrincipalKind
+from countersign.states import IdentityChannel, PrincipalKind
 from countersign.store import principals as principal_store
 from countersign.store.principals import Identity as Identity
 from countersign.store.principals import Principal as Principal
 
 # Zero-width and invisible formatting characters that make two ids look alike while comparing unequal.
 INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e"))
-CHANNELS = ("slack", "teams", "login")
+CHANNELS = tuple(channel.value for channel in IdentityChannel)  # ("slack", "teams", "login")
 KINDS = tuple(kind.value for kind in PrincipalKind)
 # PostgreSQL text cannot hold NUL; a lone surrogate (YAML's "\ud800" escape) is not valid Unicode at all.
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
@@ -145,7 +145,7 @@ def _identity(
     external_id = normalise_identity(_text(external, source, where))
     if channel != "login" and not _text(tenant, source, tenant_where, required=False):
         raise PrincipalFileError(source, tenant_where, f"a {channel} identity needs its team or tenant id")
-    return Identity(channel, normalise_identity(str(tenant or "")), external_id)
+    return Identity(IdentityChannel(channel), normalise_identity(str(tenant or "")), external_id)
 
 
 def _yaml_identities(source: str, where: str, raw: object) -> list[Identity]:

@@ -12,6 +12,10 @@ later, more rounds than one advance takes) gets its next advance scheduled at th
 A worker process registers with procrastinate and holds a session advisory lock keyed by its worker id for as long
 as it runs. A `doing` job whose worker holds no such lock (the process was killed) is put back by
 `countersign_recover_stalled_jobs`, which every worker runs at start and every `recover_every_s`.
+
+The statements (enqueueing, recovery, the liveness lock, the wake-up) are `countersign.store.jobs`; when a run can move
+next is `countersign.store.dispatch.next_move_in_s`, when the outbox is due `countersign.store.outbox`'s
+`next_pending_due_at`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 import procrastinate
@@ -31,7 +34,6 @@ from opentelemetry import trace
 from procrastinate import manager
 from procrastinate import worker as job_worker
 from psycopg import AsyncConnection
-from psycopg.rows import scalar_row
 from psycopg_pool import AsyncConnectionPool
 
 from countersign.audit.transparency_log import sign_log_checkpoint
@@ -40,12 +42,21 @@ from countersign.engine.leases import Connect
 from countersign.engine.orchestrator import AdvanceReport, EngineContext, advance
 from countersign.engine.outbox import enqueue_card_updates
 from countersign.states import RunState
+from countersign.store.dispatch import next_move_in_s
+from countersign.store.jobs import (
+    enqueue_job,
+    enqueue_running_runs,
+    hold_liveness_lock,
+    recover_stalled_jobs,
+    release_liveness_lock,
+    wake_job_listeners,
+)
+from countersign.store.outbox import next_pending_due_at
 
 log = logging.getLogger("countersign.jobs")
 tracer = trace.get_tracer("countersign.worker")  # a no-op unless the process installed a tracer provider
 
 QUEUE = "countersign"
-LIVENESS_NAMESPACE = 1129530956  # the first key of a worker's liveness lock (migration 0024 reads the same number)
 WORKER_APP = "countersign-worker"  # application_name of a worker's connections (pg_stat_activity)
 JOBS_SEARCH_PATH = "public, procrastinate"  # the library names its functions bare; ours come first
 CHECKPOINT_MIN_NEW_EVENTS = 2  # signing appends its own event: never sign a checkpoint of only the last one
@@ -80,67 +91,10 @@ class JobWatch(Protocol):
         """The worker finished a housekeeping round (every `recover_every_s`): it lives even when no job comes."""
 
 
-# --- enqueueing (the engine role's only way to add a job) -------------------------------------------------------
-
-
-async def enqueue_job(
-    conn: AsyncConnection[Any],
-    task: str,
-    close_id: str | None = None,
-    *,
-    at: datetime | None = None,
-    in_s: float | None = None,
-    key: str | None = None,
-) -> int | None:
-    """Enqueue one job through the database's `countersign_enqueue_job`; the id, or None when one already waits (or
-    the run is closed). `at` or `in_s` schedules it later."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT public.countersign_enqueue_job(%s, %s::uuid,"
-            " coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)), %s)",
-            (task, close_id, at, in_s, key),
-        )
-        job_id: int | None = await cur.fetchone()
-    return job_id
-
-
-async def recover_stalled_jobs(conn: AsyncConnection[Any]) -> int:
-    """Put back every job whose worker process is gone; how many."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT public.countersign_recover_stalled_jobs()")
-        return int(await cur.fetchone() or 0)
-
-
-async def enqueue_running_runs(conn: AsyncConnection[Any]) -> int:
-    """An advance for every run the engine can move by itself (status `running`); how many runs."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute("SELECT public.countersign_enqueue_running_runs()")
-        return int(await cur.fetchone() or 0)
-
-
-async def next_move_in_s(conn: AsyncConnection[Any], close_id: str) -> float:
-    """Seconds until a run left `running` can move: its earliest specialist retry or lease end, else a short recheck."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT extract(epoch FROM min(greatest(coalesce(next_attempt_at, now()), coalesce(lease_until, now())))"
-            " - now())::float8 FROM dispatch WHERE close_id = %s AND status IN ('pending', 'failed')"
-            " AND (next_attempt_at > now() OR lease_until > now())",
-            (close_id,),
-        )
-        seconds: float | None = await cur.fetchone()
-    return RUNNING_RECHECK_S if seconds is None else max(0.0, seconds) + 0.05
-
-
-async def next_delivery_at(conn: AsyncConnection[Any]) -> datetime | None:
-    """When the outbox's next pending message is due (its claim ended, a second from now at the soonest), if one
-    waits."""
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(
-            "SELECT min(greatest(next_attempt_at, coalesce(claimed_until, next_attempt_at),"
-            " now() + interval '1 second')) FROM outbox_message WHERE status = 'pending'"
-        )
-        due: datetime | None = await cur.fetchone()
-    return due
+def next_advance_in_s(seconds_to_move: float | None) -> float:
+    """When to look at a run left `running` again: just after its earliest specialist retry or lease end
+    (`countersign.store.dispatch.next_move_in_s`), else after a short recheck. Pure."""
+    return RUNNING_RECHECK_S if seconds_to_move is None else max(0.0, seconds_to_move) + 0.05
 
 
 # --- the jobs -----------------------------------------------------------------------------------------------------
@@ -194,7 +148,8 @@ class _Jobs:
             if report.busy:
                 await enqueue_job(conn, "advance", close_id, in_s=BUSY_RETRY_S)
             elif report.status == RunState.RUNNING:
-                await enqueue_job(conn, "advance", close_id, in_s=await next_move_in_s(conn, close_id))
+                moves_in_s = await next_move_in_s(conn, close_id)
+                await enqueue_job(conn, "advance", close_id, in_s=next_advance_in_s(moves_in_s))
             if report.steps and not report.busy:
                 if self.ctx.signer is not None:
                     await enqueue_job(conn, "sign_checkpoint")
@@ -221,7 +176,7 @@ class _Jobs:
             await enqueue_card_updates(conn)
         self.watch.delivered(await self.deliver_outbox(self.connect))
         async with self.connect() as conn:  # a message retried later wakes delivery at its time
-            next_at = await next_delivery_at(conn)
+            next_at = await next_pending_due_at(conn)
             if next_at is not None:
                 await enqueue_job(conn, "deliver", at=next_at)
 
@@ -237,7 +192,7 @@ class _LiveJobManager(manager.JobManager):
     async def register_worker(self) -> int:
         worker_id = await super().register_worker()
         conn = await self.pool.getconn()
-        await conn.execute("SELECT pg_advisory_lock(%s, %s)", (LIVENESS_NAMESPACE, worker_id))
+        await hold_liveness_lock(conn, worker_id)
         self._liveness = conn
         return worker_id
 
@@ -245,7 +200,7 @@ class _LiveJobManager(manager.JobManager):
         conn, self._liveness = self._liveness, None
         if conn is not None:
             with contextlib.suppress(Exception):
-                await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LIVENESS_NAMESPACE, worker_id))
+                await release_liveness_lock(conn, worker_id)
             await self.pool.putconn(conn)
         await super().unregister_worker(worker_id)
 
@@ -342,9 +297,7 @@ async def run_jobs(
                     recovered = await recover_stalled_jobs(conn)
                     watch.alive()
                     if recovered:
-                        await conn.execute(
-                            "SELECT pg_notify('procrastinate_any_queue_v1', '{\"type\": \"job_inserted\"}')"
-                        )
+                        await wake_job_listeners(conn)
             except Exception:
                 log.warning("recovering stalled jobs failed", exc_info=True)
 

@@ -38,7 +38,6 @@ from countersign.engine.jobs import (
     JobCounts,
     JobPlan,
     JobWatch,
-    enqueue_job,
     run_jobs,
 )
 from countersign.engine.leases import Connect
@@ -46,6 +45,7 @@ from countersign.engine.orchestrator import AdvanceReport, EngineContext, advanc
 from countersign.engine.outbox import enqueue_card_updates
 from countersign.engine.runs import runnable_close_ids
 from countersign.engine.shutdown import Released, StopSignal, release_claims
+from countersign.store.jobs import enqueue_job
 
 WORKER_ACTOR = "countersign-worker"
 tracer = trace.get_tracer("countersign.worker")  # a no-op unless the process installed a tracer provider

@@ -1,7 +1,7 @@
 """Who may run which chat command and who may read a close: the rule as data, and one pure function.
 
 A caller is entitled only as a known, active human principal; the adapters resolve that and pass the roles here.
-Pure: no I/O, imports nothing else of Countersign.
+Pure: no I/O, imports nothing else of Countersign but the policy model and its states (`AccessReason`).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from countersign.policy.model import Policy
+from countersign.states import AccessReason
 
 AUDITOR = "auditor"
 CONTROLLER = "controller"
@@ -40,7 +41,7 @@ COMMANDS = tuple(COMMAND_ROLES)
 @dataclass(frozen=True)
 class AccessDecision:
     allowed: bool
-    reason: str  # "allowed", "unknown_principal", "machine_principal", "inactive_principal", "missing_role"
+    reason: AccessReason
     needed: tuple[str, ...]  # the roles that would have allowed it, sorted
 
 
@@ -69,11 +70,11 @@ def check_access(
     """May a caller with these facts run `command`? Unknown, machine and inactive callers never may."""
     needed = tuple(sorted(allowed_roles(command, policy)))
     if not known:
-        return AccessDecision(False, "unknown_principal", needed)
+        return AccessDecision(False, AccessReason.UNKNOWN_PRINCIPAL, needed)
     if not human:
-        return AccessDecision(False, "machine_principal", needed)
+        return AccessDecision(False, AccessReason.MACHINE_PRINCIPAL, needed)
     if not active:
-        return AccessDecision(False, "inactive_principal", needed)
+        return AccessDecision(False, AccessReason.INACTIVE_PRINCIPAL, needed)
     if needed and not set(roles) & set(needed):
-        return AccessDecision(False, "missing_role", needed)
-    return AccessDecision(True, "allowed", needed)
+        return AccessDecision(False, AccessReason.MISSING_ROLE, needed)
+    return AccessDecision(True, AccessReason.ALLOWED, needed)

@@ -12,9 +12,10 @@ from countersign.policy.fx import FxRate, convert
 from countersign.policy.model import ENTITY_PATTERN, AlwaysHumanEvent, AmountThreshold, Policy, Tier
 from countersign.policy.wording import in_words
 from countersign.policy.workflow import Workflow, WorkflowTask
+from countersign.states import GateKind
 
-APPROVAL = "approval"
-ESCALATION = "escalation"
+APPROVAL = GateKind.APPROVAL
+ESCALATION = GateKind.ESCALATION
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class GateRequirement:
     approver_role: str
     due_hours: int
     rule: str
-    kind: str  # APPROVAL or ESCALATION
+    kind: GateKind
     expire_hours: int | None = None
 
 
@@ -241,7 +242,7 @@ def gates_for_workflow(policy: Policy, workflow: Workflow) -> tuple[GateRequirem
 
 
 def _requirement(
-    task: WorkflowTask, tier: Tier, rule: str, kind: str, approver_role: str | None = None
+    task: WorkflowTask, tier: Tier, rule: str, kind: GateKind, approver_role: str | None = None
 ) -> GateRequirement:
     """A gate at `tier`; `approver_role` overrides the tier's role (an escalation goes to its reason's owner)."""
     role = approver_role or tier.approver_role

@@ -3,7 +3,9 @@ one gate with its evidence, and the series its charts draw.
 
 Every read first passes the one rule (`countersign.services.reading.authorize`, the `read close` roles) and then runs
 on the
-engine role's connection (`conn`), as every door reads. Rows come back as frozen dataclasses; gates are
+engine role's connection (`conn`), as every door reads. The statements are countersign/store/board_reads.py's (and
+`countersign.store.gates`' one read of a gate); this module checks the caller and shapes the rows for the pages.
+Rows come back as frozen dataclasses whose states are the Enums of `countersign.states`; gates are
 `countersign.store.gates.GateRecord`s. Who may decide a gate is `may_decide`: the one rule
 (`countersign.policy.deciders`) the decision writer refuses by, and the database's admission trigger checks the same
 (role, not yet decided, did not prepare or request the work, still open), so the inbox and the gate page never offer
@@ -15,12 +17,11 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import class_row, scalar_row
 
 from countersign.audit.merkle import MerkleTree
 from countersign.audit.timeline import describe, target_of
@@ -29,11 +30,19 @@ from countersign.audit.transparency_log import LogInconsistent, check_extends, l
 from countersign.certificates.pipeline import run_pipeline
 from countersign.engine.construction import certificate_record, contract_records, prior_certificates
 from countersign.engine.workflows.certificates.runs import payment_run_status
+from countersign.money.units import minor_units
 from countersign.policy import deciders
 from countersign.policy.command_roles import READ_CLOSE
 from countersign.policy.model import Policy
 from countersign.services.errors import CloseNotFound, GateNotFound
 from countersign.services.reading import Caller, Reader, authorize, is_close_id, is_gate_id
+from countersign.states import DecisionProof, RunState
+from countersign.store import board_reads as store
+from countersign.store.board_reads import BankLine as BankLine
+from countersign.store.board_reads import CloseHeader as CloseHeader
+from countersign.store.board_reads import PostedJournalLine as PostedJournalLine
+from countersign.store.board_reads import TaskLine as TaskLine
+from countersign.store.books import book_set_manifest
 from countersign.store.gates import GateRecord, read_gate, read_gates_of_close
 
 MAX_RUNS = 500  # closes and payment runs on the board's front page, newest first
@@ -67,28 +76,6 @@ class WaitingOn:
 
 
 @dataclass(frozen=True)
-class _RunRow:
-    close_id: str
-    workflow: str
-    entity: str
-    period: str
-    status: str
-    status_reason: str | None
-    updated_at: datetime
-    currency: str
-
-
-@dataclass(frozen=True)
-class _OpenGateRow:
-    gate_id: str
-    close_id: str
-    task: str
-    title: str
-    approver_role: str
-    missing: int
-
-
-@dataclass(frozen=True)
 class RunLine:
     """One close, or one payment run (a close of the certificates workflow), as the front page lists it."""
 
@@ -96,7 +83,7 @@ class RunLine:
     workflow: str
     entity: str
     period: str
-    status: str
+    status: RunState
     status_reason: str | None
     updated_at: datetime
     currency: str
@@ -122,32 +109,11 @@ class Overview:
     payment_runs: tuple[PaymentRunLine, ...]
 
 
-_RUNS_QUERY = (
-    "SELECT r.close_id::text AS close_id, r.workflow, r.entity, r.period, r.status, r.status_reason, r.updated_at,"
-    " b.currency::text AS currency"
-    " FROM public.close_run r JOIN public.book_set b ON b.book_set_id = r.book_set_id"
-    " ORDER BY r.updated_at DESC, r.close_id LIMIT %s"
-)
-
-_OPEN_GATES_QUERY = (
-    "SELECT g.gate_id::text AS gate_id, g.close_id::text AS close_id, g.task, COALESCE(t.title, g.task) AS title,"
-    " g.approver_role, (g.quorum - s.approvals)::int AS missing"
-    " FROM public.gate g JOIN public.gate_state s ON s.gate_id = g.gate_id"
-    " LEFT JOIN public.close_task t ON t.close_id = g.close_id AND t.task = g.task"
-    " WHERE g.lifecycle = 'open' AND s.status = 'open' AND g.close_id = ANY(%s::uuid[])"
-    " ORDER BY g.opened_at, g.gate_id"
-)
-
-
 async def read_overview(conn: AsyncConnection[Any], policy: Policy, reader: Reader | None) -> Overview:
     """Every close and payment run (newest first, at most MAX_RUNS), each with the open gates it waits on."""
     authorize(READ_CLOSE, policy, reader)
-    async with conn.cursor(row_factory=class_row(_RunRow)) as cur:
-        await cur.execute(_RUNS_QUERY, (MAX_RUNS,))
-        runs = await cur.fetchall()
-    async with conn.cursor(row_factory=class_row(_OpenGateRow)) as cur:
-        await cur.execute(_OPEN_GATES_QUERY, ([r.close_id for r in runs],))
-        open_gates = await cur.fetchall()
+    runs = await store.latest_runs(conn, MAX_RUNS)
+    open_gates = await store.open_gates_of_runs(conn, [r.close_id for r in runs])
     waiting: dict[str, list[WaitingOn]] = {}
     for g in open_gates:
         waiting.setdefault(g.close_id, []).append(WaitingOn(g.gate_id, g.task, g.title, g.approver_role, g.missing))
@@ -176,50 +142,16 @@ def _decimal(value: object) -> Decimal | None:
 
 # --- the inbox -----------------------------------------------------------------------------------------------------
 
-_INBOX_CANDIDATES = (
-    "SELECT g.gate_id::text FROM public.gate g JOIN public.gate_state s ON s.gate_id = g.gate_id"
-    " WHERE g.lifecycle = 'open' AND s.status = 'open' AND g.approver_role = ANY(%s::text[])"
-    " ORDER BY g.due_at, g.gate_id LIMIT %s"
-)
-
 
 async def read_inbox(conn: AsyncConnection[Any], policy: Policy, caller: Caller) -> tuple[GateRecord, ...]:
     """ "Waiting on me": the open gates `caller` may decide now (`may_decide`), soonest due first."""
     authorize(READ_CLOSE, policy, caller)
-    async with conn.cursor(row_factory=scalar_row) as cur:
-        await cur.execute(_INBOX_CANDIDATES, (list(caller.roles), MAX_INBOX_GATES))
-        gate_ids: list[str] = await cur.fetchall()
+    gate_ids = await store.open_gate_ids_for_roles(conn, list(caller.roles), MAX_INBOX_GATES)
     gates = [await read_gate(conn, gate_id) for gate_id in gate_ids]
     return tuple(g for g in gates if g is not None and may_decide(g, caller))
 
 
 # --- one close -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CloseHeader:
-    close_id: str
-    workflow: str
-    entity: str
-    period: str
-    status: str
-    status_reason: str | None
-    started_by: str
-    created_at: datetime
-    updated_at: datetime
-    currency: str
-    book_set_id: int
-
-
-@dataclass(frozen=True)
-class TaskLine:
-    task: str
-    title: str
-    status: str
-    attempt: int
-    reason: str | None
-    escalation: str | None
-    updated_at: datetime
 
 
 @dataclass(frozen=True)
@@ -269,24 +201,10 @@ class CloseView:
     trace: TraceCheck
 
 
-_CLOSE_QUERY = (
-    "SELECT r.close_id::text AS close_id, r.workflow, r.entity, r.period, r.status, r.status_reason, r.started_by,"
-    " r.created_at, r.updated_at, b.currency::text AS currency, r.book_set_id"
-    " FROM public.close_run r JOIN public.book_set b ON b.book_set_id = r.book_set_id WHERE r.close_id = %s::uuid"
-)
-
-_TASKS_QUERY = (
-    "SELECT task, COALESCE(title, task) AS title, status, attempt, reason, escalation, updated_at"
-    " FROM public.close_task WHERE close_id = %s::uuid ORDER BY updated_at, task"
-)
-
-
 async def _close_header(conn: AsyncConnection[Any], close_id: str) -> CloseHeader:
     if not is_close_id(close_id):
         raise CloseNotFound(close_id)
-    async with conn.cursor(row_factory=class_row(CloseHeader)) as cur:
-        await cur.execute(_CLOSE_QUERY, (close_id,))
-        header = await cur.fetchone()
+    header = await store.close_header(conn, close_id)
     if header is None:
         raise CloseNotFound(close_id)
     return header
@@ -352,36 +270,13 @@ async def read_close_view(
     """The close, its tasks and gates, its timeline and the trace's verification; `CloseNotFound` for an unknown id."""
     authorize(READ_CLOSE, policy, reader)
     header = await _close_header(conn, close_id)
-    async with conn.cursor(row_factory=class_row(TaskLine)) as cur:
-        await cur.execute(_TASKS_QUERY, (header.close_id,))
-        tasks = await cur.fetchall()
+    tasks = await store.task_lines(conn, header.close_id)
     gates = await read_gates_of_close(conn, header.close_id)
     timeline = await _timeline(conn, header.close_id)
     return CloseView(header, tuple(tasks), tuple(gates), timeline, await check_trace(conn))
 
 
 # --- one gate ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BankLine:
-    account: str
-    bank_line_id: str
-    line_date: date
-    amount: Decimal
-    reference: str
-    description: str
-
-
-@dataclass(frozen=True)
-class PostedJournalLine:
-    journal_id: int
-    memo: str
-    line_no: int
-    account: str
-    amount: Decimal
-    description: str
-    posted_at: datetime
 
 
 @dataclass(frozen=True)
@@ -405,70 +300,19 @@ class GateView:
     gate: GateRecord
     workflow: str
     currency: str
-    proofs: Mapping[str, str]
+    proofs: Mapping[str, DecisionProof]
     unmatched_bank_lines: tuple[BankLine, ...]
     posted_journal: tuple[PostedJournalLine, ...]
     clauses: Mapping[str, ClauseText]
     passed_invariants: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _ProofRow:
-    principal_id: str
-    proof_kind: str
-
-
-@dataclass(frozen=True)
-class _ResultRow:
-    result: dict[str, Any] | None
-
-
-_PROOFS_QUERY = (
-    "SELECT principal_id, COALESCE(proof->>'kind', channel) AS proof_kind FROM public.gate_decision"
-    " WHERE gate_id = %s::uuid ORDER BY decided_at, decision_id"
-)
-
-# The dispatch of the gate's own attempt, and the bank feed that was the latest when it was dispatched.
-_ATTEMPT_RESULT_QUERY = (
-    "SELECT result FROM public.dispatch WHERE close_id = %s::uuid AND task = %s AND attempt = %s"
-    " AND status = 'completed' ORDER BY dispatch_id DESC LIMIT 1"
-)
-
-_BANK_LINES_QUERY = (
-    "SELECT l.account, l.bank_line_id, l.line_date, l.amount, l.reference, l.description"
-    " FROM public.book_bank_line l"
-    " WHERE l.book_set_id = %(book_set_id)s AND l.bank_line_id = ANY(%(ids)s::text[])"
-    "   AND l.feed_version = (SELECT max(f.feed_version) FROM public.bank_feed f"
-    "                          WHERE f.book_set_id = %(book_set_id)s AND f.loaded_at <= ("
-    "     SELECT d.created_at FROM public.dispatch d WHERE d.close_id = %(close_id)s::uuid AND d.task = %(task)s"
-    "        AND d.attempt = %(attempt)s ORDER BY d.dispatch_id DESC LIMIT 1))"
-    " ORDER BY l.account, l.line_date, l.bank_line_id"
-)
-
-_POSTED_JOURNAL_QUERY = (
-    "SELECT j.journal_id, j.memo, l.line_no, l.account, l.amount, l.description, j.posted_at"
-    " FROM public.journal j JOIN public.journal_line l ON l.journal_id = j.journal_id"
-    " WHERE j.source_close = %s::uuid AND j.source_task = %s ORDER BY j.journal_id, l.line_no"
-)
-
-_TASK_RESULT_QUERY = "SELECT result FROM public.close_task WHERE close_id = %s::uuid AND task = %s"
-
 CLAUSE_RETRIEVAL_TASK = "clause_retrieval"
 RECONSTRUCTION_TASK = "reconstruction"
 
 
-async def _task_result(conn: AsyncConnection[Any], close_id: str, task: str) -> Mapping[str, Any]:
-    async with conn.cursor(row_factory=class_row(_ResultRow)) as cur:
-        await cur.execute(_TASK_RESULT_QUERY, (close_id, task))
-        row = await cur.fetchone()
-    return row.result if row is not None and isinstance(row.result, Mapping) else {}
-
-
 async def _unmatched_bank_lines(conn: AsyncConnection[Any], gate: GateRecord, book_set_id: int) -> tuple[BankLine, ...]:
-    async with conn.cursor(row_factory=class_row(_ResultRow)) as cur:
-        await cur.execute(_ATTEMPT_RESULT_QUERY, (gate.close_id, gate.task, gate.attempt))
-        row = await cur.fetchone()
-    result = row.result if row is not None and isinstance(row.result, Mapping) else {}
+    result = await store.attempt_result(conn, gate.close_id, gate.task, gate.attempt)
     if result.get("kind") != "bank":
         return ()
     ids = [
@@ -480,16 +324,7 @@ async def _unmatched_bank_lines(conn: AsyncConnection[Any], gate: GateRecord, bo
     ]
     if not ids:
         return ()
-    params = {
-        "book_set_id": book_set_id,
-        "ids": ids,
-        "close_id": gate.close_id,
-        "task": gate.task,
-        "attempt": gate.attempt,
-    }
-    async with conn.cursor(row_factory=class_row(BankLine)) as cur:
-        await cur.execute(_BANK_LINES_QUERY, params)
-        return tuple(await cur.fetchall())
+    return tuple(await store.bank_lines_of_attempt(conn, book_set_id, ids, gate.close_id, gate.task, gate.attempt))
 
 
 async def read_gate_view(conn: AsyncConnection[Any], policy: Policy, reader: Reader | None, gate_id: str) -> GateView:
@@ -499,22 +334,18 @@ async def read_gate_view(conn: AsyncConnection[Any], policy: Policy, reader: Rea
     if gate is None:
         raise GateNotFound(gate_id)
     header = await _close_header(conn, gate.close_id)
-    async with conn.cursor(row_factory=class_row(_ProofRow)) as cur:
-        await cur.execute(_PROOFS_QUERY, (gate.gate_id,))
-        proofs = {row.principal_id: row.proof_kind for row in await cur.fetchall()}
-    async with conn.cursor(row_factory=class_row(PostedJournalLine)) as cur:
-        await cur.execute(_POSTED_JOURNAL_QUERY, (gate.close_id, gate.task))
-        posted = tuple(await cur.fetchall())
+    proofs = await store.decision_proofs(conn, gate.gate_id)
+    posted = tuple(await store.posted_journal(conn, gate.close_id, gate.task))
     clauses: dict[str, ClauseText] = {}
     passed: tuple[str, ...] = ()
     if header.workflow == CERTIFICATES_WORKFLOW:
-        retrieved = await _task_result(conn, gate.close_id, CLAUSE_RETRIEVAL_TASK)
+        retrieved = await store.task_result(conn, gate.close_id, CLAUSE_RETRIEVAL_TASK)
         for clause in retrieved.get("clauses", []):
             if isinstance(clause, Mapping) and isinstance(clause.get("id"), str):
                 clauses[clause["id"]] = ClauseText(
                     clause["id"], str(clause.get("title", "")), str(clause.get("text", "")), str(clause.get("sha256"))
                 )
-        reconstruction = await _task_result(conn, gate.close_id, RECONSTRUCTION_TASK)
+        reconstruction = await store.task_result(conn, gate.close_id, RECONSTRUCTION_TASK)
         passed = tuple(name for name in reconstruction.get("passed", []) if isinstance(name, str))
     return GateView(
         gate=gate,
@@ -529,10 +360,6 @@ async def read_gate_view(conn: AsyncConnection[Any], policy: Policy, reader: Rea
 
 
 # --- the charts' series --------------------------------------------------------------------------------------------
-
-VARIANCE_QUERY = (
-    "SELECT result FROM public.close_task WHERE close_id = %s::uuid AND result ? 'flagged' ORDER BY task LIMIT 1"
-)
 
 
 @dataclass(frozen=True)
@@ -549,10 +376,7 @@ async def read_variance_output(
     """The variance task's output of the close ({} before it ran), read with the close's currency."""
     authorize(READ_CLOSE, policy, reader)
     header = await _close_header(conn, close_id)
-    async with conn.cursor(row_factory=class_row(_ResultRow)) as cur:
-        await cur.execute(VARIANCE_QUERY, (header.close_id,))
-        row = await cur.fetchone()
-    return TaskOutput(header.currency, row.result if row is not None and row.result is not None else {})
+    return TaskOutput(header.currency, await store.variance_result(conn, header.close_id))
 
 
 @dataclass(frozen=True)
@@ -584,19 +408,10 @@ class ContractPosition:
     points: tuple[PositionPoint, ...]
 
 
-def _minor(amount_minor: int) -> Decimal:
-    return Decimal(amount_minor).scaleb(-2)
-
-
-_MANIFEST_QUERY = (
-    "SELECT b.manifest FROM public.close_run r JOIN public.book_set b ON b.book_set_id = r.book_set_id"
-    " WHERE r.close_id = %s::uuid"
-)
-
-
-@dataclass(frozen=True)
-class _ManifestRow:
-    manifest: dict[str, Any]
+def _major(amount_minor: int, places: int) -> Decimal:
+    """An amount in minor units as a Decimal of its currency, `places` being the currency's minor unit
+    (`countersign.money.units.minor_units`: two for most, none for JPY, three for KWD)."""
+    return Decimal(amount_minor).scaleb(-places)
 
 
 async def read_contract_position(
@@ -609,10 +424,7 @@ async def read_contract_position(
     header = await _close_header(conn, close_id)
     if header.workflow != CERTIFICATES_WORKFLOW:
         return None
-    async with conn.cursor(row_factory=class_row(_ManifestRow)) as cur:
-        await cur.execute(_MANIFEST_QUERY, (header.close_id,))
-        row = await cur.fetchone()
-    manifest = row.manifest if row is not None else {}
+    manifest = await book_set_manifest(conn, header.book_set_id) or {}
     set_id, certificate_id = manifest.get("construction_set_id"), manifest.get("certificate_id")
     if not isinstance(set_id, int) or not isinstance(certificate_id, str):
         return None
@@ -627,23 +439,24 @@ async def read_contract_position(
     held = {hold.certificate for hold in run.holds}
     by_id = {c.id: c for c in [*earlier, this] if c.contract == contract.id}
     assessed = {a.certificate.id: a for a in run.assessments}
+    places = minor_units(contract.currency)
     points = []
     net_certified = Decimal(0)
     for certificate in by_id.values():
         assessment = assessed.get(certificate.id)
         totals = certificate.totals
-        before = _minor(assessment.position.net_to_date_minor) if assessment is not None else net_certified
+        before = _major(assessment.position.net_to_date_minor, places) if assessment is not None else net_certified
         if assessment is not None and assessment.certified:
-            net_certified = _minor(totals.net_to_date_minor)
+            net_certified = _major(totals.net_to_date_minor, places)
         points.append(
             PositionPoint(
                 certificate_id=certificate.id,
                 number=certificate.number,
                 period=certificate.period,
-                claimed_gross_to_date=_minor(totals.gross_minor),
-                claimed_net_to_date=_minor(totals.net_to_date_minor),
+                claimed_gross_to_date=_major(totals.gross_minor, places),
+                claimed_net_to_date=_major(totals.net_to_date_minor, places),
                 certified_before=before,
-                amount_due=_minor(totals.amount_due_minor),
+                amount_due=_major(totals.amount_due_minor, places),
                 certified=assessment is not None and assessment.certified,
                 held=certificate.id in held,
             )

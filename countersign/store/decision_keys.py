@@ -14,17 +14,22 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
+from countersign.states import Channel
+
 
 @dataclass(frozen=True)
 class DecisionKeyRow:
     decision_id: int
     gate_id: str
     principal_id: str
-    channel: str
+    channel: Channel
     logins: list[str]
     public_key: bytes | None  # the principal's raw Ed25519 key (signed_callback decisions)
     credential_id: str | None  # the passkey the assertion names (board decisions)
     passkey_public_key: bytes | None  # its COSE key
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channel", Channel(self.channel))  # the column's word, as its Enum
 
 
 async def read_decision_keys(conn: AsyncConnection[Any], close_id: str) -> list[DecisionKeyRow]:

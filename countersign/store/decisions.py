@@ -23,7 +23,7 @@ from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from countersign.certificates.amendment import Amendment
-from countersign.states import Channel, Decision, GateStatus, PrincipalKind
+from countersign.states import Channel, Decision, GateKind, GateStatus, PrincipalKind
 from countersign.store.gates import GateFacts
 from countersign.store.principals import PRINCIPAL_LOOKUP, Principal
 
@@ -87,7 +87,7 @@ class DecisionContext:
     close_id: str | None
     task: str | None
     attempt: int | None
-    gate_kind: str | None
+    gate_kind: GateKind | None
     quorum: int | None
     rule: str | None
     subject: str | None
@@ -101,6 +101,8 @@ class DecisionContext:
             object.__setattr__(self, "kind", PrincipalKind(self.kind))
         if self.previous is not None:
             object.__setattr__(self, "previous", Decision(self.previous))
+        if self.gate_kind is not None:
+            object.__setattr__(self, "gate_kind", GateKind(self.gate_kind))
 
     @property
     def principal(self) -> Principal | None:
@@ -210,8 +212,11 @@ async def read_close_of(conn: AsyncConnection[Any], gate_id: str) -> str | None:
 
 @dataclass(frozen=True)
 class ChannelCount:
-    channel: str
+    channel: Channel
     decisions: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channel", Channel(self.channel))  # the column's word, as its Enum
 
 
 async def count_decisions_by_channel(conn: AsyncConnection[Any]) -> list[ChannelCount]:

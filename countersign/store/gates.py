@@ -20,7 +20,7 @@ from psycopg.rows import RowMaker, class_row, dict_row, scalar_row
 from psycopg.types.json import Jsonb
 
 from countersign.policy.deciders import GateTerms
-from countersign.states import Channel, Decision, GateLifecycle, GateStatus, ProofKind
+from countersign.states import Channel, Decision, GateKind, GateLifecycle, GateStatus, ProofKind
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class DecisionRecord:
     decision: Decision
     reason: str
     decided_at: datetime
-    channel: str
+    channel: Channel
     certified_minor: int | None = None  # an approval with edits: the sum certified (migration approve_with_edits)
     proposed_minor: int | None = None
     amend_currency: str | None = None
@@ -49,7 +49,7 @@ class GateRecord:
     task: str
     title: str | None
     attempt: int
-    kind: str
+    kind: GateKind
     tier: str
     rule: str
     approver_role: str
@@ -61,7 +61,7 @@ class GateRecord:
     due_at: datetime
     expires_at: datetime | None
     escalated: bool
-    lifecycle: str
+    lifecycle: GateLifecycle
     status: GateStatus
     approvals: int
     rejections: int
@@ -154,7 +154,15 @@ def _gate_record(values: dict[str, Any]) -> GateRecord:
     columns = {name: values.pop(f"{name}s") or [] for name in _DECISION_ARRAYS}
     decisions = tuple(
         DecisionRecord(
-            principal_id, display_name, Decision(decision), reason, decided_at, channel, certified, proposed, currency
+            principal_id,
+            display_name,
+            Decision(decision),
+            reason,
+            decided_at,
+            Channel(channel),
+            certified,
+            proposed,
+            currency,
         )
         for principal_id, display_name, decision, reason, decided_at, channel, certified, proposed, currency in zip(
             *(columns[name] for name in _DECISION_ARRAYS), strict=True
@@ -166,6 +174,8 @@ def _gate_record(values: dict[str, Any]) -> GateRecord:
             "requested_by": tuple(values["requested_by"]),
             "accepted_proofs": tuple(values["accepted_proofs"]),
             "status": GateStatus(values["status"]),
+            "kind": GateKind(values["kind"]),
+            "lifecycle": GateLifecycle(values["lifecycle"]),
             "decisions": decisions,
         }
     )
@@ -203,7 +213,7 @@ class GateFacts:
     close_id: str
     task: str
     attempt: int
-    kind: str
+    kind: GateKind
     tier: str
     quorum: int
     approver_role: str
@@ -211,6 +221,9 @@ class GateFacts:
     subject: str
     amount: Decimal | None
     summary_json: str  # the summary as the database prints it, so fractions stay exact
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", GateKind(self.kind))  # the column's word, as its Enum
 
     def digest_fields(self) -> dict[str, Any]:
         """Keyword arguments for gate_summary_digest, less the parsed summary (the caller parses summary_json)."""
@@ -240,7 +253,7 @@ class NewGate:
     close_id: str
     task: str
     attempt: int
-    kind: str
+    kind: GateKind
     tier: str
     quorum: int
     approver_role: str

@@ -12,6 +12,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
+from countersign.states import JobState
+
 
 @dataclass(frozen=True)
 class Reaction:
@@ -73,8 +75,9 @@ async def ready_jobs(conn: AsyncConnection[Any]) -> int:
     """Jobs a worker could start now or is running (scheduled ones not yet due are not counted)."""
     async with conn.cursor() as cur:
         await cur.execute(
-            "SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = 'doing'"
-            " OR (status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now()))"
+            "SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = %(doing)s"
+            " OR (status = %(todo)s AND (scheduled_at IS NULL OR scheduled_at <= now()))",
+            {"doing": JobState.DOING, "todo": JobState.TODO},
         )
         row = await cur.fetchone()
     return int(row[0]) if row else 0
@@ -107,14 +110,15 @@ async def job_queue_counts(conn: AsyncConnection[Any]) -> JobQueueCounts:
         await cur.execute(
             "WITH ready AS ("
             "  SELECT j.id, j.scheduled_at FROM procrastinate.procrastinate_jobs j"
-            "  WHERE j.status = 'todo' AND (j.scheduled_at IS NULL OR j.scheduled_at <= now()))"
+            "  WHERE j.status = %(todo)s AND (j.scheduled_at IS NULL OR j.scheduled_at <= now()))"
             " SELECT (SELECT count(*) FROM ready)::int AS ready,"
-            "  (SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = 'doing')::int AS running,"
-            "  (SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = 'failed')::int AS failed,"
+            "  (SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = %(doing)s)::int AS running,"
+            "  (SELECT count(*) FROM procrastinate.procrastinate_jobs WHERE status = %(failed)s)::int AS failed,"
             "  coalesce((SELECT extract(epoch FROM now() - min(greatest(r.scheduled_at,"
             "     (SELECT max(e.at) FROM procrastinate.procrastinate_events e WHERE e.job_id = r.id"
             "        AND e.type IN ('deferred', 'deferred_for_retry', 'retried'))))) FROM ready r), 0)::float8"
-            "   AS oldest_ready_age_s"
+            "   AS oldest_ready_age_s",
+            {"todo": JobState.TODO, "doing": JobState.DOING, "failed": JobState.FAILED},
         )
         row = await cur.fetchone()
     assert row is not None

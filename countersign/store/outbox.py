@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
-from countersign.states import GateStatus, OutboxKind, OutboxStatus
+from countersign.states import ChatPlatform, GateStatus, OutboxKind, OutboxStatus
 from countersign.store.gates import card_state
 
 
@@ -27,7 +27,7 @@ class OutboxMessage:
     dedupe_key: str
     close_id: str | None
     gate_id: str | None
-    platform: str
+    platform: ChatPlatform
     channel: str
     kind: OutboxKind
     payload: dict[str, Any]
@@ -36,6 +36,7 @@ class OutboxMessage:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", OutboxKind(self.kind))  # the column's word, as its Enum
+        object.__setattr__(self, "platform", ChatPlatform(self.platform))
 
 
 async def insert_message(
@@ -67,7 +68,7 @@ class PostedCard:
 
     gate_id: str
     close_id: str | None
-    platform: str
+    platform: ChatPlatform
     channel: str
     status: GateStatus
     approvals: int
@@ -76,6 +77,7 @@ class PostedCard:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", GateStatus(self.status))  # the view's word, as its Enum
+        object.__setattr__(self, "platform", ChatPlatform(self.platform))
 
     @property
     def state(self) -> str:
@@ -220,7 +222,7 @@ async def posted_message_id(conn: AsyncConnection[Any], gate_id: str, platform: 
 @dataclass(frozen=True)
 class FailedDelivery:
     message_id: int
-    platform: str
+    platform: ChatPlatform
     channel: str
     kind: OutboxKind
     gate_id: str | None
@@ -230,6 +232,7 @@ class FailedDelivery:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", OutboxKind(self.kind))  # the column's word, as its Enum
+        object.__setattr__(self, "platform", ChatPlatform(self.platform))
 
 
 async def failed_deliveries(conn: AsyncConnection[Any], close_id: str) -> list[FailedDelivery]:
@@ -284,11 +287,12 @@ class MessageCount:
     """How many messages of one platform are in one status."""
 
     status: OutboxStatus
-    platform: str
+    platform: ChatPlatform
     messages: int
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", OutboxStatus(self.status))  # the column's word, as its Enum
+        object.__setattr__(self, "platform", ChatPlatform(self.platform))
 
 
 async def message_counts(conn: AsyncConnection[Any]) -> list[MessageCount]:

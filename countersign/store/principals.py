@@ -23,14 +23,17 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import class_row, scalar_row
 
 from countersign.policy.deciders import Person
-from countersign.states import PrincipalKind
+from countersign.states import IdentityChannel, PrincipalKind
 
 
 @dataclass(frozen=True)
 class Identity:
-    channel: str
+    channel: IdentityChannel
     tenant: str
     external_id: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channel", IdentityChannel(self.channel))  # the column's word, as its Enum
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from countersign.services.decide import (
     parse_amendment,
     verify_transport_signature,
 )
+from countersign.states import ErrorCode
 from countersign.web.errors import ErrorBody, error, error_response
 
 MAX_BODY_BYTES = 8 * 1024
@@ -251,10 +252,10 @@ def build_callback_router(
     async def decide(gate_id: str, request: Request) -> JSONResponse:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            return error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
+            return error(413, ErrorCode.BODY_TOO_LARGE, f"body exceeds {MAX_BODY_BYTES} bytes")
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
-            return error(413, "body_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
+            return error(413, ErrorCode.BODY_TOO_LARGE, f"body exceeds {MAX_BODY_BYTES} bytes")
         try:
             verify_transport_signature(
                 secret,
@@ -263,15 +264,15 @@ def build_callback_router(
                 raw,
             )
         except SignatureRejected as exc:
-            return error(401, "signature_rejected", exc.reason)
+            return error(401, ErrorCode.SIGNATURE_REJECTED, exc.reason)
         try:
             gate_uuid = str(uuid.UUID(gate_id))
         except ValueError:
-            return error(404, "gate_not_found", f"no gate with id {gate_id!r}")
+            return error(404, ErrorCode.GATE_NOT_FOUND, f"no gate with id {gate_id!r}")
         try:
             body = parse_body(raw)
         except BodyInvalid as exc:
-            return error(422, "invalid_body", str(exc), field=exc.field)
+            return error(422, ErrorCode.INVALID_BODY, str(exc), field=exc.field)
         identity = PlatformIdentity(
             channel=Channel.SIGNED_CALLBACK,
             external_id=body["principal"],

@@ -18,10 +18,11 @@ import pytest_asyncio
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from countersign.engine.jobs import JobCounts, JobPlan, enqueue_job, pool_for_jobs, recover_stalled_jobs, run_jobs
+from countersign.engine.jobs import JobCounts, JobPlan, pool_for_jobs, run_jobs
 from countersign.engine.leases import Connect
 from countersign.engine.orchestrator import AdvanceReport
 from countersign.engine.runs import close_status
+from countersign.store.jobs import enqueue_job, recover_stalled_jobs
 from tests.support import APPROVERS, count, rewrite_gate_as_owner, start_default_close
 
 ADVANCE_JOBS = (

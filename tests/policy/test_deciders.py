@@ -203,7 +203,7 @@ def test_the_chat_card_says_may_decide_exactly_when_the_person_is_entitled_and_h
     assert viewer_state(CASES[0].gate(), None) is ViewerState.NOT_ENTITLED
     for case in CASES:
         gate, principal = case.gate(), case.principal()
-        state = viewer_state(gate, principal)
+        state = viewer_state(gate, principal.person)
         assert state is _viewer_words(case), case
         # the card's own read carries no `active`; the gate's state is the card's (a decided gate's card is shared)
         open_gate = GateTerms(ROLE, gate.terms.preparers, GateStatus.OPEN, gate.terms.votes)

@@ -11,15 +11,28 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 import pytest_asyncio
 
 from countersign.callbacks.decision_writer import DecisionRequest, stored_proof
 from countersign.callbacks.person_signature import ed25519_proof
 from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status
-from countersign.states import Channel, Decision
+from countersign.states import (
+    Channel,
+    Decision,
+    DecisionProof,
+    GateKind,
+    GateLifecycle,
+    GateStatus,
+    IdentityChannel,
+    RunState,
+    TaskState,
+)
+from countersign.store import board_reads
 from countersign.store import decisions as decisions_store
 from countersign.store import gates as store
+from countersign.store.principals import Identity
 from tests.support import person_public_key, person_signature, start_default_close
 
 
@@ -121,6 +134,10 @@ async def test_a_decision_reads_back_with_what_its_proof_check_needs(
 
     (recorded,) = await store.recorded_decisions(engine, gate.gate_id)
     assert recorded.decision is Decision.APPROVE and recorded.channel is Channel.SIGNED_CALLBACK
+    decided = await store.read_gate(engine, gate.gate_id)
+    assert decided is not None and [type(d.channel) for d in decided.decisions] == [Channel]
+    proofs = await board_reads.decision_proofs(engine, gate.gate_id)
+    assert proofs == {"alice.chen": DecisionProof.ED25519} and type(proofs["alice.chen"]) is DecisionProof
     assert (recorded.gate_id, recorded.principal_id, recorded.reason, recorded.nonce) == (
         gate.gate_id,
         "alice.chen",
@@ -132,3 +149,27 @@ async def test_a_decision_reads_back_with_what_its_proof_check_needs(
     assert isinstance(recorded.logins, tuple)
     assert recorded.identity_matches is False  # a signed callback names no chat identity
     assert recorded.passkey_public_key is None  # nor a passkey
+
+
+async def test_a_gate_and_the_boards_rows_carry_their_states_as_enums(engine: Any, gate: store.GateRecord) -> None:
+    """Not bare strings: the gate's kind, lifecycle and status, and the board's runs and tasks (store.board_reads)."""
+    assert (type(gate.kind), type(gate.lifecycle), type(gate.status)) == (GateKind, GateLifecycle, GateStatus)
+    assert gate.kind is GateKind.APPROVAL and gate.lifecycle is GateLifecycle.OPEN
+    facts = await store.read_gate_facts(engine, gate.gate_id)
+    assert facts is not None and type(facts.kind) is GateKind
+    (run,) = [r for r in await board_reads.latest_runs(engine, 500) if r.close_id == gate.close_id]
+    header = await board_reads.close_header(engine, gate.close_id)
+    assert header is not None and type(run.status) is RunState and type(header.status) is RunState
+    tasks = await board_reads.task_lines(engine, gate.close_id)
+    assert tasks and {type(t.status) for t in tasks} == {TaskState}
+    (waiting,) = [g for g in await board_reads.open_gates_of_runs(engine, [gate.close_id]) if g.gate_id == gate.gate_id]
+    assert waiting.missing == gate.quorum - gate.approvals
+
+
+def test_a_row_refuses_a_word_its_column_never_holds() -> None:
+    """The conversion is a check: a row with a state its column never admits does not build."""
+    with pytest.raises(ValueError, match="'web' is not a valid IdentityChannel"):
+        Identity("web", "", "someone")  # type: ignore[arg-type]
+    assert Identity("login", "", "someone").channel is IdentityChannel.LOGIN  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'paused' is not a valid RunState"):
+        board_reads.RunRow("c", "close", "E", "2026-01", "paused", None, datetime.now(UTC), "GBP")  # type: ignore[arg-type]

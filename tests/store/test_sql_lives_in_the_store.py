@@ -25,8 +25,6 @@ _ALLOWED_ROOMS = {"store", "migrations"}
 _NOT_YET_MOVED = frozenset(
     {
         "bootstrap/migrate.py",
-        "engine/jobs.py",
-        "services/board_reads.py",
     }
 )
 

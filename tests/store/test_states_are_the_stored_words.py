@@ -12,10 +12,13 @@ import pytest
 from countersign.states import (
     ChallengePurpose,
     Channel,
+    ChatPlatform,
     Decision,
     DispatchStatus,
+    GateKind,
     GateLifecycle,
     GateStatus,
+    IdentityChannel,
     NoticeKind,
     OutboxKind,
     OutboxStatus,
@@ -53,12 +56,25 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
         ("close_task", "status", TaskState),
         ("gate", "lifecycle", GateLifecycle),
         ("accounting_period", "status", PeriodState),
+        ("gate", "kind", GateKind),
+        ("principal_identity", "channel", IdentityChannel),
+        ("outbox_message", "platform", ChatPlatform),
     ],
 )
 async def test_an_enum_names_the_words_its_column_admits(
     conn: Any, table: str, column: str, states: type[StrEnum]
 ) -> None:
     assert await _check_words(conn, table, column) == {state.value for state in states}
+
+
+async def test_job_state_names_the_job_librarys_statuses(conn: Any) -> None:
+    """`JobState` is the job library's own enum type (`procrastinate_job_status`), word for word."""
+    from countersign.states import JobState
+
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT enum_range(NULL::procrastinate.procrastinate_job_status)::text[]")
+        (words,) = await cur.fetchone()
+    assert words == [state.value for state in JobState]
 
 
 async def test_gate_status_names_every_outcome_the_view_derives(conn: Any) -> None:
@@ -105,6 +121,24 @@ async def test_channels_are_the_doors_the_decision_trigger_admits(conn: Any) -> 
     admitted = channels_admitted(source)
     assert set(admitted) == {channel.value for channel in Channel}
     assert admitted == {channel.value: proof.value for channel, proof in CHANNEL_PROOF.items()}
+
+
+def proof_kinds_admitted(function_source: str) -> set[str]:
+    """The proof kinds the trigger admits: each door's required `proof->>'kind'`, and a chat door's own channel."""
+    required = set(re.findall(r"NEW\.proof->>'kind' IS DISTINCT FROM '([a-z_0-9]+)'", function_source))
+    if "NEW.proof->>'kind' IS DISTINCT FROM NEW.channel" in function_source:
+        required |= {"slack", "teams"}  # the ELSE branch: the channel names the proof, only for the chat doors
+    return required
+
+
+async def test_decision_proofs_are_the_kinds_the_decision_trigger_admits(conn: Any) -> None:
+    from countersign.states import DecisionProof
+
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT pg_get_functiondef('public.admit_gate_decision'::regproc)")
+        (source,) = await cur.fetchone()
+    assert proof_kinds_admitted(source) == {proof.value for proof in DecisionProof}
+    assert proof_kinds_admitted("IF NEW.proof->>'kind' IS DISTINCT FROM 'ed25519'") != {p.value for p in DecisionProof}
 
 
 def test_a_channel_the_trigger_does_not_admit_is_seen() -> None:

@@ -41,7 +41,7 @@ CALLBACKS_ROLE = "countersign_callbacks"
 JOBS_PATH = "pg_catalog, procrastinate, pg_temp"
 FIXED_PATH = "pg_catalog, public, pg_temp"
 LIVENESS_NAMESPACE = (
-    1129530956  # the first key of a worker's liveness lock (countersign/engine/jobs.py LIVENESS_NAMESPACE)
+    1129530956  # the first key of a worker's liveness lock (countersign/store/jobs.py LIVENESS_NAMESPACE)
 )
 
 
