@@ -13,6 +13,7 @@ from countersign.bot.gate_cards import GateView, viewer_state
 from countersign.callbacks.principals import resolve_identity
 from countersign.cards.links import gate_page_url
 from countersign.cards.model import DecisionLine, GateCard, Viewer
+from countersign.cards.voids import void_sentence
 from countersign.services.chat_reads import EnrolledPasskey as EnrolledPasskey
 from countersign.services.chat_reads import enrolled_passkey_for_slack_user as enrolled_passkey_for_slack_user
 from countersign.services.chat_reads import first_slack_event as first_slack_event
@@ -94,4 +95,5 @@ def gate_card(gate: GateRecord, board_url: str) -> GateCard:
         ),
         page_url=gate_page_url(board_url, gate.gate_id),
         needs_person_key=gate.needs_person_key,
+        voided=tuple(void_sentence(void) for void in gate.voids),
     )

@@ -71,6 +71,7 @@ STATUS_HEADLINES = {
     "rejected": "Rejected",
     "expired": "Expired",
     "cancelled": "Cancelled",
+    "voided": "Sign-off voided",
 }
 
 

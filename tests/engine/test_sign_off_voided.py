@@ -1,0 +1,328 @@
+"""A sign-off is voided when what it approved changes (migration 0026, docs/adr/0046).
+
+The first half drives a real close: the accruals gate is approved and applied, then a journal posts to one of its
+accounts as the engine's role; the database records the void, the engine reopens the task, traces the change and the
+card says it in words. The second half attacks the rule with raw SQL as each service role on a close put together by
+the owner.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import AsyncConnection
+
+from countersign.bootstrap.database import Database
+from countersign.bot.queries import gate_card
+from countersign.cards import slack as slack_cards
+from countersign.cards import teams as teams_cards
+from countersign.engine.orchestrator import advance
+from countersign.engine.postings import JournalLine, JournalRequest, post_journal
+from countersign.engine.runs import close_status
+from countersign.store.gates import read_gate
+from tests.engine.lifecycle_support import decide, new_close, put_gate, put_task, seed_approver
+from tests.support import count, post_decision, start_default_close
+
+REFUSED = (psycopg.errors.InsufficientPrivilege, psycopg.errors.CheckViolation)
+
+
+async def _approved_accruals(conn: Any, runtime: Any, engine_ctx: Any, api: Any, books: Any) -> tuple[str, str]:
+    close_id = await start_default_close(conn, runtime, books)
+    await advance(conn, close_id, engine_ctx)
+    gate = next(g for g in (await close_status(conn, close_id))["gates"] if g["task"] == "accruals")
+    response = await post_decision(api, gate["gate_id"], "alice.chen")
+    assert response.status_code == 200, response.text
+    await advance(conn, close_id, engine_ctx)
+    return close_id, gate["gate_id"]
+
+
+async def _post_as_engine(database: Database, close_id: str, account: str, amount: str) -> int:
+    async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
+        row = await (
+            await engine.execute("SELECT entity, period FROM close_run WHERE close_id = %s", (close_id,))
+        ).fetchone()
+        assert row is not None
+        entity, period = row
+        posted = await post_journal(
+            engine,
+            JournalRequest(
+                idempotency_key=f"late:{uuid.uuid4()}",
+                entity=entity,
+                period=period,
+                journal_date=date.fromisoformat(f"{period}-28"),
+                memo="late supplier invoice",
+                lines=[
+                    JournalLine(account, Decimal(amount), "late invoice"),
+                    JournalLine("9999", -Decimal(amount), "suspense"),
+                ],
+            ),
+            posted_by="orchestrator",
+        )
+        return posted.journal_id
+
+
+async def test_a_journal_on_an_approved_accrual_account_voids_its_sign_off_and_the_task_runs_again(
+    conn: Any, database: Database, runtime: Any, engine_ctx: Any, api: Any, default_books: Any
+) -> None:
+    close_id, gate_id = await _approved_accruals(conn, runtime, engine_ctx, api, default_books)
+    status = await close_status(conn, close_id)
+    assert next(t for t in status["tasks"] if t["task"] == "accruals")["status"] == "done"
+    gate = await read_gate(conn, gate_id)
+    assert gate is not None and gate.status == "approved" and gate.voids == ()
+    accounts = await (await conn.execute("SELECT accounts FROM gate WHERE gate_id = %s", (gate_id,))).fetchone()
+    assert accounts is not None and accounts[0], "the accruals gate names the accounts its journal posts to"
+    # the close's own accrual journal, posted from this gate, voided nothing
+    assert await count(conn, "SELECT count(*) FROM sign_off_void") == 0
+
+    account = accounts[0][0]
+    journal_id = await _post_as_engine(database, close_id, account, "1250.00")
+
+    voids = await (
+        await conn.execute(
+            "SELECT change_table, change_ref, account, amount, currency, changed_by FROM sign_off_void"
+            " WHERE gate_id = %s",
+            (gate_id,),
+        )
+    ).fetchall()
+    assert voids == [("journal_line", str(journal_id), account, Decimal("1250.00"), "GBP", "orchestrator")]
+    gate = await read_gate(conn, gate_id)
+    assert gate is not None and gate.status == "voided"
+
+    report = await advance(conn, close_id, engine_ctx)
+    assert any("Sign-off voided" in step for step in report.steps), report.steps
+    task = await (
+        await conn.execute(
+            "SELECT status, attempt FROM close_task WHERE close_id = %s AND task = 'accruals'", (close_id,)
+        )
+    ).fetchone()
+    assert task is not None and task[1] == 2 and task[0] != "done"
+    traced = await (
+        await conn.execute(
+            "SELECT payload FROM trace_event WHERE close_id = %s AND kind = 'sign_off_voided'", (close_id,)
+        )
+    ).fetchall()
+    assert len(traced) == 1
+    payload = traced[0][0]
+    assert payload["gate_id"] == gate_id and payload["next_attempt"] == 2
+    assert payload["changes"][0]["change_ref"] == str(journal_id) and payload["changes"][0]["amount"] == "1250.00"
+    assert "GBP 1,250.00" in payload["said"][0] and account in payload["said"][0]
+
+    # the card says it in words, on both platforms
+    card = gate_card(gate, "https://board.test")
+    assert card.status == "voided" and card.voided and card.voided[0].startswith("Sign-off voided: ledger journal")
+    assert "GBP 1,250.00" in card.voided[0] and "after approval" in card.voided[0]
+    slack_text = str(slack_cards.decided_message(card))
+    teams_text = str(teams_cards.decided_message(card))
+    assert "Sign-off voided" in slack_text and "GBP 1,250.00" in slack_text
+    assert "Sign-off voided" in teams_text and "GBP 1,250.00" in teams_text
+
+    # a fresh gate, a fresh decision: the void is answered
+    new_gate = await (
+        await conn.execute(
+            "SELECT gate_id::text FROM gate WHERE close_id = %s AND task = 'accruals' AND attempt = 2", (close_id,)
+        )
+    ).fetchone()
+    assert new_gate is not None
+    assert await count(conn, "SELECT public.standing_sign_off_voids(%s)", close_id) == 1
+    assert (await post_decision(api, new_gate[0], "alice.chen")).status_code == 200
+    await advance(conn, close_id, engine_ctx)
+    assert await count(conn, "SELECT public.standing_sign_off_voids(%s)", close_id) == 0
+
+
+async def test_the_board_gate_page_says_the_sign_off_was_voided(
+    conn: Any, database: Database, runtime: Any, engine_ctx: Any, api: Any, default_books: Any
+) -> None:
+    from countersign.services.board_reads import read_gate_view
+    from countersign.services.reading import LocalOperator
+
+    close_id, gate_id = await _approved_accruals(conn, runtime, engine_ctx, api, default_books)
+    accounts = await (await conn.execute("SELECT accounts FROM gate WHERE gate_id = %s", (gate_id,))).fetchone()
+    assert accounts is not None
+    await _post_as_engine(database, close_id, accounts[0][0], "310.55")
+    view = await read_gate_view(conn, runtime.policy, LocalOperator(), gate_id)
+    assert view.gate.status == "voided"
+    assert view.gate.voids and view.gate.voids[0].amount == Decimal("310.55")
+
+
+# --- the rule in the database, attacked as each role -----------------------------------------------------------
+
+
+@pytest.fixture
+def approved(database: Database) -> dict[str, str]:
+    """A close whose task `recon` is done through an applied, approved gate covering account 1510, its period open."""
+    with psycopg.connect(database.url, autocommit=True) as owner:
+        seed_approver(owner)
+        close_id = new_close(owner)
+        entity = owner.execute("SELECT entity FROM close_run WHERE close_id = %s", (close_id,)).fetchone()
+        assert entity is not None
+        owner.execute("INSERT INTO accounting_period (entity, period) VALUES (%s, '2026-10')", (entity[0],))
+        owner.execute(
+            "INSERT INTO book_account (book_set_id, account, name, type, subtype)"
+            " SELECT book_set_id, '1510', 'Bank', 'asset', 'cash' FROM close_run WHERE close_id = %s",
+            (close_id,),
+        )
+        put_task(owner, close_id, "recon", "awaiting_gate")
+        gate_id = put_gate(owner, close_id, "recon")
+        owner.execute("ALTER TABLE gate DISABLE TRIGGER gate_requirements_fixed")
+        owner.execute("UPDATE gate SET accounts = '{1510}' WHERE gate_id = %s", (gate_id,))
+        owner.execute("ALTER TABLE gate ENABLE ALWAYS TRIGGER gate_requirements_fixed")
+        decide(owner, gate_id)
+        owner.execute("UPDATE gate SET lifecycle = 'applied' WHERE gate_id = %s", (gate_id,))
+        owner.execute("UPDATE close_task SET status = 'done' WHERE close_id = %s AND task = 'recon'", (close_id,))
+    return {"close_id": close_id, "gate_id": gate_id, "entity": entity[0]}
+
+
+def _as(database: Database, role: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(database.engine_url if role == "engine" else database.callbacks_url, autocommit=True)
+
+
+def _journal(conn: psycopg.Connection[Any], entity: str, account: str, amount: str, **source: str) -> int:
+    with conn.transaction():
+        row = conn.execute(
+            "INSERT INTO journal (idempotency_key, request_hash, entity, period, journal_date, memo, posted_by,"
+            " source_close, source_task)"
+            " VALUES (%s, 'h', %s, '2026-10', '2026-10-30', 'JE-0042', 'orchestrator', %s, %s)"
+            " RETURNING journal_id",
+            (uuid.uuid4().hex, entity, source.get("close"), source.get("task")),
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO journal_line (journal_id, line_no, account, amount, description) VALUES"
+            " (%s, 1, %s, %s, 'x'), (%s, 2, '4000', %s, 'y')",
+            (row[0], account, Decimal(amount), row[0], -Decimal(amount)),
+        )
+    return int(row[0])
+
+
+def _voids(database: Database, gate_id: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(database.url, autocommit=True) as owner:
+        return owner.execute(
+            "SELECT change_table, change_ref, account, amount, currency FROM sign_off_void WHERE gate_id = %s",
+            (gate_id,),
+        ).fetchall()
+
+
+def test_a_raw_journal_line_on_a_covered_account_is_recorded_as_a_void(
+    database: Database, approved: dict[str, str]
+) -> None:
+    with _as(database, "engine") as engine:
+        _journal(engine, approved["entity"], "4000", "10.00")  # only 4000 and... 4000: not covered
+        assert _voids(database, approved["gate_id"]) == []
+        journal_id = _journal(engine, approved["entity"], "1510", "1250.00")
+        status = engine.execute("SELECT status FROM gate_state WHERE gate_id = %s", (approved["gate_id"],)).fetchone()
+    assert _voids(database, approved["gate_id"]) == [
+        ("journal_line", str(journal_id), "1510", Decimal("1250.00"), "GBP")
+    ]
+    assert status == ("voided",)
+
+
+def test_the_run_and_the_period_do_not_close_over_a_standing_void(database: Database, approved: dict[str, str]) -> None:
+    with _as(database, "engine") as engine:
+        # before the change the engine role may close the run (every task is done)
+        with engine.transaction():
+            engine.execute(
+                "UPDATE close_run SET status = 'awaiting_approval' WHERE close_id = %s", (approved["close_id"],)
+            )
+        _journal(engine, approved["entity"], "1510", "5.00")
+        with pytest.raises(psycopg.errors.CheckViolation, match="sign-off was voided"):
+            engine.execute("UPDATE close_run SET status = 'closed' WHERE close_id = %s", (approved["close_id"],))
+        with pytest.raises(psycopg.errors.CheckViolation, match="sign-off of close"):
+            engine.execute(
+                "UPDATE accounting_period SET status = 'closed' WHERE entity = %s AND period = '2026-10'",
+                (approved["entity"],),
+            )
+
+
+def test_without_a_void_the_same_close_closes(database: Database, approved: dict[str, str]) -> None:
+    """The control for the test above: the run closes when nothing changed after approval."""
+    with _as(database, "engine") as engine:
+        engine.execute("UPDATE close_run SET status = 'closed' WHERE close_id = %s", (approved["close_id"],))
+        row = engine.execute("SELECT status FROM close_run WHERE close_id = %s", (approved["close_id"],)).fetchone()
+    assert row == ("closed",)
+
+
+def test_a_done_task_reopens_only_over_a_void_of_its_attempt(database: Database, approved: dict[str, str]) -> None:
+    reopen = "UPDATE close_task SET status = 'pending', attempt = 2 WHERE close_id = %s AND task = 'recon'"
+    with _as(database, "engine") as engine:
+        with pytest.raises(psycopg.errors.CheckViolation, match="done work reopens only when a change voids"):
+            engine.execute(reopen, (approved["close_id"],))
+        _journal(engine, approved["entity"], "1510", "5.00")
+        engine.execute(reopen, (approved["close_id"],))
+
+
+def test_the_tasks_own_posting_does_not_void_its_gate(database: Database, approved: dict[str, str]) -> None:
+    with _as(database, "engine") as engine:
+        _journal(engine, approved["entity"], "1510", "7.00", close=approved["close_id"], task="recon")
+    assert _voids(database, approved["gate_id"]) == []
+
+
+def test_a_new_bank_feed_and_a_gl_line_on_a_covered_account_void_the_sign_off(
+    database: Database, approved: dict[str, str]
+) -> None:
+    with _as(database, "engine") as engine:
+        book = engine.execute(
+            "SELECT book_set_id FROM close_run WHERE close_id = %s", (approved["close_id"],)
+        ).fetchone()
+        assert book is not None
+        engine.execute(
+            "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by)"
+            " VALUES (%s, 2, 'late.csv', 'd2', 'dana.reyes')",
+            (book[0],),
+        )
+        engine.execute(
+            "INSERT INTO book_bank_line (book_set_id, feed_version, bank_line_id, account, line_date, amount,"
+            " reference, description) VALUES (%s, 2, 'B-77', '1510', '2026-10-30', 99.10, 'R', 'late')",
+            (book[0],),
+        )
+        engine.execute(
+            "INSERT INTO book_gl_line (book_set_id, line_id, journal_id, line_date, account, amount, reference,"
+            " description) VALUES (%s, 'L-1', 'JE-0042', '2026-10-30', '1510', 12.00, 'R', 'late')",
+            (book[0],),
+        )
+    voids = _voids(database, approved["gate_id"])
+    assert ("book_bank_line", "B-77", "1510", Decimal("99.10"), "GBP") in voids
+    # the first change voided the gate; later ones meet a voided gate and add nothing
+    assert len(voids) == 1
+
+
+@pytest.mark.parametrize("role", ["engine", "callbacks"])
+def test_no_service_role_writes_changes_or_removes_a_void(
+    database: Database, approved: dict[str, str], role: str
+) -> None:
+    with _as(database, "engine") as engine:
+        _journal(engine, approved["entity"], "1510", "5.00")
+    attacks = [
+        "UPDATE sign_off_void SET amount = 0",
+        "DELETE FROM sign_off_void",
+        "TRUNCATE sign_off_void",
+        "INSERT INTO sign_off_void (gate_id, close_id, task, attempt, change_table, change_ref, change_line, account,"
+        " description, amount, currency, changed_by) SELECT gate_id, close_id, task, attempt, change_table,"
+        " change_ref, change_line, account, description, amount, currency, changed_by FROM sign_off_void",
+        "ALTER TABLE sign_off_void DISABLE TRIGGER sign_off_void_append_only",
+        "ALTER TABLE journal_line DISABLE TRIGGER journal_line_voids_sign_offs",
+        "DROP TRIGGER journal_line_voids_sign_offs ON journal_line",
+        "UPDATE gate SET accounts = '{}'",
+        "CREATE TEMPORARY TABLE sign_off_void (gate_id uuid)",
+    ]
+    with _as(database, role) as attacker:
+        for sql in attacks:
+            with pytest.raises(REFUSED):
+                attacker.execute(sql)
+    assert len(_voids(database, approved["gate_id"])) == 1
+
+
+def test_a_line_cannot_be_posted_elsewhere_and_moved_onto_the_account(
+    database: Database, approved: dict[str, str]
+) -> None:
+    with _as(database, "engine") as engine:
+        journal_id = _journal(engine, approved["entity"], "4100", "5.00")
+        with pytest.raises(REFUSED):
+            engine.execute("UPDATE journal_line SET account = '1510' WHERE journal_id = %s", (journal_id,))
+        with pytest.raises(REFUSED):
+            engine.execute("UPDATE journal SET period = '2026-10' WHERE journal_id = %s", (journal_id,))
+    assert _voids(database, approved["gate_id"]) == []
