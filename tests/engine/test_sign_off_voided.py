@@ -25,6 +25,7 @@ from countersign.engine.orchestrator import advance
 from countersign.engine.postings import JournalLine, JournalRequest, post_journal
 from countersign.engine.runs import close_status
 from countersign.store.gates import read_gate
+from tests.board.pages_support import Board, board_fixture  # noqa: F401  (the `board` fixture)
 from tests.engine.lifecycle_support import decide, new_close, put_gate, put_task, seed_approver
 from tests.support import count, post_decision, start_default_close
 
@@ -134,19 +135,23 @@ async def test_a_journal_on_an_approved_accrual_account_voids_its_sign_off_and_t
     assert await count(conn, "SELECT public.standing_sign_off_voids(%s)", close_id) == 0
 
 
-async def test_the_board_gate_page_says_the_sign_off_was_voided(
-    conn: Any, database: Database, runtime: Any, engine_ctx: Any, api: Any, default_books: Any
+async def test_the_board_gate_page_and_close_page_say_the_sign_off_was_voided(
+    board: Board, conn: Any, database: Database, runtime: Any, engine_ctx: Any, default_books: Any
 ) -> None:
-    from countersign.services.board_reads import read_gate_view
-    from countersign.services.reading import LocalOperator
-
-    close_id, gate_id = await _approved_accruals(conn, runtime, engine_ctx, api, default_books)
+    close_id, gate_id = await _approved_accruals(conn, runtime, engine_ctx, board.client, default_books)
     accounts = await (await conn.execute("SELECT accounts FROM gate WHERE gate_id = %s", (gate_id,))).fetchone()
     assert accounts is not None
+    await board.look_as("carol.main")
+    before = (await board.client.get(f"/board/gates/{gate_id}")).text
+    assert "Sign-off voided" not in before
+
     await _post_as_engine(database, close_id, accounts[0][0], "310.55")
-    view = await read_gate_view(conn, runtime.policy, LocalOperator(), gate_id)
-    assert view.gate.status == "voided"
-    assert view.gate.voids and view.gate.voids[0].amount == Decimal("310.55")
+    page = (await board.client.get(f"/board/gates/{gate_id}")).text
+    assert "Sign-off voided: ledger journal" in page and "GBP 310.55" in page and "after approval" in page
+    assert "The approval no longer counts" in page
+    await advance(conn, close_id, engine_ctx)
+    close_page = (await board.client.get(f"/board/closes/{close_id}")).text
+    assert "voided" in close_page
 
 
 # --- the rule in the database, attacked as each role -----------------------------------------------------------
