@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
 
 from countersign.bootstrap.database import Database
 from countersign.bot.queries import gate_card
@@ -331,3 +332,72 @@ def test_a_line_cannot_be_posted_elsewhere_and_moved_onto_the_account(
         with pytest.raises(REFUSED):
             engine.execute("UPDATE journal SET period = '2026-10' WHERE journal_id = %s", (journal_id,))
     assert _voids(database, approved["gate_id"]) == []
+
+
+@pytest.mark.parametrize("supersedes", [False, True], ids=["same-id-new-set", "supersedes"])
+def test_a_new_version_of_a_certified_certificate_voids_its_payment_sign_off(
+    database: Database, supersedes: bool
+) -> None:
+    """The certificates workflow: the run's entity is its certificate; the same certificate in a new set (or one that
+    says it supersedes it) voids the approved payment gate, naming the contract and the sum the new version claims."""
+    certificate = f"CERT-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database.url, autocommit=True) as owner:
+        seed_approver(owner)
+        book = owner.execute(
+            "INSERT INTO book_set (entity, period, currency, source, manifest, digest)"
+            " VALUES (%s, '2026-10', 'GBP', 'test', '{}', 'd') RETURNING book_set_id",
+            (certificate,),
+        ).fetchone()
+        assert book is not None
+        close_id = str(uuid.uuid4())
+        owner.execute(
+            "INSERT INTO close_run (close_id, entity, period, book_set_id, policy_digest, checklist_digest,"
+            " started_by, workflow) VALUES (%s, %s, '2026-10', %s, 'p', 'c', 'test-starter', 'certificates')",
+            (close_id, certificate, book[0]),
+        )
+        put_task(owner, close_id, "payment", "awaiting_gate")
+        gate_id = put_gate(owner, close_id, "payment")
+        decide(owner, gate_id)
+    with _as(database, "engine") as engine:
+        set_id = engine.execute(
+            "INSERT INTO construction_set (source, digest, loaded_by) VALUES ('late.json', %s, 'dana.reyes')"
+            " RETURNING set_id",
+            (uuid.uuid4().hex * 2,),
+        ).fetchone()
+        assert set_id is not None
+        engine.execute(
+            "INSERT INTO construction_contract (set_id, contract_id, form, doc, sha256)"
+            " VALUES (%s, 'K-1', 'JCT', '{}', %s)",
+            (set_id[0], "0" * 64),
+        )
+        doc = {"totals": {"amount_due": "48200.00"}, **({"supersedes": certificate} if supersedes else {})}
+        engine.execute(
+            "INSERT INTO construction_certificate (set_id, certificate_id, contract_id, number, period,"
+            " submitted_on, doc, sha256) VALUES (%s, %s, 'K-1', 3, '2026-10', '2026-10-25', %s, %s)",
+            (set_id[0], f"{certificate}-R" if supersedes else certificate, Jsonb(doc), "1" * 64),
+        )
+    reference = f"{certificate}-R" if supersedes else certificate
+    assert _voids(database, gate_id) == [("construction_certificate", reference, "K-1", Decimal("48200.00"), "GBP")]
+
+
+async def test_work_downstream_of_a_voided_sign_off_is_held_until_it_is_approved_again(
+    database: Database, approved: dict[str, str]
+) -> None:
+    from types import SimpleNamespace
+
+    from countersign.engine.sign_off_voids import held_by_voids
+
+    workflow: Any = SimpleNamespace(
+        tasks=[
+            SimpleNamespace(id="recon", depends_on=()),
+            SimpleNamespace(id="after", depends_on=("recon",)),
+            SimpleNamespace(id="later", depends_on=("after",)),
+            SimpleNamespace(id="other", depends_on=()),
+        ]
+    )
+    close: Any = SimpleNamespace(close_id=approved["close_id"])
+    async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
+        assert await held_by_voids(engine, close, workflow) == set()
+        with _as(database, "engine") as raw:
+            _journal(raw, approved["entity"], "1510", "5.00")
+        assert await held_by_voids(engine, close, workflow) == {"after", "later"}
