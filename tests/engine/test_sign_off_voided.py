@@ -401,3 +401,13 @@ async def test_work_downstream_of_a_voided_sign_off_is_held_until_it_is_approved
         with _as(database, "engine") as raw:
             _journal(raw, approved["entity"], "1510", "5.00")
         assert await held_by_voids(engine, close, workflow) == {"after", "later"}
+
+
+def test_not_even_the_owner_changes_or_removes_a_void(database: Database, approved: dict[str, str]) -> None:
+    with _as(database, "engine") as engine:
+        _journal(engine, approved["entity"], "1510", "5.00")
+    with psycopg.connect(database.url, autocommit=True) as owner:
+        for sql in ("UPDATE sign_off_void SET amount = 0", "DELETE FROM sign_off_void", "TRUNCATE sign_off_void"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                owner.execute(sql)
+    assert len(_voids(database, approved["gate_id"])) == 1
