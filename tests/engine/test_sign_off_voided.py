@@ -18,6 +18,8 @@ import pytest
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
+from countersign.audit.timeline import describe
+from countersign.audit.trace import iter_events
 from countersign.bootstrap.database import Database
 from countersign.bot.queries import gate_card
 from countersign.cards import slack as slack_cards
@@ -113,6 +115,8 @@ async def test_a_journal_on_an_approved_accrual_account_voids_its_sign_off_and_t
     assert payload["gate_id"] == gate_id and payload["next_attempt"] == 2
     assert payload["changes"][0]["change_ref"] == str(journal_id) and payload["changes"][0]["amount"] == "1250.00"
     assert "GBP 1,250.00" in payload["said"][0] and account in payload["said"][0]
+    timeline = [describe(e) async for e in iter_events(conn, close_id=close_id) if e.kind == "sign_off_voided"]
+    assert timeline == [f"accruals: {payload['said'][0]} Attempt 2 runs."]
 
     # the card says it in words, on both platforms
     card = gate_card(gate, "https://board.test")
