@@ -415,3 +415,60 @@ def test_not_even_the_owner_changes_or_removes_a_void(database: Database, approv
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
                 owner.execute(sql)
     assert len(_voids(database, approved["gate_id"])) == 1
+
+
+async def test_a_new_bank_feed_after_the_bank_reconciliation_was_approved_voids_it_and_it_runs_again(
+    conn: Any, runtime: Any, engine_ctx: Any, api: Any, default_books: Any, tmp_path: Any
+) -> None:
+    """The importer's path: a corrected feed loaded after the reconciliation's approval reopens it."""
+    from countersign.engine.books import load_bank_feed
+    from tests.engine.workflow_support import approve_open_gates
+
+    close_id = await start_default_close(conn, runtime, default_books)
+    await advance(conn, close_id, engine_ctx)  # account 1000 halts the bank reconciliation
+    book_set = await count(conn, "SELECT book_set_id FROM close_run WHERE close_id = %s", close_id)
+    corrected = default_books / "corrected" / "bank_lines.csv"
+    await load_bank_feed(conn, book_set, corrected, loaded_by="alice.chen", close_id=close_id)
+    bank_gate = None
+    for _ in range(6):
+        await approve_open_gates(api, conn, close_id, tasks={"bank_reconciliation"})
+        await advance(conn, close_id, engine_ctx)
+        bank_gate = await (
+            await conn.execute(
+                "SELECT g.gate_id::text, g.accounts FROM gate g JOIN gate_state s USING (gate_id)"
+                " JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
+                " WHERE g.close_id = %s AND g.task = 'bank_reconciliation' AND g.kind = 'approval'"
+                " AND s.status = 'approved' AND t.status = 'done'",
+                (close_id,),
+            )
+        ).fetchone()
+        if bank_gate is not None:
+            break
+    assert bank_gate is not None, "the bank reconciliation passed its approval gate"
+    gate_id, accounts = bank_gate
+    assert "1000" in accounts
+
+    lines = corrected.read_text(encoding="utf-8").splitlines()
+    late = tmp_path / "bank_lines.csv"
+    late.write_text("\n".join([*lines, "BNK-1000-9999999,1000,2026-10-30,-77.15,PAY-LATE,Late card payment"]) + "\n")
+    await load_bank_feed(conn, book_set, late, loaded_by="alice.chen", close_id=close_id)
+
+    assert await count(conn, "SELECT count(*) FROM sign_off_void WHERE gate_id = %s", gate_id) >= 1
+    late_line = await (
+        await conn.execute(
+            "SELECT account, amount, currency, changed_by FROM sign_off_void"
+            " WHERE gate_id = %s AND change_ref = 'BNK-1000-9999999'",
+            (gate_id,),
+        )
+    ).fetchone()
+    assert late_line == ("1000", Decimal("-77.15"), "GBP", "alice.chen")
+    await advance(conn, close_id, engine_ctx)
+    task = await (
+        await conn.execute(
+            "SELECT attempt FROM close_task WHERE close_id = %s AND task = 'bank_reconciliation'", (close_id,)
+        )
+    ).fetchone()
+    traced = await count(
+        conn, "SELECT count(*) FROM trace_event WHERE close_id = %s AND kind = 'sign_off_voided'", close_id
+    )
+    assert traced == 1 and task is not None and task[0] >= 3
