@@ -271,33 +271,38 @@ def test_the_tasks_own_posting_does_not_void_its_gate(database: Database, approv
     assert _voids(database, approved["gate_id"]) == []
 
 
-def test_a_new_bank_feed_and_a_gl_line_on_a_covered_account_void_the_sign_off(
-    database: Database, approved: dict[str, str]
+@pytest.mark.parametrize("table", ["book_bank_line", "book_gl_line"])
+def test_a_bank_line_of_a_new_feed_or_a_gl_line_on_a_covered_account_voids_the_sign_off(
+    database: Database, approved: dict[str, str], table: str
 ) -> None:
     with _as(database, "engine") as engine:
         book = engine.execute(
             "SELECT book_set_id FROM close_run WHERE close_id = %s", (approved["close_id"],)
         ).fetchone()
         assert book is not None
-        engine.execute(
-            "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by)"
-            " VALUES (%s, 2, 'late.csv', 'd2', 'dana.reyes')",
-            (book[0],),
-        )
-        engine.execute(
-            "INSERT INTO book_bank_line (book_set_id, feed_version, bank_line_id, account, line_date, amount,"
-            " reference, description) VALUES (%s, 2, 'B-77', '1510', '2026-10-30', 99.10, 'R', 'late')",
-            (book[0],),
-        )
-        engine.execute(
-            "INSERT INTO book_gl_line (book_set_id, line_id, journal_id, line_date, account, amount, reference,"
-            " description) VALUES (%s, 'L-1', 'JE-0042', '2026-10-30', '1510', 12.00, 'R', 'late')",
-            (book[0],),
-        )
-    voids = _voids(database, approved["gate_id"])
-    assert ("book_bank_line", "B-77", "1510", Decimal("99.10"), "GBP") in voids
-    # the first change voided the gate; later ones meet a voided gate and add nothing
-    assert len(voids) == 1
+        if table == "book_bank_line":
+            engine.execute(
+                "INSERT INTO bank_feed (book_set_id, feed_version, source, digest, loaded_by)"
+                " VALUES (%s, 2, 'late.csv', 'd2', 'dana.reyes')",
+                (book[0],),
+            )
+            engine.execute(
+                "INSERT INTO book_bank_line (book_set_id, feed_version, bank_line_id, account, line_date, amount,"
+                " reference, description) VALUES (%s, 2, 'B-77', '1510', '2026-10-30', 99.10, 'R', 'late'),"
+                " (%s, 2, 'B-78', '4000', '2026-10-30', 1.00, 'R', 'elsewhere')",
+                (book[0], book[0]),
+            )
+            expected = ("book_bank_line", "B-77", "1510", Decimal("99.10"), "GBP")
+        else:
+            engine.execute(
+                "INSERT INTO book_gl_line (book_set_id, line_id, journal_id, line_date, account, amount, reference,"
+                " description) VALUES (%s, 'L-1', 'JE-0042', '2026-10-30', '1510', 12.00, 'R', 'late')",
+                (book[0],),
+            )
+            expected = ("book_gl_line", "JE-0042", "1510", Decimal("12.00"), "GBP")
+        # a second change meets a voided gate and adds nothing
+        _journal(engine, approved["entity"], "1510", "3.00")
+    assert _voids(database, approved["gate_id"]) == [expected]
 
 
 @pytest.mark.parametrize("role", ["engine", "callbacks"])
