@@ -138,6 +138,22 @@ async def test_a_journal_on_an_approved_accrual_account_voids_its_sign_off_and_t
     assert (await post_decision(api, new_gate[0], "alice.chen")).status_code == 200
     await advance(conn, close_id, engine_ctx)
     assert await count(conn, "SELECT public.standing_sign_off_voids(%s)", close_id) == 0
+    # the first attempt's accrual journal is reversed once; the new approval's journal replaces it
+    memos = await (
+        await conn.execute(
+            "SELECT idempotency_key, memo FROM journal WHERE source_close = %s AND source_task = 'accruals'"
+            " ORDER BY journal_id",
+            (close_id,),
+        )
+    ).fetchall()
+    assert [key.rsplit(":", 2)[-2:] for key, _ in memos] == [["attempt", "1"], ["1", "reversed"], ["attempt", "2"]]
+    assert "its sign-off was voided" in memos[1][1]
+    netted = (
+        "SELECT count(*) FROM (SELECT l.account FROM journal_line l JOIN journal j USING (journal_id)"
+        " WHERE j.idempotency_key IN (%s, %s) GROUP BY l.account HAVING sum(l.amount) <> 0) x"
+    )
+    assert await count(conn, netted, memos[0][0], memos[1][0]) == 0  # every account of attempt 1 nets to zero
+    assert await count(conn, netted, memos[0][0], memos[2][0]) > 0  # the control: attempt 2 does not undo attempt 1
 
 
 async def test_the_board_gate_page_and_close_page_say_the_sign_off_was_voided(
