@@ -17,7 +17,7 @@ class GateStatus(StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
-    VOIDED = "voided"  # approved, then a change to what it approved voided it (migration 0026, docs/adr/0046)
+    VOIDED = "voided"  # approved, then a change to what it approved voided it (docs/adr/0046)
 
 
 DECIDED = frozenset({GateStatus.APPROVED, GateStatus.REJECTED})

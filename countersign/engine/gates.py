@@ -49,7 +49,7 @@ async def open_gate(
     `amount` is the figure the gate's tier was judged on (the database holds it to the policy's amount thresholds and
     a certification to it); the database stamps the gate's subject and the policy digest it enforced. `due_by` brings
     the gate's due time forward when a deadline outside the policy is nearer (never later than the policy's).
-    `accounts` are the accounts the gated work judged: a later change to one voids the approval (migration 0026)."""
+    `accounts` are the accounts the gated work judged: a later change to one voids the approval (ADR 0046)."""
     gate_id = str(uuid.uuid4())
     opened_at = datetime.now(UTC)
     due_at = opened_at + timedelta(hours=requirement.due_hours)

@@ -1,4 +1,4 @@
-"""Reopen work whose sign-off a later change voided (migration 0026, docs/adr/0046).
+"""Reopen work whose sign-off a later change voided (migration sign_off_voided, docs/adr/0046).
 
 The database records the void the moment a journal line, a GL or bank line or a new certificate version lands on what
 an approved gate covered, and from then on the gate's approval counts nowhere (`gate_state` says `voided`). On its next

@@ -69,7 +69,7 @@ class GateRecord:
     subject: str = ""
     amount: Decimal | None = None
     summary_json: str = "null"  # the summary as the database prints it (its digest is taken of this)
-    voids: tuple[SignOffVoid, ...] = ()  # the changes that voided its approval (migration 0026)
+    voids: tuple[SignOffVoid, ...] = ()  # the changes that voided its approval (migration sign_off_voided)
 
     @property
     def terms(self) -> GateTerms:
@@ -243,7 +243,7 @@ class NewGate:
     due_at: datetime
     expires_at: datetime | None
     amount: Decimal | None
-    accounts: tuple[str, ...] = ()  # the accounts the gated work judged; a change to one voids the approval (0026)
+    accounts: tuple[str, ...] = ()  # the accounts the gated work judged; a change to one voids the approval (ADR 0046)
 
 
 async def insert_gate(conn: AsyncConnection[Any], gate: NewGate) -> bool:

@@ -1,5 +1,6 @@
-"""Sign-off voids (migration 0026, docs/adr/0046): reads `sign_off_void` (the account's name in the close's books is
-recorded with it). The database alone writes the table (triggers on the changed tables); nothing here writes it.
+"""Sign-off voids (migration sign_off_voided, docs/adr/0046): reads `sign_off_void` (the account's name in the
+close's books is recorded with it). The database alone writes the table (triggers on the changed tables); nothing here
+writes it.
 
 Called by `countersign.engine.sign_off_voids` (which reopens the task and traces the void), by the gate read in
 `countersign.store.gates` and by the board's reads; every function runs on the caller's connection.

@@ -1,4 +1,4 @@
-"""A voided sign-off updates the gate's posted cards in place, in words (migration 0026, docs/adr/0046)."""
+"""A voided sign-off updates the gate's posted cards in place, in words (migration sign_off_voided, docs/adr/0046)."""
 
 from __future__ import annotations
 

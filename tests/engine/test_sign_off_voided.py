@@ -1,4 +1,4 @@
-"""A sign-off is voided when what it approved changes (migration 0026, docs/adr/0046).
+"""A sign-off is voided when what it approved changes (migration sign_off_voided, docs/adr/0046).
 
 The first half drives a real close: the accruals gate is approved and applied, then a journal posts to one of its
 accounts as the engine's role; the database records the void, the engine reopens the task, traces the change and the

@@ -53,7 +53,7 @@ class TaskModel:
         if (source, to) not in TRANSITIONS[Machine.TASK]:
             return False
         if source is TaskState.DONE:
-            return False  # done work reopens only over a void of its sign-off (0026), which this model never records
+            return False  # done work reopens only over a voided sign-off (ADR 0046), which this model never records
         if to is TaskState.HALTED and escalation is None:
             return False
         if to is TaskState.DONE:
