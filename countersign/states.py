@@ -17,6 +17,7 @@ class GateStatus(StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    VOIDED = "voided"  # approved, then a change to what it approved voided it (docs/adr/0046)
 
 
 DECIDED = frozenset({GateStatus.APPROVED, GateStatus.REJECTED})
@@ -315,6 +316,7 @@ class TraceKind(StrEnum):
     GATE_PASSED = "gate_passed"
     GATE_REJECTED_APPLIED = "gate_rejected_applied"
     GATE_REROUTED = "gate_rerouted"  # written by the database as it routes an overdue gate (delegation migration)
+    SIGN_OFF_VOIDED = "sign_off_voided"  # a change after approval voided the gate; the task runs again (ADR 0046)
     # construction certificates
     CLAUSES_CITED = "clauses_cited"
     CERTIFICATE_CERTIFIED = "certificate_certified"

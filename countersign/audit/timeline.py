@@ -90,6 +90,10 @@ def describe(event: TraceEvent) -> str:
             f"pay-less notice {p.get('notice_id')} for {p.get('certificate_id')}: pays {p.get('currency')}"
             f" {p.get('sum_to_pay')} of {p.get('notified_sum')}, deadline {p.get('deadline')} ({when})"
         )
+    if kind == "sign_off_voided":
+        said = p.get("said") or []
+        first = said[0] if isinstance(said, list) and said else "Sign-off voided."
+        return f"{p.get('task')}: {first} Attempt {p.get('next_attempt')} runs."
     return ", ".join(f"{k}={v}" for k, v in p.items() if isinstance(v, str | int) and k != "to")[:90]
 
 

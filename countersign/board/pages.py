@@ -29,6 +29,7 @@ from countersign.board.rendering import board_environment
 from countersign.board.session import Viewer, require_viewer
 from countersign.cards.certificates import certificate_summary
 from countersign.cards.model import CardDataError
+from countersign.cards.voids import void_sentence
 from countersign.certificates.amendment import may_amend
 from countersign.policy.command_roles import READ_CLOSE
 from countersign.services import board_evidence as evidence
@@ -156,6 +157,7 @@ def build_page_router(deps: BoardDeps) -> APIRouter:
                 certificate=certificate,
                 certificate_error=certificate_error,
                 today=datetime.now(UTC).date(),
+                voided=[void_sentence(void, locale=deps.locale) for void in gate.voids],
             )
 
         return await answer(viewer, render)

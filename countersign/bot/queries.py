@@ -12,6 +12,7 @@ from psycopg import AsyncConnection
 from countersign.bot.gate_cards import GateView, viewer_state
 from countersign.cards.links import gate_page_url
 from countersign.cards.model import DecisionLine, GateCard, Viewer
+from countersign.cards.voids import void_sentence
 from countersign.certificates.amendment import from_minor
 from countersign.services.chat_reads import DecisionRecord as DecisionRecord
 from countersign.services.chat_reads import EnrolledPasskey as EnrolledPasskey
@@ -108,4 +109,5 @@ def gate_card(gate: GateRecord, board_url: str) -> GateCard:
         ),
         page_url=gate_page_url(board_url, gate.gate_id),
         needs_person_key=gate.needs_person_key,
+        voided=tuple(void_sentence(void) for void in gate.voids),
     )

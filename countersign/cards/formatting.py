@@ -80,6 +80,7 @@ STATUS_HEADLINES = {
     "rejected": "Rejected",
     "expired": "Expired",
     "cancelled": "Cancelled",
+    "voided": "Sign-off voided",
 }
 
 

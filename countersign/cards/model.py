@@ -9,7 +9,7 @@ from typing import Any
 from countersign.states import ViewerState
 
 GATE_KINDS = ("approval", "escalation")
-GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled")
+GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled", "voided")
 DECISIONS = ("approve", "reject")
 REASON_MAX_CHARS = 1000  # our cap on a reason typed into a chat door (a Slack modal, a Teams card's input)
 
@@ -73,6 +73,7 @@ class GateCard:
         ""  # the gate's page on the Close Board (countersign.cards.links.gate_page_url); "" for a status line's gate
     )
     needs_person_key: bool = False  # the gate accepts only a person's own key: decided on the board, never one tap
+    voided: tuple[str, ...] = ()  # one sentence per change that voided its approval (countersign.cards.voids)
 
     def __post_init__(self) -> None:
         if not self.gate_id:

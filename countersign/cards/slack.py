@@ -81,6 +81,7 @@ _GATE_MARKS = {
     "rejected": ":x:",
     "expired": ":alarm_clock:",
     "cancelled": ":heavy_minus_sign:",
+    "voided": ":warning:",
 }
 
 
@@ -135,6 +136,7 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Message:
     blocks = [
         _header(headline),
         _gate_context(card),
+        *[_section(f"*{_esc(sentence)}*") for sentence in card.voided],
         *([_section(f"*What halted*\n{_esc(reason)}")] if reason else []),
         _section(f"*Why policy required it*\n{_esc(card.rule)}"),
         _fields_section(None, fields),

@@ -149,6 +149,7 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Card:
     ]
     body = [
         *_gate_heading(card, headline),
+        *[_verbatim_attention(sentence) for sentence in card.voided],
         *([_titled("What halted", [_verbatim(reason, TEAMS_TEXT_CHARS)])] if reason else []),
         _titled("Why policy required it", [_verbatim(card.rule, TEAMS_TEXT_CHARS)]),
         _fact_set(facts),

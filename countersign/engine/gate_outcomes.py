@@ -23,6 +23,7 @@ from countersign.engine.gates import (
 from countersign.engine.outbox import enqueue_notices
 from countersign.engine.rerouting import reroute_overdue
 from countersign.engine.runs import CloseRecord, lock_task
+from countersign.engine.sign_off_voids import held_by_voids
 from countersign.engine.supervisor import move_task
 from countersign.engine.task_runner import complete_task
 from countersign.engine.workflows import TaskContext
@@ -38,6 +39,7 @@ async def apply_gate_outcomes(
     conn: AsyncConnection[Any], close: CloseRecord, workflow: Workflow, ctx: EngineContext, report: AdvanceReport
 ) -> bool:
     progressed = False
+    held = await held_by_voids(conn, close, workflow)  # downstream of a voided sign-off: wait for its new approval
     for gate in await read_gates_of_close(conn, close.close_id):
         if gate.lifecycle != GateLifecycle.OPEN:
             continue
@@ -54,6 +56,9 @@ async def apply_gate_outcomes(
                     await reroute_overdue(conn, ctx, gate, report)
             continue
         if gate.status not in DECIDED:
+            continue
+        if gate.task in held:
+            report.steps.append(f"{gate.task}: gate {gate.gate_id[:8]} waits: work it depends on was voided")
             continue
         unproven = await unproven_decisions(conn, gate.gate_id)
         if unproven:  # a decision without person-level proof never counts: the gate is not applied

@@ -42,12 +42,14 @@ async def open_gate(
     actor: str,
     amount: Decimal | None = None,
     due_by: datetime | None = None,
+    accounts: tuple[str, ...] = (),
 ) -> str:
     """Open the gate for this task attempt once; a second call returns the gate already open.
 
     `amount` is the figure the gate's tier was judged on (the database holds it to the policy's amount thresholds and
     a certification to it); the database stamps the gate's subject and the policy digest it enforced. `due_by` brings
-    the gate's due time forward when a deadline outside the policy is nearer (never later than the policy's)."""
+    the gate's due time forward when a deadline outside the policy is nearer (never later than the policy's).
+    `accounts` are the accounts the gated work judged: a later change to one voids the approval (ADR 0046)."""
     gate_id = str(uuid.uuid4())
     opened_at = datetime.now(UTC)
     due_at = opened_at + timedelta(hours=requirement.due_hours)
@@ -73,6 +75,7 @@ async def open_gate(
             due_at=due_at,
             expires_at=expires_at,
             amount=amount,
+            accounts=tuple(sorted(set(accounts))),
         ),
     )
     if not created:

@@ -57,6 +57,7 @@ TASK_TRANSITIONS: Mapping[tuple[State, State], str] = MappingProxyType(
         (_T.HALTED, _T.REJECTED): "escalation rejected",
         (_T.HALTED, _T.FAILED): "decision proof invalid",
         (_T.FAILED, _T.PENDING): "dead letter replayed",
+        (_T.DONE, _T.PENDING): "sign-off voided: run again",
     }
 )
 
@@ -120,7 +121,7 @@ def why_illegal(machine: Machine | str, source: str, target: str) -> str:
 
 def _why_task_move_is_illegal(source: TaskState, target: TaskState) -> str:
     if source in TERMINAL[Machine.TASK]:
-        return f"{source} is terminal: the task's outcome is final"
+        return f"{source} is terminal: the task's outcome is final (a voided sign-off alone reopens done work)"
     if source is _T.HALTED:
         return (
             "escalated work completes only through a human gate: it leaves halted when a person approves a re-run "

@@ -22,6 +22,7 @@ from countersign.engine.gate_outcomes import apply_gate_outcomes
 from countersign.engine.leases import Connect, connect_to
 from countersign.engine.outbox import enqueue_notices
 from countersign.engine.runs import CloseRecord, load_close, refresh_close_status
+from countersign.engine.sign_off_voids import reopen_voided_sign_offs
 from countersign.engine.task_runner import run_ready_tasks
 from countersign.states import RunState
 
@@ -58,7 +59,8 @@ async def advance(db: AsyncConnection[Any] | Connect, close_id: str, ctx: Engine
     try:
         skipped: set[str] = set()  # tasks that failed or wait on a specialist: not tried again in this call
         for _ in range(MAX_ROUNDS):
-            progressed = await apply_gate_outcomes(session.conn, close, workflow, ctx, report)
+            progressed = await reopen_voided_sign_offs(session.conn, close, ctx, report)
+            progressed |= await apply_gate_outcomes(session.conn, close, workflow, ctx, report)
             progressed |= await run_ready_tasks(session, close, workflow, ctx, report, skipped)
             if not progressed:
                 break

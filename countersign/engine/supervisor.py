@@ -21,6 +21,7 @@ from countersign.policy import APPROVAL, EscalationReason
 from countersign.states import GateLifecycle, GateStatus, Machine, RunState, TaskState
 from countersign.store import runs as store
 from countersign.store.runs import LockedTask
+from countersign.store.sign_off_voids import attempt_voided
 
 
 async def move_task(
@@ -100,6 +101,13 @@ async def _check_escalation_rules(
         and not await store.gate_applied_with(conn, close_id, task, attempt, kind=APPROVAL, status=GateStatus.APPROVED)
     ):
         raise IllegalTransition(Machine.TASK, source, to, f"no applied, approved approval gate for attempt {attempt}")
+    if source == TaskState.DONE and not await attempt_voided(conn, close_id, task, row.attempt):
+        raise IllegalTransition(
+            Machine.TASK,
+            source,
+            to,
+            f"done work reopens only when a change voids the sign-off of attempt {row.attempt}",
+        )
     if (
         source == TaskState.HALTED
         and to is TaskState.PENDING

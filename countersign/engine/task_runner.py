@@ -327,6 +327,7 @@ async def _record_result(
             amount=amount,
             due_by=handler.gate_due_by(result),
             fx=fx,
+            accounts=handler.gate_accounts(result),
         )
     report.steps.append(f"{tc.task.id}: awaiting {requirement.tier} gate {gate_id} ({requirement.rule})")
     return True
@@ -344,6 +345,7 @@ async def _open_gate_with_cards(
     amount: Decimal | None = None,
     due_by: datetime | None = None,
     fx: FxRate | None = None,
+    accounts: tuple[str, ...] = (),
 ) -> str:
     """Open the task attempt's gate and enqueue its card for every configured channel; returns the gate id.
     `fx` is the rate its amount was compared at, frozen into the gate's summary for the approver and the trace."""
@@ -360,6 +362,7 @@ async def _open_gate_with_cards(
         actor=ctx.actor,
         amount=amount,
         due_by=due_by,
+        accounts=accounts,
     )
     await enqueue_gate_cards(conn, close_id=tc.close.close_id, gate_id=gate_id, channels=ctx.channels)
     return gate_id

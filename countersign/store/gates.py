@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from countersign.policy.deciders import GateTerms
 from countersign.states import Channel, Decision, GateKind, GateLifecycle, GateStatus, ProofKind
+from countersign.store.sign_off_voids import VOIDS_OF_GATE_JSON, SignOffVoid, voids_from_json
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class GateRecord:
     subject: str = ""
     amount: Decimal | None = None
     summary_json: str = "null"  # the summary as the database prints it (its digest is taken of this)
+    voids: tuple[SignOffVoid, ...] = ()  # the changes that voided its approval (migration sign_off_voided)
 
     @property
     def terms(self) -> GateTerms:
@@ -140,6 +142,8 @@ _GATE_QUERY = (
     " g.opened_at, g.due_at, g.expires_at, g.escalated_at IS NOT NULL AS escalated, s.lifecycle, s.status,"
     " g.accepted_proofs, g.subject, g.amount, coalesce(g.summary, 'null'::jsonb)::text AS summary_json,"
     " s.approvals::int AS approvals, s.rejections::int AS rejections, s.overdue, "
+    + VOIDS_OF_GATE_JSON
+    + " AS voids_json, "
     + ", ".join(f"d.{name}s" for name in _DECISION_ARRAYS)
     + " FROM gate g JOIN gate_state s USING (gate_id) JOIN close_run c ON c.close_id = g.close_id"
     " LEFT JOIN close_task t ON t.close_id = g.close_id AND t.task = g.task"
@@ -152,6 +156,7 @@ _GATE_QUERY = (
 
 def _gate_record(values: dict[str, Any]) -> GateRecord:
     columns = {name: values.pop(f"{name}s") or [] for name in _DECISION_ARRAYS}
+    voids = voids_from_json(values.pop("voids_json"))
     decisions = tuple(
         DecisionRecord(
             principal_id,
@@ -177,6 +182,7 @@ def _gate_record(values: dict[str, Any]) -> GateRecord:
             "kind": GateKind(values["kind"]),
             "lifecycle": GateLifecycle(values["lifecycle"]),
             "decisions": decisions,
+            "voids": voids,
         }
     )
 
@@ -265,6 +271,7 @@ class NewGate:
     due_at: datetime
     expires_at: datetime | None
     amount: Decimal | None
+    accounts: tuple[str, ...] = ()  # the accounts the gated work judged; a change to one voids the approval (ADR 0046)
 
 
 async def insert_gate(conn: AsyncConnection[Any], gate: NewGate) -> bool:
@@ -272,8 +279,8 @@ async def insert_gate(conn: AsyncConnection[Any], gate: NewGate) -> bool:
     async with conn.cursor() as cur:
         await cur.execute(
             "INSERT INTO gate (gate_id, close_id, task, attempt, kind, tier, quorum, approver_role, rule, summary,"
-            " prepared_by, requested_by, opened_at, due_at, expires_at, amount)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " prepared_by, requested_by, opened_at, due_at, expires_at, amount, accounts)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (close_id, task, attempt) DO NOTHING RETURNING gate_id",
             (
                 gate.gate_id,
@@ -292,6 +299,7 @@ async def insert_gate(conn: AsyncConnection[Any], gate: NewGate) -> bool:
                 gate.due_at,
                 gate.expires_at,
                 gate.amount,
+                list(gate.accounts),
             ),
         )
         return await cur.fetchone() is not None

@@ -96,3 +96,33 @@ async def check_journal_balanced(conn: AsyncConnection[Any]) -> None:
     async with conn.cursor() as cur:
         await cur.execute("SET CONSTRAINTS journal_balanced, journal_line_balanced IMMEDIATE")
         await cur.execute("SET CONSTRAINTS journal_balanced, journal_line_balanced DEFERRED")
+
+
+@dataclass(frozen=True)
+class StoredJournal:
+    """A posted journal's date and memo with its lines, in line order."""
+
+    journal_id: int
+    journal_date: date
+    memo: str
+    lines: tuple[JournalLine, ...]
+
+
+async def posted_journal(conn: AsyncConnection[Any], idempotency_key: str) -> StoredJournal | None:
+    """The journal the posting key names, with its lines; None when the key is unused."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT j.journal_id, j.journal_date, j.memo FROM journal j WHERE j.idempotency_key = %s",
+            (idempotency_key,),
+        )
+        head = await cur.fetchone()
+        if head is None:
+            return None
+        await cur.execute(
+            "SELECT account, amount, description FROM journal_line WHERE journal_id = %s ORDER BY line_no",
+            (head[0],),
+        )
+        lines = tuple(
+            JournalLine(account, amount, description) for account, amount, description in await cur.fetchall()
+        )
+    return StoredJournal(head[0], head[1], head[2], lines)

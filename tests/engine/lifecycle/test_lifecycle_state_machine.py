@@ -52,6 +52,8 @@ class TaskModel:
             return True
         if (source, to) not in TRANSITIONS[Machine.TASK]:
             return False
+        if source is TaskState.DONE:
+            return False  # done work reopens only over a voided sign-off (ADR 0046), which this model never records
         if to is TaskState.HALTED and escalation is None:
             return False
         if to is TaskState.DONE:

@@ -13,6 +13,7 @@ from psycopg import AsyncConnection
 from countersign.engine.postings import JournalLine, JournalRequest, post_journal
 from countersign.engine.workflows.base import TaskContext, TaskHandler
 from countersign.engine.workflows.close import inputs
+from countersign.store import journals
 
 
 class Accruals(TaskHandler):
@@ -30,11 +31,12 @@ class Accruals(TaskHandler):
         return Decimal(str(result["total"])) if result.get("total") is not None else None
 
     async def complete(self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]) -> list[str]:
+        steps = await self._reverse_earlier_attempts(conn, tc)
         journal = result.get("journal")
         if not journal:
-            return []
+            return steps
         request = JournalRequest(
-            idempotency_key=f"close:{tc.close.close_id}:{tc.task.id}:attempt:{tc.attempt}",
+            idempotency_key=self._key(tc, tc.attempt),
             entity=tc.close.entity,
             period=tc.close.period,
             journal_date=date.fromisoformat(journal["date"]),
@@ -46,4 +48,32 @@ class Accruals(TaskHandler):
             source_task=tc.task.id,
         )
         posted = await post_journal(conn, request, posted_by=tc.actor)
-        return [f"{tc.task.id}: journal {posted.journal_id} posted ({tc.money(result.get('total'))})"]
+        return [*steps, f"{tc.task.id}: journal {posted.journal_id} posted ({tc.money(result.get('total'))})"]
+
+    @staticmethod
+    def _key(tc: TaskContext, attempt: int) -> str:
+        return f"close:{tc.close.close_id}:{tc.task.id}:attempt:{attempt}"
+
+    async def _reverse_earlier_attempts(self, conn: AsyncConnection[Any], tc: TaskContext) -> list[str]:
+        """An earlier attempt posted only if its gate was approved; it runs again only when a later change voided that
+        sign-off (docs/adr/0046). Its journal is reversed, once, so the new approval's journal replaces it."""
+        steps = []
+        for attempt in range(1, tc.attempt):
+            earlier = await journals.posted_journal(conn, self._key(tc, attempt))
+            if earlier is None:
+                continue
+            reversal = JournalRequest(
+                idempotency_key=f"{self._key(tc, attempt)}:reversed",
+                entity=tc.close.entity,
+                period=tc.close.period,
+                journal_date=earlier.journal_date,
+                memo=f"Reversal of journal {earlier.journal_id} ({earlier.memo}): its sign-off was voided"[:500],
+                lines=[JournalLine(line.account, -line.amount, line.description) for line in earlier.lines],
+                source_close=tc.close.close_id,
+                source_task=tc.task.id,
+            )
+            posted = await post_journal(conn, reversal, posted_by=tc.actor)
+            steps.append(
+                f"{tc.task.id}: journal {earlier.journal_id} of attempt {attempt} reversed by {posted.journal_id}"
+            )
+        return steps
