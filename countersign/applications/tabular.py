@@ -242,7 +242,7 @@ def certificate_record(
         reader.sources["packages"] = f"{file}, derived from the Measured work rows (no Packages section)"
     record["sources"] = dict(sorted(reader.sources.items()))
     try:
-        parse_certificate(record)
+        parse_certificate(record, currency=contract.currency)
     except CertificateDataError as bad:
         raise reader.fail(_place_of(bad.field, reader.sources, file, extent), bad.field, bad.reason) from None
     return record

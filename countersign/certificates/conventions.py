@@ -14,11 +14,20 @@ from dataclasses import dataclass, replace
 
 from countersign.certificates.model import ApplicationNumbering, Certificate, Contract, ValuationRounding
 from countersign.certificates.reconstruction import Position
+from countersign.money.units import minor_per_unit
 
-WHOLE_UNIT_MINOR = 100
-"""One whole unit of a two-place currency (a pound) in minor units."""
-HALF_UNIT_MINOR = WHOLE_UNIT_MINOR // 2
-"""How far a figure rounded to the unit may stand from its value to the penny."""
+
+def whole_unit_minor(currency: str) -> int:
+    """One whole unit of `currency` (a pound, a yen, a dinar) in its minor units: 100, 1, 1000."""
+    return minor_per_unit(currency)
+
+
+def half_unit_minor(currency: str) -> int:
+    """How far a figure rounded to the unit may stand from its value to the minor unit (none for a currency with no
+    minor unit: its figures are already whole)."""
+    return whole_unit_minor(currency) // 2
+
+
 MIN_WHOLE_FIGURES = 2
 """Non-zero figures, all in whole units, that show a contract is valued to the unit: a contract valued to the penny
 writes two whole-pound figures by chance one time in ten thousand."""
@@ -48,21 +57,27 @@ def _unit_words(currency: str) -> str:
     return "whole pounds" if currency == "GBP" else f"whole units of {currency}"
 
 
+def _minor_words(currency: str) -> str:
+    return "penny" if currency == "GBP" else f"minor unit of {currency}"
+
+
 def read_valuation_rounding(
     contract: Contract, position: Position, certificate: Certificate
 ) -> tuple[ValuationRounding, str | None]:
-    """The rounding the documents show, and a question when they cannot show it."""
+    """The rounding the documents show, and a question when they cannot show it. A currency with no minor unit (JPY)
+    writes every figure whole, so its figures cannot show it: the declared or default rounding stands, unasked."""
     if "valuation_rounding" in contract.conventions.declared:
         return contract.conventions.valuation_rounding, None
     figures = figures_minor(position, certificate)
-    if not figures or any(figure % WHOLE_UNIT_MINOR for figure in figures):
+    unit = whole_unit_minor(contract.currency)
+    if not figures or unit == 1 or any(figure % unit for figure in figures):
         return contract.conventions.valuation_rounding, None
     if len(figures) >= MIN_WHOLE_FIGURES:
         return ValuationRounding.WHOLE_UNITS, None
     words = _unit_words(contract.currency)
     return contract.conventions.valuation_rounding, (
         f"Contract {contract.id} has shown one figure so far, in {words}: too few to tell whether it is valued in "
-        f"{words}. Is it? Until that is recorded, its figures are checked to the penny."
+        f"{words}. Is it? Until that is recorded, its figures are checked to the {_minor_words(contract.currency)}."
     )
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from decimal import Decimal
 
 from countersign.certificates import invariants as inv
 from countersign.certificates.invariants import advance_schedule_minor, money, retention_entitlement_minor
@@ -144,7 +145,7 @@ class _Ledger:
         )
 
     def text(self, minor: int) -> str:
-        return amount_text(money(minor), self.contract.currency)
+        return amount_text(money(minor, self.contract.currency), self.contract.currency)
 
 
 def reconstructed_amount_due(contract: Contract, position: Position, certificate: Certificate) -> Correction:
@@ -445,4 +446,4 @@ def _correct_retention_and_advance(ledger: _Ledger, contract: Contract, certific
 
 
 def _qty(centi: int) -> str:
-    return f"{money(centi):,.2f}"
+    return f"{Decimal(centi).scaleb(-2):,.2f}"

@@ -28,6 +28,7 @@ from decimal import Decimal
 
 from countersign.certificates.conventions import read_application_numbering
 from countersign.certificates.model import ApplicationNumbering, Certificate, Contract, PaymentTerms, amount_text
+from countersign.money.units import DEFAULT_MINOR_UNITS, minor_units
 
 AMOUNT_TOLERANCE = Decimal("0.05")
 """Largest relative difference between the two amounts due: re-submissions are often nudged by a line or two."""
@@ -123,6 +124,8 @@ class Submission:
     """The contractor numbers its invoices in one series across its contracts (declared by the contract, or read
     from the number: `conventions.read_application_numbering`), so the number names one invoice whatever the
     contract; False when the numbers restart per contract or the number cannot tell."""
+    places: int = DEFAULT_MINOR_UNITS
+    """The minor units of its contract's currency (`countersign.money.units.minor_units`): how its money is scaled."""
 
     @property
     def order(self) -> SubmissionOrder:
@@ -171,10 +174,13 @@ class DuplicateHold:
     other_line: str
     overlap_minor: int
     features: Features
+    places: int = DEFAULT_MINOR_UNITS
+    """The minor units of the held certificate's currency."""
 
     @property
     def overlap(self) -> Decimal:
-        return Decimal(self.overlap_minor).scaleb(-2)
+        """The overlap as an amount in the held certificate's currency."""
+        return Decimal(self.overlap_minor).scaleb(-self.places)
 
     def explanation(self, currency: str) -> str:
         """Why the certificate is held, the overlap written with `currency` (its contract's)."""
@@ -298,6 +304,7 @@ def submission_of(
         window_days=window_days(contract.payment_terms if contract is not None else PaymentTerms()),
         supersedes=certificate.supersedes,
         quantities=tuple((line.scope_hash, line.quantity_to_date_centi) for line in certificate.lines),
+        places=DEFAULT_MINOR_UNITS if contract is None else minor_units(contract.currency),
         one_series=numbering is ApplicationNumbering.VENDOR,
     )
 
@@ -465,6 +472,7 @@ class DuplicateIndex:
                     other_line=found.other_line,
                     overlap_minor=found.overlap_minor,
                     features=found,
+                    places=candidate.places,
                 )
                 best = (rank, hold)
         return None if best is None else best[1]

@@ -18,7 +18,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Literal
 
-from countersign.certificates.conventions import HALF_UNIT_MINOR, WHOLE_UNIT_MINOR, read_conventions
+from countersign.certificates.conventions import half_unit_minor, read_conventions, whole_unit_minor
 from countersign.certificates.model import (
     DEFECTS_END,
     Certificate,
@@ -44,6 +44,7 @@ from countersign.certificates.reconstruction import (
     revalued_by_instruction,
     reversed_by_instruction,
 )
+from countersign.money.units import minor_units
 
 Verdict = Literal["pass", "violation"]
 PASS: Verdict = "pass"
@@ -164,15 +165,20 @@ def within_rounding(contract: Contract, stated: int, expected: int) -> bool:
         return True
     if contract.conventions.valuation_rounding is not ValuationRounding.WHOLE_UNITS:
         return False
-    return stated % WHOLE_UNIT_MINOR == 0 and abs(stated - expected) <= HALF_UNIT_MINOR
+    unit = whole_unit_minor(contract.currency)
+    return stated % unit == 0 and abs(stated - expected) <= half_unit_minor(contract.currency)
 
 
-def money(minor: int) -> Decimal:
-    return Decimal(minor).scaleb(-2)
+def money(minor: int, currency: str) -> Decimal:
+    """`minor` minor units of `currency` as an amount: `(125050, "GBP")` -> `Decimal("1250.50")`, `(1250000, "JPY")` ->
+    `Decimal("1250000")`, `(1250500, "BHD")` -> `Decimal("1250.500")`."""
+    return Decimal(minor).scaleb(-minor_units(currency))
 
 
-def _text(minor: int) -> str:
-    return f"{money(minor):,.2f}"
+def _text(minor: int, contract: Contract) -> str:
+    """The figure alone, grouped, to the minor units of the contract's currency (`1,250.50` in GBP, `1,250,000` in
+    JPY, `1,250.500` in BHD): the sentence of a violation writes its amounts bare."""
+    return f"{money(minor, contract.currency):,.{minor_units(contract.currency)}f}"
 
 
 def _qty(centi: int) -> str:
@@ -197,7 +203,7 @@ def _result(
     return InvariantResult(
         name=name,
         verdict=verdict,
-        amounts={key: money(value) for key, value in amounts.items()},
+        amounts={key: money(value, contract.currency) for key, value in amounts.items()},
         lines=tuple(dict.fromkeys(lines)),
         explanation=explanation,
         clause_topics=topics,
@@ -246,7 +252,7 @@ def retention_entitlement_minor(contract: Contract, deducted_minor: int, on: dat
 
 
 def _amount(minor: int, contract: Contract) -> str:
-    return amount_text(money(minor), contract.currency)
+    return amount_text(money(minor, contract.currency), contract.currency)
 
 
 # --- the sixteen -----------------------------------------------------------------------------------------------
@@ -260,7 +266,9 @@ def statement_foots(contract: Contract, position: Position, certificate: Certifi
 
     def compare(label: str, stated: int, computed: int, line: str | None = None) -> None:
         if stated != computed:
-            problems.append(f"{label} is stated as {_text(stated)} but its parts add to {_text(computed)}")
+            problems.append(
+                f"{label} is stated as {_text(stated, contract)} but its parts add to {_text(computed, contract)}"
+            )
             amounts.setdefault("stated", stated)
             amounts.setdefault("computed", computed)
             amounts.setdefault("difference", stated - computed)
@@ -320,16 +328,16 @@ def previously_certified_carried_forward(
         source = (
             "no certificate has been certified before"
             if position.last_certificate is None
-            else f"certificate {position.last_certificate} certified {_text(reconstructed)} to date"
+            else f"certificate {position.last_certificate} certified {_text(reconstructed, contract)} to date"
         )
-        problems.append(f"previously certified is stated as {_text(stated)} but {source}")
+        problems.append(f"previously certified is stated as {_text(stated, contract)} but {source}")
     amounts = {"stated": stated, "reconstructed": reconstructed, "difference": stated - reconstructed}
     return _result(
         PREVIOUSLY_CERTIFIED_CARRIED_FORWARD,
         contract,
         problems,
         amounts,
-        passed=f"previously certified {_text(stated)} matches the certified history",
+        passed=f"previously certified {_text(stated, contract)} matches the certified history",
         compared_with=[position.last_certificate],
     )
 
@@ -357,7 +365,8 @@ def lines_stated_cumulatively(contract: Contract, position: Position, certificat
         if line.previous_quantity_centi != known.quantity_centi or line.previous_value_minor != known.value_minor:
             problems.append(
                 f"line {line_id} states previous {_qty(line.previous_quantity_centi)} / "
-                f"{_text(line.previous_value_minor)} but {_qty(known.quantity_centi)} / {_text(known.value_minor)} "
+                f"{_text(line.previous_value_minor, contract)} but {_qty(known.quantity_centi)} / "
+                f"{_text(known.value_minor, contract)} "
                 "was certified to date"
             )
             lines.append(line_id)
@@ -465,8 +474,8 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
         if line.period_value_minor not in accepted_period_values(contract, known, line.period_quantity_centi, rate):
             problem = (
                 f"line {line_id} values {_qty(line.period_quantity_centi)} this period at "
-                f"{_text(line.period_value_minor)}, not {_text(expected)} "
-                f"at the rate {_text(rate)} of version {version}"
+                f"{_text(line.period_value_minor, contract)}, not {_text(expected, contract)} "
+                f"at the rate {_text(rate, contract)} of version {version}"
             )
             superseded = [
                 (old, old_rate)
@@ -475,7 +484,10 @@ def period_work_at_rate_in_force(contract: Contract, position: Position, certifi
                 in accepted_period_values(contract, known, line.period_quantity_centi, old_rate)
             ]
             if superseded:
-                problem += f" (it matches the superseded rate {_text(superseded[0][1])} of version {superseded[0][0]})"
+                problem += (
+                    f" (it matches the superseded rate "
+                    f"{_text(superseded[0][1], contract)} of version {superseded[0][0]})"
+                )
             problems.append(problem)
             lines.append(line_id)
             stated_total += line.period_value_minor
@@ -506,7 +518,7 @@ def scope_billed_through_one_package(
         if owner is not None and line.package != owner:
             problems.append(
                 f"line {line.boq_line} belongs to package {owner} but is billed through package {line.package} "
-                f"for {_text(line.period_value_minor)} this period"
+                f"for {_text(line.period_value_minor, contract)} this period"
             )
             lines.append(f"{line.package}/{line.boq_line}")
             overlap += line.period_value_minor
@@ -536,7 +548,8 @@ def variations_have_instructions(contract: Contract, position: Position, certifi
         valued = variation.amount_minor != 0 or variation.quantity_change_centi != 0
         if valued and not (variation.instruction_ref and variation.instruction_ref.strip()):
             problems.append(
-                f"variation {variation.id} is valued at {_text(variation.amount_minor)} without an instruction"
+                f"variation {variation.id} is valued at "
+                f"{_text(variation.amount_minor, contract)} without an instruction"
             )
             lines.append(variation.id)
             unauthorised += variation.amount_minor
@@ -557,11 +570,13 @@ def retention_at_rate_within_cap(contract: Contract, position: Position, certifi
     deducted = certificate.totals.retention_deducted_minor
     problems = []
     if deducted > terms.cap_minor:
-        problems.append(f"retention deducted {_text(deducted)} is above its cap of {_text(terms.cap_minor)}")
+        problems.append(
+            f"retention deducted {_text(deducted, contract)} is above its cap of {_text(terms.cap_minor, contract)}"
+        )
     elif not within_rounding(contract, deducted, expected):
         problems.append(
-            f"retention deducted {_text(deducted)} is not {terms.rate * 100:g}% of {_text(base)} "
-            f"within the cap of {_text(terms.cap_minor)}, which is {_text(expected)}"
+            f"retention deducted {_text(deducted, contract)} is not {terms.rate * 100:g}% of {_text(base, contract)} "
+            f"within the cap of {_text(terms.cap_minor, contract)}, which is {_text(expected, contract)}"
         )
     amounts = {"deducted": deducted, "expected": expected, "cap": terms.cap_minor, "difference": deducted - expected}
     return _result(
@@ -569,7 +584,7 @@ def retention_at_rate_within_cap(contract: Contract, position: Position, certifi
         contract,
         problems,
         amounts,
-        passed=f"retention {_text(deducted)} is at the contract rate within its cap",
+        passed=f"retention {_text(deducted, contract)} is at the contract rate within its cap",
     )
 
 
@@ -590,7 +605,10 @@ def retention_released_once(contract: Contract, position: Position, certificate:
         and released > entitlement
         and not within_rounding(contract, released, entitlement)
     ):
-        problems.append(f"retention released {_text(released)} exceeds the {_text(entitlement)} releasable by now")
+        problems.append(
+            f"retention released {_text(released, contract)} exceeds the "
+            f"{_text(entitlement, contract)} releasable by now"
+        )
         lines.extend(f"retention:{r.event}" for r in releases)
     amounts = {"released": released, "entitlement": entitlement, "excess": max(0, released - entitlement)}
     return _result(
@@ -611,7 +629,7 @@ def retention_released_after_practical_completion(
     problems = []
     if released and (completion is None or certificate.date < completion):
         when = "before practical completion is certified" if completion is None else f"before {completion.isoformat()}"
-        problems.append(f"retention of {_text(released)} is released {when}")
+        problems.append(f"retention of {_text(released, contract)} is released {when}")
     defects_releases = [r for r in certificate.retention_releases if r.event == DEFECTS_END]
     if defects_releases and completion is not None and certificate.date >= completion:
         defects_end = add_months(completion, contract.retention.defects_period_months)
@@ -634,8 +652,9 @@ def advance_amortised_per_schedule(contract: Contract, position: Position, certi
     problems = []
     if not within_rounding(contract, stated, expected):
         problems.append(
-            f"advance repaid to date is {_text(stated)} but the schedule requires {_text(expected)} "
-            f"at a value of work of {_text(base)}"
+            f"advance repaid to date is {_text(stated, contract)} but the schedule requires "
+            f"{_text(expected, contract)} "
+            f"at a value of work of {_text(base, contract)}"
             + (
                 f" (nothing more repaid since certificate {position.last_certificate})"
                 if stated == position.advance_repaid_minor and position.last_certificate
@@ -648,7 +667,7 @@ def advance_amortised_per_schedule(contract: Contract, position: Position, certi
         contract,
         problems,
         amounts,
-        passed=f"advance repaid {_text(stated)} follows the schedule",
+        passed=f"advance repaid {_text(stated, contract)} follows the schedule",
         compared_with=[position.last_certificate] if stated == position.advance_repaid_minor else [],
     )
 
@@ -658,15 +677,17 @@ def advance_repaid_within_advance(contract: Contract, position: Position, certif
     advance = contract.advance.amount_minor
     problems = []
     if stated > advance:
-        problems.append(f"advance repaid {_text(stated)} is more than the advance of {_text(advance)}")
+        problems.append(
+            f"advance repaid {_text(stated, contract)} is more than the advance of {_text(advance, contract)}"
+        )
     elif stated < 0:
-        problems.append(f"advance repaid {_text(stated)} is negative")
+        problems.append(f"advance repaid {_text(stated, contract)} is negative")
     return _result(
         ADVANCE_REPAID_WITHIN_ADVANCE,
         contract,
         problems,
         {"repaid": stated, "advance": advance, "excess": max(0, stated - advance)},
-        passed=f"advance repaid {_text(stated)} is within the advance",
+        passed=f"advance repaid {_text(stated, contract)} is within the advance",
     )
 
 
@@ -686,7 +707,7 @@ def materials_on_site_reversed_on_incorporation(
     unreversed = 0
     for item in certificate.materials_on_site:
         if item.amount_minor < 0 or item.quantity_centi < 0:
-            problems.append(f"materials item {item.id} is negative ({_text(item.amount_minor)})")
+            problems.append(f"materials item {item.id} is negative ({_text(item.amount_minor, contract)})")
             lines.append(item.id)
             unreversed += item.amount_minor
     if contract.conventions.materials_consumption is MaterialsConsumption.MATERIALS_FIRST:
@@ -696,7 +717,8 @@ def materials_on_site_reversed_on_incorporation(
             for item in consumed.incorporated:
                 known = position.materials[item.id]
                 problems.append(
-                    f"materials item {item.id} ({_text(item.amount_minor)}) for line {item.boq_line} is still "
+                    f"materials item {item.id} ("
+                    f"{_text(item.amount_minor, contract)}) for line {item.boq_line} is still "
                     f"claimed after the line reached {_qty(reached)}, which incorporates it "
                     f"(listed at {_qty(known.line_quantity_when_listed_centi)} for {_qty(item.quantity_centi)})"
                 )

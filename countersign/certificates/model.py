@@ -17,14 +17,15 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import Any, TypeVar
 
-from countersign.money.units import minor_units
+from countersign.money.units import DEFAULT_MINOR_UNITS, minor_units
 
 FORMS = ("CSB", "CSE", "CSI", "CSD", "CSM")
 PRACTICAL_COMPLETION = "practical_completion"
 DEFECTS_END = "defects_end"
 RELEASE_EVENTS = (PRACTICAL_COMPLETION, DEFECTS_END)
 
-_AMOUNT = re.compile(r"^-?\d{1,15}\.\d{2}$")
+QUANTITY_PLACES = 2
+"""Quantities are read in hundredths (`*_centi`), whatever the currency."""
 _QUANTITY = re.compile(r"^-?\d{1,12}\.\d{2}$")
 _FRACTION = re.compile(r"^\d\.\d{1,6}$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
@@ -333,14 +334,10 @@ class Certificate:
     `totals.amount_due` or `lines[3].quantity_to_date` -> "app.xlsx, sheet Summary, row 12"."""
 
 
-VALUED_PLACES = 2
-"""The decimal places a certificate's arithmetic works to (minor units, hundredths for quantities); a contract in a
-currency with other minor units is refused when read (`parse_contract`)."""
-
-
 def amount_text(amount: Decimal, currency: str) -> str:
     """An amount as a person reads it in the domain's explanations: `(Decimal("-82213.5"), "GBP")` ->
-    `"GBP -82,213.50"`. The code, then the figure to the domain's two places, as
+    `"GBP -82,213.50"`; `(Decimal("1250000"), "JPY")` -> `"JPY 1,250,000"`. The code, then the figure to the
+    currency's ISO 4217 minor units, as
     `countersign.money.formatting.format_money` writes
     it in en_GB (a test holds the two together); the domain stays pure, so it does not load Babel's locale data."""
     return f"{currency} {amount:,.{minor_units(currency)}f}"
@@ -372,13 +369,7 @@ def parse_contract(data: object) -> Contract:
     currency = _text(mapping, record, "currency")
     if not _CURRENCY.match(currency):
         raise CertificateDataError(record, "currency", f"expected a 3-letter ISO code, got {currency!r}")
-    if minor_units(currency) != VALUED_PLACES:
-        raise CertificateDataError(
-            record,
-            "currency",
-            f"{currency} is written to {minor_units(currency)} decimal places; certificates are valued in hundredths"
-            f" of a unit ({VALUED_PLACES} places) and this workflow does not yet value other currencies",
-        )
+    places = minor_units(currency)
     start_period = _text(mapping, record, "start_period")
     if not _PERIOD.match(start_period):
         raise CertificateDataError(record, "start_period", f"expected YYYY-MM, got {start_period!r}")
@@ -395,7 +386,7 @@ def parse_contract(data: object) -> Contract:
                 description=_text(line, record, "description", field),
                 unit=_text(line, record, "unit", field),
                 quantity_centi=_quantity(line, record, "quantity", field, minimum=0),
-                rate_minor=_amount(line, record, "rate", field, minimum=0),
+                rate_minor=_amount(line, record, "rate", field, places=places, minimum=0),
             )
         )
     line_ids = {line.id for line in boq}
@@ -411,7 +402,7 @@ def parse_contract(data: object) -> Contract:
         for line_id in rates:
             if line_id not in line_ids:
                 raise CertificateDataError(record, f"{field}.rates.{line_id}", "not a line of the bill")
-            parsed_rates[line_id] = _amount(rates, record, line_id, f"{field}.rates", minimum=0)
+            parsed_rates[line_id] = _amount(rates, record, line_id, f"{field}.rates", places=places, minimum=0)
         versions.append(
             RateVersion(
                 version=_text(version, record, "version", field),
@@ -460,14 +451,14 @@ def parse_contract(data: object) -> Contract:
         rate_versions=tuple(versions),
         retention=RetentionTerms(
             rate=_fraction(retention, record, "rate", "retention"),
-            cap_minor=_amount(retention, record, "cap", "retention", minimum=0),
+            cap_minor=_amount(retention, record, "cap", "retention", places=places, minimum=0),
             release_at_practical_completion=_fraction(
                 retention, record, "release_at_practical_completion", "retention"
             ),
             defects_period_months=_count(retention, record, "defects_period_months", "retention"),
         ),
         advance=AdvanceTerms(
-            amount_minor=_amount(advance, record, "amount", "advance", minimum=0),
+            amount_minor=_amount(advance, record, "amount", "advance", places=places, minimum=0),
             start_fraction=_fraction(advance, record, "start_pct", "advance"),
             rate=_fraction(advance, record, "rate", "advance"),
             repaid_by_fraction=_fraction(advance, record, "repaid_by_pct", "advance"),
@@ -540,7 +531,10 @@ def _payment_terms(value: object, record: str) -> PaymentTerms:
     return terms
 
 
-def parse_certificate(data: object) -> Certificate:
+def parse_certificate(data: object, *, currency: str | None = None) -> Certificate:
+    """A certificate's record, its money read in `currency`'s minor units (its contract's currency; None: two places,
+    a hundredth)."""
+    places = DEFAULT_MINOR_UNITS if currency is None else minor_units(currency)
     record = "certificate"
     mapping = _mapping(data, record, "<root>")
     certificate_id = _text(mapping, record, "id")
@@ -559,9 +553,9 @@ def parse_certificate(data: object) -> Certificate:
                 package=_text(line, record, "package", field),
                 scope_hash=_text(line, record, "scope_hash", field),
                 quantity_to_date_centi=_quantity(line, record, "quantity_to_date", field),
-                value_to_date_minor=_amount(line, record, "value_to_date", field),
+                value_to_date_minor=_amount(line, record, "value_to_date", field, places=places),
                 previous_quantity_centi=_quantity(line, record, "previous_quantity", field),
-                previous_value_minor=_amount(line, record, "previous_value", field),
+                previous_value_minor=_amount(line, record, "previous_value", field, places=places),
             )
         )
     packages = []
@@ -571,7 +565,7 @@ def parse_certificate(data: object) -> Certificate:
         packages.append(
             PackageTotal(
                 package=_text(package, record, "package", field),
-                value_to_date_minor=_amount(package, record, "value_to_date", field),
+                value_to_date_minor=_amount(package, record, "value_to_date", field, places=places),
             )
         )
     variations = []
@@ -588,11 +582,13 @@ def parse_certificate(data: object) -> Certificate:
                 id=_text(variation, record, "id", field),
                 instruction_ref=None if instruction is None else _text(variation, record, "instruction_ref", field),
                 description=_text(variation, record, "description", field),
-                amount_minor=_amount(variation, record, "amount", field),
+                amount_minor=_amount(variation, record, "amount", field, places=places),
                 boq_line=None if boq_line is None else _text(variation, record, "boq_line", field),
                 quantity_change_centi=0 if change is None else _quantity(variation, record, "quantity_change", field),
                 reverses=None if reverses is None else _text(variation, record, "reverses", field),
-                limit_minor=None if limit is None else _amount(variation, record, "limit", field, minimum=0),
+                limit_minor=None
+                if limit is None
+                else _amount(variation, record, "limit", field, places=places, minimum=0),
             )
         )
     materials = []
@@ -605,7 +601,7 @@ def parse_certificate(data: object) -> Certificate:
                 boq_line=_text(material, record, "boq_line", field),
                 description=_text(material, record, "description", field),
                 quantity_centi=_quantity(material, record, "quantity", field),
-                amount_minor=_amount(material, record, "amount", field),
+                amount_minor=_amount(material, record, "amount", field, places=places),
             )
         )
     releases = []
@@ -615,7 +611,9 @@ def parse_certificate(data: object) -> Certificate:
         event = _text(release, record, "event", field)
         if event not in RELEASE_EVENTS:
             raise CertificateDataError(record, f"{field}.event", f"expected one of {', '.join(RELEASE_EVENTS)}")
-        releases.append(RetentionRelease(event=event, amount_minor=_amount(release, record, "amount", field)))
+        releases.append(
+            RetentionRelease(event=event, amount_minor=_amount(release, record, "amount", field, places=places))
+        )
     totals = _mapping(mapping.get("totals"), record, "totals")
     supersedes = mapping.get("supersedes")
     sources = mapping.get("sources")
@@ -641,7 +639,7 @@ def parse_certificate(data: object) -> Certificate:
         materials_on_site=tuple(materials),
         retention_releases=tuple(releases),
         totals=CertificateTotals(
-            **{f"{key}_minor": _amount(totals, record, key, "totals") for key in TOTAL_KEYS},
+            **{f"{key}_minor": _amount(totals, record, key, "totals", places=places) for key in TOTAL_KEYS},
         ),
         supersedes=None if supersedes is None else _text(mapping, record, "supersedes"),
         sources=source_map,
@@ -705,18 +703,41 @@ def _date(mapping: Mapping[str, Any], record: str, key: str, parent: str | None 
 
 
 def _decimal_minor(
-    mapping: Mapping[str, Any], record: str, key: str, parent: str | None, pattern: re.Pattern[str], what: str
+    mapping: Mapping[str, Any],
+    record: str,
+    key: str,
+    parent: str | None,
+    pattern: re.Pattern[str],
+    what: str,
+    places: int = QUANTITY_PLACES,
 ) -> int:
+    """The figure as an integer count of its `places`-th parts (`"12.50"`, 2 -> 1250; `"1500"`, 0 -> 1500)."""
     value = mapping.get(key)
     if not isinstance(value, str) or not pattern.match(value):
         raise CertificateDataError(record, _where(parent, key), f"expected {what}, got {value!r}")
-    return int(Decimal(value) * 100)
+    return int(Decimal(value).scaleb(places))
+
+
+def _amount_pattern(places: int) -> re.Pattern[str]:
+    """An amount written to exactly `places` decimals (none: no decimal point)."""
+    return re.compile(r"^-?\d{1,15}$" if places == 0 else rf"^-?\d{{1,15}}\.\d{{{places}}}$")
+
+
+def _amount_example(places: int) -> str:
+    return "'1250'" if places == 0 else f"'12.{'5'.ljust(places, '0')}'"
 
 
 def _amount(
-    mapping: Mapping[str, Any], record: str, key: str, parent: str | None = None, *, minimum: int | None = None
+    mapping: Mapping[str, Any],
+    record: str,
+    key: str,
+    parent: str | None = None,
+    *,
+    places: int,
+    minimum: int | None = None,
 ) -> int:
-    minor = _decimal_minor(mapping, record, key, parent, _AMOUNT, "a decimal amount with 2 places like '12.50'")
+    what = f"a decimal amount with {places} places like {_amount_example(places)}"
+    minor = _decimal_minor(mapping, record, key, parent, _amount_pattern(places), what, places)
     if minimum is not None and minor < minimum:
         raise CertificateDataError(record, _where(parent, key), "must not be negative")
     return minor

@@ -29,8 +29,14 @@ from countersign.certificates.reconstruction import (
     omitted_this_period,
     owned_lines,
 )
+from countersign.money.units import minor_per_unit
 
-ONE_UNIT_MINOR = 100
+
+def _one_unit(contract: Contract) -> int:
+    """One whole unit of the contract's currency (a pound, a yen, a dinar) in its minor units."""
+    return minor_per_unit(contract.currency)
+
+
 ONE_UNIT_CENTI = 100
 
 Mutation = Callable[[Contract, Position, Certificate], Certificate | None]
@@ -75,12 +81,12 @@ def _replace_line(certificate: Certificate, old: CertificateLine, new: Certifica
 
 def _break_footing(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
     totals = certificate.totals
-    return replace(certificate, totals=replace(totals, amount_due_minor=totals.amount_due_minor + ONE_UNIT_MINOR))
+    return replace(certificate, totals=replace(totals, amount_due_minor=totals.amount_due_minor + _one_unit(contract)))
 
 
 def _break_carry_forward(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
     totals = certificate.totals
-    changed = replace(totals, previously_certified_minor=totals.previously_certified_minor - ONE_UNIT_MINOR)
+    changed = replace(totals, previously_certified_minor=totals.previously_certified_minor - _one_unit(contract))
     return restate_totals(replace(certificate, totals=changed))
 
 
@@ -89,8 +95,8 @@ def _restate_previous(contract: Contract, position: Position, certificate: Certi
         if position.line(line.boq_line).value_minor > 0:
             new = replace(
                 line,
-                previous_value_minor=line.previous_value_minor - ONE_UNIT_MINOR,
-                value_to_date_minor=line.value_to_date_minor - ONE_UNIT_MINOR,
+                previous_value_minor=line.previous_value_minor - _one_unit(contract),
+                value_to_date_minor=line.value_to_date_minor - _one_unit(contract),
             )
             return restate_totals(_replace_line(certificate, line, new))
     return None
@@ -124,7 +130,7 @@ def _exceed_bill(contract: Contract, position: Position, certificate: Certificat
 def _misprice_period(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
     for line in owned_lines(contract, certificate).values():
         if line.period_quantity_centi > 0:
-            new = replace(line, value_to_date_minor=line.value_to_date_minor + ONE_UNIT_MINOR)
+            new = replace(line, value_to_date_minor=line.value_to_date_minor + _one_unit(contract))
             return restate_totals(_replace_line(certificate, line, new))
     return None
 
@@ -143,7 +149,7 @@ def _uninstructed_variation(contract: Contract, position: Position, certificate:
         id="V-CRAFTED",
         instruction_ref=None,
         description="Work without an instruction",
-        amount_minor=ONE_UNIT_MINOR,
+        amount_minor=_one_unit(contract),
         boq_line=None,
         quantity_change_centi=0,
     )
@@ -151,7 +157,7 @@ def _uninstructed_variation(contract: Contract, position: Position, certificate:
 
 
 def _over_cap_retention(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
-    totals = replace(certificate.totals, retention_deducted_minor=contract.retention.cap_minor + ONE_UNIT_MINOR)
+    totals = replace(certificate.totals, retention_deducted_minor=contract.retention.cap_minor + _one_unit(contract))
     return restate_totals(replace(certificate, totals=totals))
 
 
@@ -166,7 +172,7 @@ def _release_early(contract: Contract, position: Position, certificate: Certific
     completion = contract.practical_completion
     if certificate.retention_releases or (completion is not None and certificate.date >= completion):
         return None
-    release = RetentionRelease(event=PRACTICAL_COMPLETION, amount_minor=ONE_UNIT_MINOR)
+    release = RetentionRelease(event=PRACTICAL_COMPLETION, amount_minor=_one_unit(contract))
     return restate_totals(replace(certificate, retention_releases=(release,)))
 
 
@@ -174,12 +180,12 @@ def _skip_amortisation(contract: Contract, position: Position, certificate: Cert
     totals = certificate.totals
     if totals.advance_repaid_minor == 0:
         return None
-    changed = replace(totals, advance_repaid_minor=totals.advance_repaid_minor - ONE_UNIT_MINOR)
+    changed = replace(totals, advance_repaid_minor=totals.advance_repaid_minor - _one_unit(contract))
     return restate_totals(replace(certificate, totals=changed))
 
 
 def _over_repay_advance(contract: Contract, position: Position, certificate: Certificate) -> Certificate | None:
-    changed = replace(certificate.totals, advance_repaid_minor=contract.advance.amount_minor + ONE_UNIT_MINOR)
+    changed = replace(certificate.totals, advance_repaid_minor=contract.advance.amount_minor + _one_unit(contract))
     return restate_totals(replace(certificate, totals=changed))
 
 
@@ -194,7 +200,7 @@ def _keep_materials(contract: Contract, position: Position, certificate: Certifi
                 boq_line=line_id,
                 description="Materials credited back",
                 quantity_centi=ONE_UNIT_CENTI,
-                amount_minor=-ONE_UNIT_MINOR,
+                amount_minor=-_one_unit(contract),
             )
             return restate_totals(replace(certificate, materials_on_site=(*certificate.materials_on_site, item)))
         return None
@@ -208,7 +214,7 @@ def _keep_materials(contract: Contract, position: Position, certificate: Certifi
             boq_line=known.boq_line,
             description="Materials kept after incorporation",
             quantity_centi=known.quantity_centi,
-            amount_minor=ONE_UNIT_MINOR,
+            amount_minor=_one_unit(contract),
         )
         return restate_totals(replace(certificate, materials_on_site=(*certificate.materials_on_site, item)))
     return None
@@ -236,7 +242,7 @@ def _materials_beyond_line(contract: Contract, position: Position, certificate: 
             boq_line=line_id,
             description="Materials re-listed beyond what the line allows",
             quantity_centi=beyond,
-            amount_minor=ONE_UNIT_MINOR,
+            amount_minor=_one_unit(contract),
         )
         return restate_totals(replace(certificate, materials_on_site=(*certificate.materials_on_site, item)))
     return None

@@ -23,6 +23,7 @@ from countersign.certificates.model import (
     ValuationRounding,
     Variation,
 )
+from countersign.money.units import minor_per_unit
 
 
 @dataclass(frozen=True)
@@ -172,20 +173,22 @@ def accepted_period_values(contract: Contract, known: LinePosition, period_quant
         # the value to date at the rates in force rounded to the unit (from the penny figure, or from the exact one)
         exact = known.unrounded_value_centiminor + period_quantity_centi * rate
         to_date_minor = rounded_centiminor(exact)
-        for whole in (_to_unit(to_date_minor), _to_unit_from_centiminor(exact)):
+        for whole in (_to_unit(to_date_minor, contract.currency), _to_unit_from_centiminor(exact, contract.currency)):
             accepted.add(whole - known.value_minor)
     return accepted
 
 
-def _to_unit(minor: int) -> int:
-    """Minor units rounded half away from zero to a whole unit (a pound)."""
-    magnitude = (abs(minor) + 50) // 100 * 100
+def _to_unit(minor: int, currency: str) -> int:
+    """Minor units rounded half away from zero to a whole unit of `currency` (a pound; for JPY the yen itself)."""
+    unit = minor_per_unit(currency)
+    magnitude = (abs(minor) + unit // 2) // unit * unit
     return magnitude if minor >= 0 else -magnitude
 
 
-def _to_unit_from_centiminor(centiminor: int) -> int:
-    """Hundredths of a minor unit rounded once, half away from zero, to a whole unit."""
-    magnitude = (abs(centiminor) + 5000) // 10000 * 100
+def _to_unit_from_centiminor(centiminor: int, currency: str) -> int:
+    """Hundredths of a minor unit rounded once, half away from zero, to a whole unit of `currency`."""
+    unit = minor_per_unit(currency)
+    magnitude = (abs(centiminor) + 50 * unit) // (100 * unit) * unit
     return magnitude if centiminor >= 0 else -magnitude
 
 

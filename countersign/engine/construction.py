@@ -21,6 +21,7 @@ from psycopg import AsyncConnection
 from countersign.audit.trace import append_event, seal_pending
 from countersign.certificates import Certificate, CertificateDataError, Contract, parse_certificate, parse_contract
 from countersign.engine.actors import ENGINE_ACTOR
+from countersign.money.units import DEFAULT_MINOR_UNITS, minor_units
 from countersign.store import construction as store
 from countersign.store.construction import (
     CertificateRecord,
@@ -51,6 +52,10 @@ CONTRACTS_FILE = "contracts.json"
 CERTIFICATES_FILE = "certificates.jsonl"
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_RECORD_BYTES = 1024 * 1024
+
+ENGINE_PLACES = DEFAULT_MINOR_UNITS
+"""The decimal places the payment workflow's stored evidence, reconstruction summary and books are written to; a
+contract in a currency with other minor units is refused when a set is loaded (`read_contracts`)."""
 
 
 class ConstructionDataError(ValueError):
@@ -106,6 +111,15 @@ def read_contracts(raw: bytes) -> list[tuple[ContractRecord, Contract]]:
             contract = parse_contract(item)
         except CertificateDataError as bad:
             raise ConstructionDataError(source, bad.field, f"{bad.record}: {bad.reason}") from None
+        places = minor_units(contract.currency)
+        if places != ENGINE_PLACES:
+            raise ConstructionDataError(
+                source,
+                "currency",
+                f"contract {contract.id}: {contract.currency} is written to {places} decimal places; the certificate"
+                f" domain values it, but the payment workflow's evidence and books still write {ENGINE_PLACES} places,"
+                " so its certificates are not loaded",
+            )
         if contract.id in seen:
             raise ConstructionDataError(source, "id", f"contract {contract.id} is listed twice")
         seen.add(contract.id)
@@ -128,7 +142,8 @@ def read_certificates(raw: bytes, contracts: Mapping[str, Contract]) -> list[tup
         except json.JSONDecodeError as exc:
             raise ConstructionDataError(source, "(json)", exc.msg) from None
         try:
-            certificate = parse_certificate(doc)
+            own = contracts.get(str(doc.get("contract"))) if isinstance(doc, dict) else None
+            certificate = parse_certificate(doc, currency=None if own is None else own.currency)
         except CertificateDataError as bad:
             raise ConstructionDataError(source, bad.field, f"{bad.record}: {bad.reason}") from None
         if certificate.id in seen:

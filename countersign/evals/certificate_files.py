@@ -20,8 +20,11 @@ def read_contracts(data_dir: Path) -> dict[str, Contract]:
 
 
 def read_certificates(data_dir: Path) -> list[Certificate]:
+    """Every certificate of the directory, its money read in its contract's currency."""
+    currencies = {contract.id: contract.currency for contract in read_contracts(data_dir).values()}
     with (data_dir / CERTIFICATES_FILE).open(encoding="utf-8") as handle:
-        return [parse_certificate(json.loads(line)) for line in handle if line.strip()]
+        records = [json.loads(line) for line in handle if line.strip()]
+    return [parse_certificate(record, currency=currencies.get(record.get("contract"))) for record in records]
 
 
 def read_ground_truth(data_dir: Path) -> GroundTruth:

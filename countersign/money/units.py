@@ -40,3 +40,8 @@ MINOR_UNITS: dict[str, int] = {
 def minor_units(currency: str) -> int:
     """How many decimal places an amount in `currency` is shown to: `"JPY"` -> 0, `"KWD"` -> 3, `"GBP"` -> 2."""
     return MINOR_UNITS.get(currency.upper(), DEFAULT_MINOR_UNITS)
+
+
+def minor_per_unit(currency: str) -> int:
+    """How many minor units make one whole unit of `currency`: `"JPY"` -> 1, `"GBP"` -> 100, `"KWD"` -> 1000."""
+    return int(10 ** minor_units(currency))

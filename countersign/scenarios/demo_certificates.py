@@ -164,7 +164,9 @@ def pure_verdict(data_dir: Path, certificates_jsonl: bytes, certificate_id: str)
     target = next(r for r in records if r["id"] == certificate_id)
     contract = parse_contract(contracts[target["contract"]])
     history = [
-        parse_certificate(r) for r in records if r["contract"] == contract.id and r["number"] <= target["number"]
+        parse_certificate(r, currency=contract.currency)
+        for r in records
+        if r["contract"] == contract.id and r["number"] <= target["number"]
     ]
     history = [c for c in history if c.id == certificate_id or c.number < target["number"]]
     for assessment in assess_contract(contract, history):

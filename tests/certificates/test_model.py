@@ -32,8 +32,8 @@ ContractEdit = Callable[[dict[str, Any]], None]
     [
         (lambda c: c.update(form="XYZ"), "form"),
         (lambda c: c.update(currency="pounds"), "currency"),
-        (lambda c: c.update(currency="JPY"), "currency"),  # no minor unit: valued to 0 places, not our hundredths
-        (lambda c: c.update(currency="KWD"), "currency"),  # three places
+        (lambda c: c.update(currency="JPY"), "boq[0].rate"),  # no minor unit: "10.00" is not a yen amount
+        (lambda c: c.update(currency="KWD"), "boq[0].rate"),  # three places
         (lambda c: c["boq"][0].update(rate="ten"), "boq[0].rate"),
         (lambda c: c["boq"][1].update(quantity="-1.00"), "boq[1].quantity"),
         (lambda c: c["boq"][1].pop("unit"), "boq[1].unit"),
@@ -81,10 +81,10 @@ def test_an_illegal_certificate_names_the_field(edit: ContractEdit, field: str) 
     assert caught.value.record == "certificate C2"
 
 
-def test_a_currency_with_other_minor_units_is_refused_in_words() -> None:
+def test_amounts_written_to_another_currency_places_are_refused_in_words() -> None:
     data = copy.deepcopy(CONTRACT)
     data["currency"] = "JPY"
-    with pytest.raises(CertificateDataError, match="JPY is written to 0 decimal places"):
+    with pytest.raises(CertificateDataError, match=r"with 0 places like '1250', got '10\.00'"):
         parse_contract(data)
     data["currency"] = "EUR"
     assert parse_contract(data).currency == "EUR"
