@@ -16,20 +16,22 @@ stored, whatever it is.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import orjson
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, pq
 from psycopg.rows import BaseRowFactory, RowMaker, class_row, scalar_row
 from psycopg.types.json import Jsonb, set_json_loads
 
 from countersign.states import TraceKind
 
 READ_BATCH_ROWS = 5_000
+STREAM_CHUNK_ROWS = 250  # about 170 kB a chunk: what a socket buffer holds while the previous chunk is hashed
+CHUNKED_ROWS_LIBPQ = 170_000  # libpq's chunked-rows mode (PQsetChunkedRowsMode) came with version 17
 SEAL_LOCK = 0x436F756E74657273  # pg advisory lock key for the sealer ("Counters")
 EVENT_COLUMNS = "seq, ts, close_id::text AS close_id, actor, kind, payload, version_set, prev_hash, hash, writer"
 SEALED_COLUMNS = (
@@ -256,10 +258,20 @@ class StoredEventText:
 
 
 async def iter_sealed_rows(
-    conn: AsyncConnection[Any], *, after_seq: int = 0, upto_seq: int | None = None
-) -> AsyncIterator[list[tuple[Any, ...]]]:
+    conn: AsyncConnection[Any], *, after_seq: int = 0, upto_seq: int | None = None, streamed: bool = False
+) -> AsyncGenerator[list[tuple[Any, ...]], None]:
     """Sealed events after `after_seq` in sequence order, as pages of plain tuples in StoredEventText's field order
-    (JSON columns as text: no Python objects per value), read in READ_BATCH_ROWS keyset pages."""
+    (JSON columns as text: no Python objects per value), read in READ_BATCH_ROWS keyset pages.
+
+    `streamed`: the same rows from one statement whose result PostgreSQL streams in STREAM_CHUNK_ROWS-row pages (libpq
+    17's chunked rows; the keyset pages where libpq is older), so the server produces the next page while the caller
+    works on this one. The connection is busy until the last row: consume every page, or close the iterator
+    (`contextlib.aclosing`) before anything else uses `conn` — an exception in the caller's loop included."""
+    if streamed and pq.version() >= CHUNKED_ROWS_LIBPQ:
+        async with aclosing(_streamed_sealed_rows(conn, after_seq, upto_seq)) as pages:
+            async for rows in pages:
+                yield rows
+        return
     after = after_seq
     query = (
         f"SELECT {SEALED_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s)"
@@ -273,6 +285,31 @@ async def iter_sealed_rows(
             return
         yield rows
         after = rows[-1][0]
+
+
+async def _streamed_sealed_rows(
+    conn: AsyncConnection[Any], after_seq: int, upto_seq: int | None
+) -> AsyncGenerator[list[tuple[Any, ...]], None]:
+    query = (
+        f"SELECT {SEALED_COLUMNS} FROM trace_event WHERE seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq"
+    )
+    params = (after_seq, upto_seq, upto_seq)
+    async with (
+        conn.cursor() as cur,
+        # closed here, not by the garbage collector: until it is, it holds the connection's lock (psycopg types
+        # `stream` as an iterator; it is an async generator)
+        aclosing(
+            cast(AsyncGenerator[tuple[Any, ...], None], cur.stream(query, params, size=STREAM_CHUNK_ROWS))
+        ) as stream,
+    ):
+        page: list[tuple[Any, ...]] = []
+        async for row in stream:
+            page.append(row)
+            if len(page) == STREAM_CHUNK_ROWS:
+                yield page
+                page = []
+        if page:
+            yield page
 
 
 @dataclass(frozen=True, slots=True)
