@@ -25,6 +25,7 @@ from countersign.audit.person_proof import (
     passkey_proof_problem,
     verify_signature,
 )
+from countersign.states import TraceKind
 
 FILE = "decisions.json"
 ED25519 = "ed25519"
@@ -194,11 +195,11 @@ def check_decisions(events: Sequence[Mapping[str, Any]], gates: Mapping[str, Gat
     opened: dict[str, Any] = {}
     for event in events:
         payload = event.get("payload")
-        if event.get("kind") == "gate_opened" and isinstance(payload, dict) and "summary_digest" in payload:
+        if event.get("kind") == TraceKind.GATE_OPENED and isinstance(payload, dict) and "summary_digest" in payload:
             opened[str(payload.get("gate_id"))] = payload["summary_digest"]
     for event in events:
         payload = event.get("payload")
-        if event.get("kind") != "gate_decided" or not isinstance(payload, dict):
+        if event.get("kind") != TraceKind.GATE_DECIDED or not isinstance(payload, dict):
             continue
         channel = payload.get("channel")
         if channel in PLATFORM_CHANNELS:

@@ -8,9 +8,10 @@ the two doors never word the same event differently.
 from __future__ import annotations
 
 from countersign.audit.trace import TraceEvent
+from countersign.states import TraceKind
 
 # Events a door records about a request: what the door saw and says, never a person's own act (migration 0015).
-DOOR_EVENTS = frozenset({"trace_exported", "decision_refused", "command_refused"})
+DOOR_EVENTS = frozenset({TraceKind.TRACE_EXPORTED, TraceKind.DECISION_REFUSED, TraceKind.COMMAND_REFUSED})
 _WRITERS = {"countersign_callbacks": "the callbacks door", "countersign_engine": "the engine"}
 # How a decision arrived, and so what proves it (audit imports nothing of ours, so the words live here).
 CHANNEL_WORDS = {
@@ -46,37 +47,37 @@ def describe(event: TraceEvent) -> str:
     kind = event.kind
     if kind in DOOR_EVENTS:
         return f"{door_of(event)} reports {_door_claim(event)}"
-    if kind in ("dispatched",):
+    if kind == TraceKind.DISPATCHED:
         return f"{p.get('task')} (attempt {p.get('attempt')})"
-    if kind == "specialist_result":
+    if kind == TraceKind.SPECIALIST_RESULT:
         s = p.get("summary", {})
         if s.get("halted"):
             return f"{p.get('task')}: halted — {s.get('halt_reason')}"
         return f"{p.get('task')}: result"
-    if kind == "task_halted":
+    if kind == TraceKind.TASK_HALTED:
         return f"{p.get('task')}: {p.get('reason')}"
-    if kind == "gate_opened":
+    if kind == TraceKind.GATE_OPENED:
         return f"{p.get('task')} {p.get('gate_kind')} gate, tier {p.get('tier')}, quorum {p.get('quorum')}"
-    if kind == "gate_decided":
+    if kind == TraceKind.GATE_DECIDED:
         channel = CHANNEL_WORDS.get(str(p.get("channel")), str(p.get("channel")))
         return f"{p.get('decision')} {p.get('task')} ({p.get('approvals')}/{p.get('quorum')}) {channel}"
-    if kind == "journal_posted":
+    if kind == TraceKind.JOURNAL_POSTED:
         return f"journal {p.get('journal_id')}: {p.get('memo')}"
-    if kind == "gate_passed":
+    if kind == TraceKind.GATE_PASSED:
         return f"{p.get('task')} {p.get('gate_kind')} gate {p.get('outcome')} ({str(p.get('gate_id'))[:8]})"
-    if kind in ("task_started", "task_requeued") and p.get("model_off") is not None:
+    if kind in (TraceKind.TASK_STARTED, TraceKind.TASK_REQUEUED) and p.get("model_off") is not None:
         why = MODEL_OFF_WORDS.get(str(p.get("model_off")), str(p.get("model_off")))
-        rerun = "to re-run " if kind == "task_requeued" else ""
+        rerun = "to re-run " if kind == TraceKind.TASK_REQUEUED else ""
         return f"{p.get('task')}, {rerun}without the model (approved escalation: {why})"
-    if kind in ("task_started", "task_done", "task_requeued"):
+    if kind in (TraceKind.TASK_STARTED, TraceKind.TASK_DONE, TraceKind.TASK_REQUEUED):
         return str(p.get("task"))
-    if kind == "close_status":
+    if kind == TraceKind.CLOSE_STATUS:
         return f"{p.get('status')}" + (f" — {p.get('reason')}" if p.get("reason") else "")
-    if kind == "bank_feed_loaded":
+    if kind == TraceKind.BANK_FEED_LOADED:
         return f"bank feed version {p.get('feed_version')} ({p.get('source')}) loaded by {p.get('loaded_by')}"
-    if kind == "close_started":
+    if kind == TraceKind.CLOSE_STARTED:
         return f"{p.get('entity')} {p.get('period')} requested by {p.get('requested_by')}"
-    if kind == "certificate_certified":
+    if kind == TraceKind.CERTIFICATE_CERTIFIED:
         claimed = p.get("claimed_amount")
         basis = (
             f" of {p.get('currency')} {claimed} claimed ({p.get('basis')})"
@@ -84,7 +85,7 @@ def describe(event: TraceEvent) -> str:
             else ""
         )
         return f"{p.get('certificate_id')} certified for {p.get('currency')} {p.get('amount')}{basis}"
-    if kind == "pay_less_notice_served":
+    if kind == TraceKind.PAY_LESS_NOTICE_SERVED:
         when = "in time" if p.get("served_in_time") else "LATE"
         return (
             f"pay-less notice {p.get('notice_id')} for {p.get('certificate_id')}: pays {p.get('currency')}"
@@ -99,8 +100,8 @@ def describe(event: TraceEvent) -> str:
 
 def _door_claim(event: TraceEvent) -> str:
     p = event.payload
-    if event.kind == "trace_exported":
+    if event.kind == TraceKind.TRACE_EXPORTED:
         return f"{event.actor} exported the trace as {p.get('format')} via {p.get('platform')} ({p.get('bytes')} bytes)"
-    if event.kind == "decision_refused":
+    if event.kind == TraceKind.DECISION_REFUSED:
         return f"a decision by {p.get('principal')} refused: {p.get('code')}"
     return f"a {p.get('platform')} command by {p.get('user')} refused: {p.get('reason')}"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from countersign.bootstrap.settings import Settings
 from countersign.cards.targets import ChannelTarget
+from countersign.states import ChatPlatform
 
 if TYPE_CHECKING:
     from countersign.delivery.worker import TeamsSender
@@ -40,9 +41,9 @@ def check_allow_lists(settings: Settings) -> None:
 def channel_targets(settings: Settings) -> tuple[ChannelTarget, ...]:
     targets = []
     if settings.slack_enabled and settings.slack_channel:
-        targets.append(ChannelTarget("slack", settings.slack_channel))
+        targets.append(ChannelTarget(ChatPlatform.SLACK, settings.slack_channel))
     if settings.teams_enabled and settings.teams_conversation:
-        targets.append(ChannelTarget("teams", settings.teams_conversation))
+        targets.append(ChannelTarget(ChatPlatform.TEAMS, settings.teams_conversation))
     return tuple(targets)
 
 

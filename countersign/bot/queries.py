@@ -91,7 +91,7 @@ def gate_card(gate: GateRecord, board_url: str) -> GateCard:
         quorum=gate.quorum,
         approvals=gate.approvals,
         approver_role=gate.approver_role,
-        status=gate.status.value,
+        status=gate.status,
         due_at=gate.due_at.isoformat(),
         overdue=gate.overdue,
         summary=gate.summary or {},
@@ -99,7 +99,7 @@ def gate_card(gate: GateRecord, board_url: str) -> GateCard:
             DecisionLine(
                 d.principal_id,
                 d.display_name,
-                d.decision.value,
+                d.decision,
                 d.reason,
                 d.decided_at.isoformat(),
                 d.channel,

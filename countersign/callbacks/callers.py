@@ -22,7 +22,7 @@ from countersign.callbacks.decision_writer import Seal
 from countersign.callbacks.principals import CHANNELS, normalise_identity
 from countersign.policy.command_roles import AccessDecision, check_access
 from countersign.policy.model import Policy
-from countersign.states import TraceKind
+from countersign.states import IdentityChannel, TraceKind
 from countersign.store import principals as principal_store
 from countersign.store.principals import Caller as Caller
 
@@ -43,7 +43,7 @@ async def resolve_chat_caller(conn: AsyncConnection[Any], channel: str, external
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
     return await principal_store.read_caller_by_identity(
-        conn, channel, normalise_identity(tenant), normalise_identity(external_id)
+        conn, IdentityChannel(channel), normalise_identity(tenant), normalise_identity(external_id)
     )
 
 

@@ -72,7 +72,7 @@ async def resolve_identity(
     if channel not in CHANNELS:
         raise ValueError(f"unknown channel {channel!r}; expected one of {CHANNELS}")
     return await principal_store.read_principal_by_identity(
-        conn, channel, normalise_identity(tenant), normalise_identity(external_id)
+        conn, IdentityChannel(channel), normalise_identity(tenant), normalise_identity(external_id)
     )
 
 

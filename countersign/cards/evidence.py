@@ -15,6 +15,7 @@ from typing import Any
 
 from countersign.cards.formatting import count, money, share_percent
 from countersign.policy.wording import in_words
+from countersign.states import TaskState
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def _signoff(summary: Mapping[str, Any], money: Money) -> tuple[Evidence, ...]:
         f"{_text(t.get('title') or t.get('task'))}: {_words(t.get('status'))} (attempt {_text(t.get('attempt'))})"
         for t in tasks
     )
-    done = sum(1 for t in tasks if t.get("status") == "done")
+    done = sum(1 for t in tasks if t.get("status") == TaskState.DONE)
     journals = _objects(summary.get("journals"))
     journal_lines = tuple(
         f"Journal {_text(j.get('journal_id'))}: {_text(j.get('memo'))} — debits {money(j.get('debits'))}"

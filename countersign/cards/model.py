@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
-from countersign.states import ViewerState
+from countersign.states import Decision, GateKind, GateStatus, RunState, TaskState, ViewerState
 
-GATE_KINDS = ("approval", "escalation")
-GATE_STATUSES = ("open", "approved", "rejected", "expired", "cancelled", "voided")
-DECISIONS = ("approve", "reject")
+# The words a card admits: the stored words of `countersign.states` (a card's fields hold the Enum members).
+GATE_KINDS = tuple(kind.value for kind in GateKind)
+GATE_STATUSES = tuple(status.value for status in GateStatus)
+DECISIONS = tuple(decision.value for decision in Decision)
+RUN_STATES = tuple(state.value for state in RunState)
+TASK_STATES = tuple(state.value for state in TaskState)
 REASON_MAX_CHARS = 1000  # our cap on a reason typed into a chat door (a Slack modal, a Teams card's input)
 
 # Who a card is shown to, when a door renders one card per person (a Teams refresh): what that person may still do
@@ -23,6 +27,9 @@ NOT_ENTITLED = ViewerState.NOT_ENTITLED  # not a known person, or without the ga
 VIEWER_STATES = tuple(state.value for state in ViewerState)
 
 
+S = TypeVar("S", bound=StrEnum)
+
+
 class CardDataError(ValueError):
     """Card data that cannot be shown. `field` is a path such as `gates[2].quorum`."""
 
@@ -33,11 +40,19 @@ class CardDataError(ValueError):
         self.reason = reason
 
 
+def _word(states: type[S], value: object, name: str, source: str) -> S:
+    """`value` as its member of `states`: a word the Enum does not name is refused, naming the field."""
+    allowed = tuple(state.value for state in states)
+    if not isinstance(value, str) or value not in allowed:
+        raise CardDataError(name, f"expected one of {allowed}, got {value!r}", source)
+    return states(value)
+
+
 @dataclass(frozen=True)
 class DecisionLine:
     principal: str
     name: str
-    decision: str
+    decision: Decision
     reason: str
     decided_at: str
     channel: str
@@ -46,8 +61,7 @@ class DecisionLine:
     currency: str = ""
 
     def __post_init__(self) -> None:
-        if self.decision not in DECISIONS:
-            raise CardDataError("decision", f"expected one of {DECISIONS}, got {self.decision!r}", "DecisionLine")
+        object.__setattr__(self, "decision", _word(Decision, self.decision, "decision", "DecisionLine"))
 
 
 @dataclass(frozen=True)
@@ -58,13 +72,13 @@ class GateCard:
     period: str
     task: str
     task_title: str
-    kind: str
+    kind: GateKind
     tier: str
     rule: str
     quorum: int
     approvals: int
     approver_role: str
-    status: str
+    status: GateStatus
     due_at: str
     overdue: bool
     summary: Mapping[str, Any] = field(default_factory=dict)
@@ -80,10 +94,8 @@ class GateCard:
             raise CardDataError("gate_id", "must not be empty", "GateCard")
         if self.needs_person_key and not self.page_url:
             raise CardDataError("page_url", "a gate that needs a person's own key must link to its page", "GateCard")
-        if self.kind not in GATE_KINDS:
-            raise CardDataError("kind", f"expected one of {GATE_KINDS}, got {self.kind!r}", "GateCard")
-        if self.status not in GATE_STATUSES:
-            raise CardDataError("status", f"expected one of {GATE_STATUSES}, got {self.status!r}", "GateCard")
+        object.__setattr__(self, "kind", _word(GateKind, self.kind, "kind", "GateCard"))
+        object.__setattr__(self, "status", _word(GateStatus, self.status, "status", "GateCard"))
         if self.quorum < 1:
             raise CardDataError("quorum", f"must be at least 1, got {self.quorum}", "GateCard")
         if self.approvals < 0:
@@ -114,10 +126,13 @@ class Viewer:
 @dataclass(frozen=True)
 class TaskLine:
     task: str
-    status: str
+    status: TaskState
     attempt: int
     reason: str | None = None
     title: str = ""  # the workflow file's title; the task id when the close recorded none
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", _word(TaskState, self.status, "status", "TaskLine"))
 
     @property
     def display_title(self) -> str:
@@ -129,10 +144,13 @@ class StatusCard:
     close_id: str
     entity: str
     period: str
-    status: str
+    status: RunState
     status_reason: str | None
     tasks: tuple[TaskLine, ...]
     gates: tuple[GateCard, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", _word(RunState, self.status, "status", "StatusCard"))
 
     @classmethod
     def from_status_json(cls, d: Mapping[str, Any]) -> StatusCard:
@@ -148,7 +166,7 @@ class StatusCard:
         tasks = tuple(
             TaskLine(
                 task=t.text("task"),
-                status=t.text("status"),
+                status=t.state("status", TaskState),
                 attempt=t.integer("attempt"),
                 reason=t.optional_text("reason"),
                 title=t.optional_text("title") or "",
@@ -160,7 +178,7 @@ class StatusCard:
             close_id=close_id,
             entity=entity,
             period=period,
-            status=reader.text("status"),
+            status=reader.state("status", RunState),
             status_reason=reader.optional_text("status_reason"),
             tasks=tasks,
             gates=gates,
@@ -186,7 +204,7 @@ def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str) -> Ga
         DecisionLine(
             principal=d.text("principal"),
             name=d.optional_text("name") or d.text("principal"),
-            decision=d.choice("decision", DECISIONS),
+            decision=d.state("decision", Decision),
             reason=d.optional_text("reason") or "",
             decided_at=d.text("decided_at"),
             channel=d.optional_text("channel") or "",
@@ -200,13 +218,13 @@ def _gate_from_status(g: _Reader, close_id: str, entity: str, period: str) -> Ga
         period=period,
         task=task,
         task_title=g.optional_text("title") or task,
-        kind=g.choice("kind", GATE_KINDS),
+        kind=g.state("kind", GateKind),
         tier=g.text("tier"),
         rule=g.optional_text("rule") or "",
         quorum=g.integer("quorum", minimum=1),
         approvals=g.integer("approvals"),
         approver_role=g.text("approver_role"),
-        status=g.choice("status", GATE_STATUSES),
+        status=g.state("status", GateStatus),
         due_at=g.text("due_at"),
         overdue=g.flag("overdue"),
         summary={},
@@ -244,11 +262,9 @@ class _Reader:
             raise self._error(key, f"expected a string or null, got {value!r}")
         return value
 
-    def choice(self, key: str, allowed: tuple[str, ...]) -> str:
-        value = self._value.get(key)
-        if value not in allowed:
-            raise self._error(key, f"expected one of {allowed}, got {value!r}")
-        return str(value)
+    def state(self, key: str, states: type[S]) -> S:
+        """The word at `key` as its member of `states` (an Enum of countersign.states); any other word is refused."""
+        return _word(states, self._value.get(key), self._where(key), self._source)
 
     def integer(self, key: str, minimum: int = 0) -> int:
         value = self._value.get(key)

@@ -47,6 +47,7 @@ from countersign.cards.platform_limits import (
 from countersign.cards.refusals import PERSON_KEY_NOTE, person_key_needed, refusal_wording
 from countersign.cards.text import ELLIPSIS, fit, units
 from countersign.policy.wording import in_words
+from countersign.states import GateKind, GateStatus, TaskState
 
 LINE_MAX = 600
 
@@ -132,7 +133,7 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Message:
         Fact("Tier", card.tier),
         Fact("Was due", utc_time(card.due_at)),
     ]
-    reason = halt_reason(card.summary) if card.kind == "escalation" else None
+    reason = halt_reason(card.summary) if card.kind == GateKind.ESCALATION else None
     blocks = [
         _header(headline),
         _gate_context(card),
@@ -151,8 +152,8 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Message:
 def status_message(status: StatusCard) -> Message:
     """A close's tasks and gates, and who each open gate waits on."""
     headline = f"Close {status.entity} {status.period}: {in_words(status.status)}"
-    done = sum(1 for t in status.tasks if t.status == "done")
-    open_gates = [g for g in status.gates if g.status == "open"]
+    done = sum(1 for t in status.tasks if t.status == TaskState.DONE)
+    open_gates = [g for g in status.gates if g.status == GateStatus.OPEN]
     fields = [
         Fact("Tasks done", f"{done} of {len(status.tasks)}"),
         Fact("Open gates", str(len(open_gates))),
@@ -219,7 +220,7 @@ def decision_modal(card: GateCard, decision: str, private_metadata: str) -> Bloc
     if _units(private_metadata) > SLACK_PRIVATE_METADATA_CHARS:
         raise CardDataError("private_metadata", f"longer than {SLACK_PRIVATE_METADATA_CHARS}", "decision modal")
     rejecting = decision == "reject"
-    verb = "Reject" if rejecting else ("Approve re-run" if card.kind == "escalation" else "Approve")
+    verb = "Reject" if rejecting else ("Approve re-run" if card.kind == GateKind.ESCALATION else "Approve")
     about = (
         f"*{_esc(card.task_title)}* · {_esc(card.entity)} {_esc(card.period)}\n"
         f"Tier {_own(card.tier)} · {_own(quorum_progress(card))}"
@@ -288,7 +289,7 @@ def _gate_fields(card: GateCard) -> Block:
 
 
 def _overdue_prefix(card: GateCard) -> str:
-    return "Overdue — " if card.overdue and card.status == "open" else ""
+    return "Overdue — " if card.overdue and card.status == GateStatus.OPEN else ""
 
 
 def _actions(card: GateCard, approve_label: str) -> Block:
@@ -352,7 +353,7 @@ def _decision_blocks(decisions: Sequence[DecisionLine]) -> list[Block]:
 def _status_gate_line(gate: GateCard) -> str:
     mark = _GATE_MARKS.get(gate.status, ":grey_question:")
     title = f"*{_esc(gate.task_title)}* {_own(gate.kind)} gate (tier {_own(gate.tier)})"
-    if gate.status == "open":
+    if gate.status == GateStatus.OPEN:
         line = f"{mark} {title}: {_own(waiting_on(gate))}, due {_slack_time(gate.due_at)}"
         return line + (" :warning: *Overdue*" if gate.overdue else "")
     return f"{mark} {title}: {_own(in_words(gate.status))} ({_own(quorum_progress(gate))})"

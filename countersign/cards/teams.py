@@ -54,6 +54,7 @@ from countersign.cards.platform_limits import (
 from countersign.cards.refusals import PERSON_KEY_NOTE, refusal_wording
 from countersign.cards.text import ELLIPSIS, fit
 from countersign.policy.wording import in_words
+from countersign.states import GateKind, GateStatus, TaskState
 
 SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.5"
@@ -140,7 +141,7 @@ def halt_message(
 
 def decided_message(card: GateCard, *, locale: str | None = None) -> Card:
     headline = f"{STATUS_HEADLINES[card.status]}: {card.task_title}"
-    reason = halt_reason(card.summary) if card.kind == "escalation" else None
+    reason = halt_reason(card.summary) if card.kind == GateKind.ESCALATION else None
     facts = [
         Fact("Outcome", STATUS_HEADLINES[card.status]),
         Fact("Quorum", quorum_progress(card)),
@@ -163,8 +164,8 @@ def decided_message(card: GateCard, *, locale: str | None = None) -> Card:
 
 def status_message(status: StatusCard) -> Card:
     headline = f"Close {status.entity} {status.period}: {in_words(status.status)}"
-    done = sum(1 for t in status.tasks if t.status == "done")
-    open_gates = [g for g in status.gates if g.status == "open"]
+    done = sum(1 for t in status.tasks if t.status == TaskState.DONE)
+    open_gates = [g for g in status.gates if g.status == GateStatus.OPEN]
     body: list[Element] = [
         _data_heading(headline),
         _data_line(f"Close {status.close_id}", isSubtle=True, spacing="none"),
@@ -260,7 +261,7 @@ def _gate_facts(card: GateCard) -> Element:
 
 
 def _overdue_banner(card: GateCard) -> list[Element]:
-    if not (card.overdue and card.status == "open"):
+    if not (card.overdue and card.status == GateStatus.OPEN):
         return []
     return [_text("Overdue: this gate is past its due time.", color="attention", weight="bolder")]
 
@@ -351,12 +352,12 @@ def _decision_line(d: DecisionLine) -> str:
 
 def _status_gate(gate: GateCard) -> Element:
     title = f"{gate.task_title} {gate.kind} gate (tier {gate.tier})"
-    if gate.status == "open":
+    if gate.status == GateStatus.OPEN:
         detail = f"{waiting_on(gate)}, due {_teams_time(gate.due_at)}" + (" — overdue" if gate.overdue else "")
         color = "attention" if gate.overdue else "warning"
     else:
         detail = f"{in_words(gate.status)} ({quorum_progress(gate)})"
-        color = "good" if gate.status == "approved" else "default"
+        color = "good" if gate.status == GateStatus.APPROVED else "default"
     return {
         "type": "Container",
         "items": [

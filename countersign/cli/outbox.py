@@ -14,9 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
+from countersign.states import ChatPlatform
+
 outbox_app = typer.Typer(help="The chat outbox: its state, and dead letters put back.", no_args_is_help=True)
 
-PLATFORMS = ("slack", "teams")
+PLATFORMS = tuple(platform.value for platform in ChatPlatform)
 AGO = re.compile(r"^(\d{1,6})([smhd])$")
 AGO_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -46,10 +48,10 @@ def parse_gate(text: str) -> str:
         raise BadOption(f"--gate: not a gate id (a UUID, as `close status` shows): {text!r}") from None
 
 
-def parse_platform(text: str) -> str:
+def parse_platform(text: str) -> ChatPlatform:
     if text not in PLATFORMS:
         raise BadOption(f"--platform: must be one of {', '.join(PLATFORMS)}, not {text!r}")
-    return text
+    return ChatPlatform(text)
 
 
 @outbox_app.command("redrive")

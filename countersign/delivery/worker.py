@@ -50,7 +50,7 @@ from countersign.engine.outbox import (
     renew_claim,
 )
 from countersign.engine.runs import find_close_record
-from countersign.states import OutboxKind, OutboxStatus
+from countersign.states import IdentityChannel, OutboxKind, OutboxStatus
 from countersign.store.delegations import identity_tenant, read_routing
 from countersign.store.gates import read_gate
 from countersign.store.payment_notices import read_payment_notice
@@ -460,7 +460,7 @@ async def _gate_routed_text(conn: AsyncConnection[Any], message: OutboxMessage, 
     routing = await read_routing(conn, int(message.payload.get("routing_id", 0)))
     if routing is None or routing.gate_id != message.gate_id:
         raise DeliveryError(f"no routing {message.payload.get('routing_id')} of gate {message.gate_id}", permanent=True)
-    tenant = await identity_tenant(conn, routing.routed_to, message.platform, message.channel)
+    tenant = await identity_tenant(conn, routing.routed_to, IdentityChannel(message.platform), message.channel)
     if tenant is None:
         raise DeliveryError(
             f"{message.platform} {message.channel} is not an identity of {routing.routed_to}", permanent=True

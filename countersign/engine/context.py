@@ -12,6 +12,7 @@ from countersign.engine.dispatch import SpecialistCall
 from countersign.engine.workflows import Handlers, TaskHandler, UnknownHandler, shipped_handlers
 from countersign.money.formatting import DEFAULT_LOCALE
 from countersign.policy import Policy, Workflow, WorkflowTask
+from countersign.states import RunState
 
 
 class UnknownWorkflow(LookupError):
@@ -60,6 +61,6 @@ def workflows_by_name(*workflows: Workflow) -> dict[str, Workflow]:
 @dataclass
 class AdvanceReport:
     close_id: str
-    status: str = "running"
+    status: RunState = RunState.RUNNING
     busy: bool = False
     steps: list[str] = field(default_factory=list)

@@ -22,7 +22,7 @@ from countersign.audit.person_proof import decision_message, digest_of_gate, pas
 from countersign.audit.trace import append_event
 from countersign.engine.supervisor import move_gate
 from countersign.policy import GateRequirement
-from countersign.states import GateLifecycle, TraceKind
+from countersign.states import Channel, GateLifecycle, TraceKind
 from countersign.store import gates as store_gates
 from countersign.store.gates import NewGate, read_gate_facts
 from countersign.store.gates import RecordedDecision as RecordedDecision
@@ -131,7 +131,7 @@ class UnprovenDecision:
 
     gate_id: str
     principal_id: str
-    channel: str
+    channel: Channel
     problem: str
 
 

@@ -35,7 +35,7 @@ from psycopg import AsyncConnection
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from countersign.cards.targets import ChannelTarget as ChannelTarget
-from countersign.states import OutboxKind, OutboxStatus
+from countersign.states import ChatPlatform, OutboxKind, OutboxStatus
 from countersign.store import outbox as store_outbox
 from countersign.store.outbox import FailedDelivery as FailedDelivery
 from countersign.store.outbox import OutboxMessage as OutboxMessage
@@ -84,9 +84,9 @@ async def enqueue(
     conn: AsyncConnection[Any],
     *,
     dedupe_key: str,
-    platform: str,
+    platform: ChatPlatform,
     channel: str,
-    kind: str,
+    kind: OutboxKind,
     close_id: str | None = None,
     gate_id: str | None = None,
     payload: dict[str, Any] | None = None,
@@ -155,7 +155,7 @@ async def _enqueue_per_channel(
     conn: AsyncConnection[Any],
     *,
     key: str,
-    kind: str,
+    kind: OutboxKind,
     channels: tuple[ChannelTarget, ...],
     close_id: str,
     gate_id: str | None,

@@ -245,7 +245,7 @@ def derive_run_state(
     return RunState.RUNNING, None
 
 
-async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor: str) -> str:
+async def refresh_close_status(conn: AsyncConnection[Any], close_id: str, actor: str) -> RunState:
     """Derive the close's status from its tasks and gates and store it when it changed."""
     async with conn.transaction():
         tasks = await store.lock_task_outcomes(conn, close_id)

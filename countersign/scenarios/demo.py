@@ -33,7 +33,7 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import start_close_on_book_set
 from countersign.specialists.narration import MODEL_OFF_REASONS
-from countersign.states import GateStatus
+from countersign.states import GateStatus, RunState
 from countersign.synthetic import generate_books, load_profile
 
 MAX_ROUNDS = 20
@@ -204,9 +204,9 @@ async def _drive(
             for line in report.steps:
                 console.print(f"   {escape(line)}", highlight=False)
             _print_model_prose(tasks, prose_shown, console)
-            if report.status == "closed":
+            if report.status == RunState.CLOSED:
                 return True
-            if report.status == "blocked":
+            if report.status == RunState.BLOCKED:
                 console.print(f"[red]close blocked: {escape(str(status.get('status_reason')))}[/]")
                 return False
             open_gates = [g for g in status["gates"] if g["status"] == GateStatus.OPEN]

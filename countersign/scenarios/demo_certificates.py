@@ -46,7 +46,7 @@ from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_construction
 from countersign.services.starting import start_month_of_payment_runs
 from countersign.specialists.certificate_cassettes import write_certificate_cassettes
-from countersign.states import DECIDED, Decision, GateStatus
+from countersign.states import DECIDED, Decision, GateStatus, RunState, TraceKind
 from countersign.synthetic import generate_construction, load_construction_profile
 from countersign.synthetic.construction import CERTIFICATES_FILE, CONTRACTS_FILE
 from countersign.synthetic.ground_truth import GROUND_TRUTH_FILE
@@ -60,19 +60,19 @@ HOSTILE_VARIATION = (
 )
 SUSPECTED_INJECTION = "suspected_injection"
 MODEL_SPECIALISTS = ("extraction", "adjudication")
-FINISHED = ("closed", "blocked")
+FINISHED = (RunState.CLOSED, RunState.BLOCKED)
 TIMELINE_KINDS = (
-    "task_done",
-    "task_halted",
-    "gate_opened",
-    "gate_decided",
-    "gate_rejected_applied",
-    "gate_passed",
-    "task_requeued",
-    "clauses_cited",
-    "certificate_certified",
-    "payment_notice_served",
-    "pay_less_notice_served",
+    TraceKind.TASK_DONE,
+    TraceKind.TASK_HALTED,
+    TraceKind.GATE_OPENED,
+    TraceKind.GATE_DECIDED,
+    TraceKind.GATE_REJECTED_APPLIED,
+    TraceKind.GATE_PASSED,
+    TraceKind.TASK_REQUEUED,
+    TraceKind.CLAUSES_CITED,
+    TraceKind.CERTIFICATE_CERTIFIED,
+    TraceKind.PAYMENT_NOTICE_SERVED,
+    TraceKind.PAY_LESS_NOTICE_SERVED,
 )
 
 
@@ -104,7 +104,7 @@ class RunOutcome:
     close_id: str
     certificate_id: str
     contract_id: str
-    status: str = "running"
+    status: RunState = RunState.RUNNING
     violations: list[dict[str, Any]] = field(default_factory=list)
     holds: list[dict[str, Any]] = field(default_factory=list)
     escalations: list[str] = field(default_factory=list)  # every reason a task of the run escalated for
@@ -343,7 +343,7 @@ async def collect_outcomes(rt: Runtime, runs: Mapping[str, str]) -> dict[str, Ru
                 close_id=close_id,
                 certificate_id=certificate_id,
                 contract_id=row["contract_id"],
-                status=status["status"],
+                status=RunState(status["status"]),
                 violations=list(reconstruction.get("violations", [])),
                 holds=list(duplicate.get("holds", [])),
                 escalations=sorted({t.escalation for t in tasks.values() if t.escalation}),

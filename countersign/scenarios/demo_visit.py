@@ -31,7 +31,7 @@ from countersign.engine.orchestrator import advance
 from countersign.engine.runs import close_status, count_closes_with_entity_prefix
 from countersign.services.loading import load_book_set
 from countersign.services.starting import start_close_on_book_set
-from countersign.states import GateStatus
+from countersign.states import GateStatus, RunState
 from countersign.synthetic import generate_books, load_profile
 
 ADVANCE_EVERY_S = 3.0
@@ -94,7 +94,7 @@ async def open_demo_close(rt: Runtime, seed: int) -> OpenClose:
         for _ in range(MAX_SETTLE_ROUNDS):
             async with connection(rt) as conn:
                 report = await advance(conn, close_id, ctx)
-            if report.status != "running" or not report.steps:
+            if report.status != RunState.RUNNING or not report.steps:
                 break
         async with connection(rt) as conn:
             status = await close_status(conn, close_id)
@@ -157,7 +157,7 @@ async def _keep_advancing(rt: Runtime, close_id: str) -> None:
             await asyncio.sleep(ADVANCE_EVERY_S)
             async with connection(rt) as conn:
                 report = await advance(conn, close_id, ctx)
-            if report.status == "closed":
+            if report.status == RunState.CLOSED:
                 return
 
 

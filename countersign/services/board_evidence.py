@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from countersign.states import TaskState
+
 MAX_ROWS = 500  # rows of any one table shown from a summary
 
 
@@ -200,8 +202,27 @@ def intercompany_pairs(summary: Mapping[str, Any]) -> tuple[IntercompanyPair, ..
 class SignoffTask:
     task: str
     title: str
-    status: str
+    status: TaskState
     attempt: int | None
+
+
+class SummaryWordUnknown(ValueError):
+    """A summary names a state no Enum in countersign.states names: it is refused, never shown as a guess."""
+
+    def __init__(self, field: str, value: object, allowed: Sequence[str]) -> None:
+        super().__init__(f"sign-off summary: {field}: expected one of {tuple(allowed)}, got {value!r}")
+        self.field = field
+        self.value = value
+
+
+def _task_state(value: object, field: str) -> TaskState:
+    """A sign-off task's status: the word `close_task.status` stored, as its TaskState."""
+    if isinstance(value, str) and value in _TASK_WORDS:
+        return TaskState(value)
+    raise SummaryWordUnknown(field, value, _TASK_WORDS)
+
+
+_TASK_WORDS = tuple(state.value for state in TaskState)
 
 
 @dataclass(frozen=True)
@@ -218,14 +239,21 @@ class Signoff:
 
 
 def signoff(summary: Mapping[str, Any]) -> Signoff | None:
-    """A sign-off gate's view of the close: every task's status and the journals posted; None for another gate."""
+    """A sign-off gate's view of the close: every task's status and the journals posted; None for another gate.
+
+    A task's status is the TaskState its word names; a word no TaskState names raises SummaryWordUnknown."""
     body = task_summary(summary)
     if body.get("kind") != "signoff":
         return None
     return Signoff(
         tuple(
-            SignoffTask(_text(t.get("task")), _text(t.get("title")), _text(t.get("status")), _count(t.get("attempt")))
-            for t in _objects(body.get("tasks"))
+            SignoffTask(
+                _text(t.get("task")),
+                _text(t.get("title")),
+                _task_state(t.get("status"), f"tasks[{i}].status"),
+                _count(t.get("attempt")),
+            )
+            for i, t in enumerate(_objects(body.get("tasks")))
         ),
         tuple(
             SignoffJournal(_count(j.get("journal_id")), _text(j.get("memo")), decimal_or_none(j.get("debits")))

@@ -36,7 +36,7 @@ from countersign.policy.command_roles import READ_CLOSE
 from countersign.policy.model import Policy
 from countersign.services.errors import CloseNotFound, GateNotFound
 from countersign.services.reading import Caller, Reader, authorize, is_close_id, is_gate_id
-from countersign.states import DecisionProof, RunState
+from countersign.states import DecisionProof, RunState, TraceKind
 from countersign.store import board_reads as store
 from countersign.store.board_reads import BankLine as BankLine
 from countersign.store.board_reads import CloseHeader as CloseHeader
@@ -162,7 +162,7 @@ class TimelineLine:
     ts: str
     actor: str
     target: str
-    kind: str
+    kind: TraceKind
     words: str
     task: str | None
 

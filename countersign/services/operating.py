@@ -23,6 +23,7 @@ from countersign.engine.workflows.close.bank_pages import (
     progress_to as paged_progress,  # a paged reconciliation's progress
 )
 from countersign.services.errors import CloseNotFound, NoCloseStarted, ServiceError
+from countersign.states import ChatPlatform
 
 __all__ = [
     "BANK_LINES_FIRST_COLUMN",
@@ -93,7 +94,7 @@ async def replay_dispatch(conn: AsyncConnection[Any], dispatch_id: int, *, actor
 
 
 async def redrive_outbox(
-    conn: AsyncConnection[Any], *, gate_id: str | None, platform: str | None, since: datetime | None
+    conn: AsyncConnection[Any], *, gate_id: str | None, platform: ChatPlatform | None, since: datetime | None
 ) -> list[int]:
     """Put the dead-lettered messages that match back to pending with a fresh budget; returns their ids."""
     return await outbox.redrive_dead_letters(conn, gate_id=gate_id, platform=platform, since=since)

@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 
 from countersign.policy.deciders import Person
-from countersign.states import PrincipalKind
+from countersign.states import IdentityChannel, PrincipalKind
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,9 @@ async def read_routings_of_gate(conn: AsyncConnection[Any], gate_id: str) -> lis
         return await cur.fetchall()
 
 
-async def identity_tenant(conn: AsyncConnection[Any], principal_id: str, channel: str, external_id: str) -> str | None:
+async def identity_tenant(
+    conn: AsyncConnection[Any], principal_id: str, channel: IdentityChannel, external_id: str
+) -> str | None:
     """The tenant (Slack team, Teams tenant) of one of the person's identities, or None when it is not theirs."""
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(

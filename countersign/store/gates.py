@@ -118,7 +118,7 @@ class GateRecord:
         return card_state(self.status, self.approvals, self.rejections)
 
 
-def card_state(status: str, approvals: int, rejections: int) -> str:
+def card_state(status: GateStatus, approvals: int, rejections: int) -> str:
     """The key of what a gate card shows: a posted card is updated once per key (`countersign.engine.outbox`,
     `countersign.delivery.worker`)."""
     return f"{status}:{approvals}:{rejections}"

@@ -43,9 +43,9 @@ async def insert_message(
     conn: AsyncConnection[Any],
     *,
     dedupe_key: str,
-    platform: str,
+    platform: ChatPlatform,
     channel: str,
-    kind: str,
+    kind: OutboxKind,
     close_id: str | None = None,
     gate_id: str | None = None,
     payload: dict[str, Any] | None = None,
@@ -207,7 +207,9 @@ async def mark_failed(conn: AsyncConnection[Any], message_id: int, *, error: str
     )
 
 
-async def posted_message_id(conn: AsyncConnection[Any], gate_id: str, platform: str, channel: str) -> str | None:
+async def posted_message_id(
+    conn: AsyncConnection[Any], gate_id: str, platform: ChatPlatform, channel: str
+) -> str | None:
     """The platform's id of the gate card posted to this channel, or None when none was (or the platform gave none)."""
     async with conn.cursor(row_factory=scalar_row) as cur:
         await cur.execute(
@@ -261,7 +263,7 @@ async def redrive_dead_letters(
     conn: AsyncConnection[Any],
     *,
     gate_id: str | None = None,
-    platform: str | None = None,
+    platform: ChatPlatform | None = None,
     since: datetime | None = None,
 ) -> list[int]:
     """Put dead-lettered messages (optionally of one gate, one platform, dead-lettered at or after `since`) back to

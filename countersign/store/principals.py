@@ -109,7 +109,7 @@ async def read_principal(conn: AsyncConnection[Any], key: str) -> Principal | No
 
 
 async def read_principal_by_identity(
-    conn: AsyncConnection[Any], channel: str, tenant: str, external_id: str
+    conn: AsyncConnection[Any], channel: IdentityChannel, tenant: str, external_id: str
 ) -> Principal | None:
     """The principal behind an identity on a channel (a Slack user in a team, a Teams AAD object in a tenant), or
     None when it is unmapped."""
@@ -169,7 +169,7 @@ class CallerWithKey:
 
 
 async def read_caller_by_identity(
-    conn: AsyncConnection[Any], channel: str, tenant: str, external_id: str
+    conn: AsyncConnection[Any], channel: IdentityChannel, tenant: str, external_id: str
 ) -> Caller | None:
     """The caller behind an identity on a channel, or None when it is unmapped."""
     async with conn.cursor(row_factory=class_row(Caller)) as cur:

@@ -24,7 +24,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row, scalar_row
 from psycopg.types.json import Jsonb
 
-from countersign.states import GateLifecycle, GateStatus, PeriodState, RunState, TaskState
+from countersign.states import GateKind, GateLifecycle, GateStatus, PeriodState, RunState, TaskState
 
 # --- closes --------------------------------------------------------------------------------------------------------
 
@@ -300,7 +300,7 @@ class _Found:
 
 
 async def gate_applied_with(
-    conn: AsyncConnection[Any], close_id: str, task: str, attempt: int, *, kind: str, status: GateStatus
+    conn: AsyncConnection[Any], close_id: str, task: str, attempt: int, *, kind: GateKind, status: GateStatus
 ) -> bool:
     """Whether the task's attempt has a gate of `kind` that was applied with `status`."""
     async with conn.cursor(row_factory=class_row(_Found)) as cur:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from countersign.cards.model import CardDataError, StatusCard
+from countersign.cards.model import CardDataError, StatusCard, TaskLine
+from countersign.states import Decision, GateKind, GateStatus, RunState, TaskState
 from tests.cards.fixtures import DEMO_STATUS, SIGNOFF_GATE_ID, open_gate_cards
 
 
@@ -44,6 +45,8 @@ def _corrupt(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
         (("gates", 2, "kind"), None, "gates[2].kind"),
         (("gates", 5, "decisions", 1, "decision"), "abstain", "gates[5].decisions[1].decision"),
         (("tasks", 3, "attempt"), True, "tasks[3].attempt"),
+        (("tasks", 2, "status"), "finished", "tasks[2].status"),
+        (("status",), "done", "status"),
         (("tasks",), KeyError, "tasks"),
         (("entity",), "", "entity"),
     ],
@@ -80,3 +83,23 @@ def test_gate_card_refuses_values_no_gate_can_have(changes: dict[str, Any], fiel
 def test_approvals_missing_never_goes_negative() -> None:
     card = open_gate_cards()["signoff"]
     assert [replace(card, approvals=n).approvals_missing for n in (0, 1, 2, 3)] == [2, 1, 0, 0]
+
+
+def test_a_cards_states_are_the_enums_of_the_stored_words() -> None:
+    """Status JSON's words come back as the Enums of countersign.states, and render as the same words."""
+    status = StatusCard.from_status_json(DEMO_STATUS)
+    assert type(status.status) is RunState and status.status is RunState.CLOSED
+    assert all(type(t.status) is TaskState for t in status.tasks)
+    assert all(type(g.kind) is GateKind and type(g.status) is GateStatus for g in status.gates)
+    assert all(type(d.decision) is Decision for g in status.gates for d in g.decisions)
+    assert f"{status.status}" == "closed" and str(status.gates[0].kind) == DEMO_STATUS["gates"][0]["kind"]
+
+
+def test_a_card_built_with_a_word_holds_its_enum() -> None:
+    """A builder passing the word itself gets the member; a word no Enum names is refused, naming the field."""
+    card = replace(open_gate_cards()["bank"], kind="approval", status="open")
+    assert card.kind is GateKind.APPROVAL and card.status is GateStatus.OPEN
+    assert TaskLine("close.bank", "done", 1).status is TaskState.DONE  # type: ignore[arg-type]
+    with pytest.raises(CardDataError) as excinfo:
+        TaskLine("close.bank", "finished", 1)  # type: ignore[arg-type]
+    assert (excinfo.value.field, excinfo.value.source) == ("status", "TaskLine")

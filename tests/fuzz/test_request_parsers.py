@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from countersign.bot.slack_signature import SlackSignatureRejected, slack_signature, verify_slack_request
 from countersign.callbacks.person_signature import MAX_SIGNED_AT
 from countersign.callbacks.signature import WINDOW_S, SignatureRejected, sign, verify
+from countersign.certificates.amendment import Amendment
 from countersign.web.callbacks import MAX_SIGNATURE_CHARS, MAX_TEXT_CHARS, BodyInvalid, parse_body
 from tests.fuzz.strategies import FUZZ, JSON_DATA, mutated
 
@@ -52,13 +53,14 @@ BODIES = st.one_of(
 @given(BODIES)
 @example(b"1" * 4301)  # found: ValueError (int digit limit) escapes instead of BodyInvalid
 @example(b"[" * 1000)  # found: RecursionError escapes instead of BodyInvalid
-def test_parse_body_returns_the_six_fields_or_raises_body_invalid(raw: bytes) -> None:
+def test_parse_body_returns_the_six_fields_and_an_amendment_or_raises_body_invalid(raw: bytes) -> None:
     try:
         body = parse_body(raw)
     except BodyInvalid as exc:
         assert isinstance(exc.field, str) and exc.reason
         return
-    assert set(body) == {"principal", "decision", "reason", "nonce", "signed_at", "signature"}
+    assert set(body) == {"principal", "decision", "reason", "nonce", "signed_at", "signature", "amendment"}
+    assert body["amendment"] is None or isinstance(body["amendment"], Amendment)  # optional: approve with edits
     assert body["decision"] in ("approve", "reject")
     for name in ("principal", "decision", "reason", "nonce"):
         assert isinstance(body[name], str) and body[name].strip() and len(body[name]) <= MAX_TEXT_CHARS
