@@ -91,7 +91,7 @@ def describe(event: TraceEvent) -> str:
             f"pay-less notice {p.get('notice_id')} for {p.get('certificate_id')}: pays {p.get('currency')}"
             f" {p.get('sum_to_pay')} of {p.get('notified_sum')}, deadline {p.get('deadline')} ({when})"
         )
-    if kind == "sign_off_voided":
+    if kind == TraceKind.SIGN_OFF_VOIDED:
         said = p.get("said") or []
         first = said[0] if isinstance(said, list) and said else "Sign-off voided."
         return f"{p.get('task')}: {first} Attempt {p.get('next_attempt')} runs."
