@@ -51,6 +51,10 @@ def void_sentence(change: VoidingChange, *, locale: str | None = None) -> str:
         what = f"journal {change.change_ref} posted {money} to {_account(change)}"
     elif change.change_table == "book_bank_line":
         what = f"bank line {change.change_ref} of bank {change.change_line} moved {money} on {_account(change)}"
+    elif change.change_table == "certified_accrual":
+        what = (
+            f"certificate {change.change_ref} ({change.description}) certified {money} to accrue on {_account(change)}"
+        )
     else:
         what = (
             f"a new version of certificate {change.change_ref} ({change.description}, {change.change_line}) claims"

@@ -26,6 +26,7 @@ from countersign.bootstrap.settings import PROJECT_ROOT
 from countersign.cards import slack as slack_cards
 from countersign.cards import teams as teams_cards
 from countersign.cards.refusals import REFUSAL_WORDING, refusal_wording
+from countersign.cards.voids import void_sentence
 from countersign.engine.construction import load_construction_set
 from countersign.engine.orchestrator import EngineContext, advance
 from countersign.engine.runs import close_status
@@ -36,9 +37,11 @@ from countersign.money.formatting import format_money
 from countersign.specialists.client import open_in_process
 from countersign.states import RefusalCode
 from countersign.store.certified_accruals import certified_accruals
+from countersign.store.gates import read_gate
 from countersign.synthetic.construction import generate_construction
 from countersign.synthetic.construction_profile import load_construction_profile
 from tests.engine import payment_run_support as support
+from tests.engine.workflow_support import approve_open_gates
 from tests.support import count, import_default_principals, post_decision, start_default_close
 
 ENTITY = "ACME-UK"  # the default books' entity, which the shipped risk.yaml maps every contract to (`*`)
@@ -63,9 +66,9 @@ def data_dir(tmp_path: Path) -> Path:
     return out
 
 
-def _clean_certificate(data_dir: Path) -> dict[str, Any]:
+def _clean_certificate(data_dir: Path, period: str = PERIOD) -> dict[str, Any]:
     faulted = support.faulted_ids(data_dir)
-    return next(c for c in support.read_certificates(data_dir) if c["period"] == PERIOD and c["id"] not in faulted)
+    return next(c for c in support.read_certificates(data_dir) if c["period"] == period and c["id"] not in faulted)
 
 
 async def _rows(conn: AsyncConnection[Any], sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -80,10 +83,10 @@ async def _open_gate(conn: AsyncConnection[Any], close_id: str, task: str) -> di
 
 
 async def _payment_run_to_gate(
-    conn: AsyncConnection[Any], runtime: Any, data_dir: Path, client: Any
+    conn: AsyncConnection[Any], runtime: Any, data_dir: Path, client: Any, period: str = PERIOD
 ) -> tuple[dict[str, Any], str, EngineContext, dict[str, Any]]:
-    """Load the set, start the clean certificate's run and advance it to its open payment gate."""
-    certificate = _clean_certificate(data_dir)
+    """Load the set, start the clean certificate's run (of `period`) and advance it to its open payment gate."""
+    certificate = _clean_certificate(data_dir, period)
     set_id = await load_construction_set(conn, data_dir, loaded_by="test-loader")
     close_id = await start_payment_run(
         conn,
@@ -98,10 +101,12 @@ async def _payment_run_to_gate(
     return certificate, close_id, ctx, await _open_gate(conn, close_id, "payment")
 
 
-async def _certify(conn: AsyncConnection[Any], runtime: Any, api: Any, data_dir: Path, by: str) -> dict[str, Any]:
-    """The clean certificate of the period certified through its payment gate, approved by `by`."""
+async def _certify(
+    conn: AsyncConnection[Any], runtime: Any, api: Any, data_dir: Path, by: str, period: str = PERIOD
+) -> dict[str, Any]:
+    """The clean certificate of `period` certified through its payment gate, approved by `by`."""
     async with open_in_process(support.SPECIALISTS) as client:
-        certificate, close_id, ctx, gate = await _payment_run_to_gate(conn, runtime, data_dir, client)
+        certificate, close_id, ctx, gate = await _payment_run_to_gate(conn, runtime, data_dir, client, period)
         response = await post_decision(api, gate["gate_id"], by)
         assert response.status_code == 200, response.text
         assert (await advance(conn, close_id, ctx)).status == "closed"
@@ -211,6 +216,80 @@ async def test_a_certification_of_a_contract_no_entity_carries_is_refused_and_no
     assert await count(conn, "SELECT count(*) FROM certified_accrual") == 0
 
 
+# --- a certification after the accruals were approved (issue 36, migration certified_accrual_voids) -------------
+
+
+async def _approved_accruals(conn: AsyncConnection[Any], api: Any, engine_ctx: Any, close_id: str) -> str:
+    """The close's accruals gate approved (by the certifier-to-be's colleague) and the task done on it."""
+    await advance(conn, close_id, engine_ctx)
+    gate = await _open_gate(conn, close_id, "accruals")
+    assert (await post_decision(api, gate["gate_id"], CERTIFIER)).status_code == 200
+    await advance(conn, close_id, engine_ctx)
+    task = await _rows(
+        conn, "SELECT status, attempt FROM close_task WHERE close_id = %s AND task = 'accruals'", close_id
+    )
+    assert task == [("done", 1)]
+    return str(gate["gate_id"])
+
+
+async def test_a_certification_after_the_accruals_were_approved_voids_them_and_the_new_attempt_accrues_it(
+    conn: Any, runtime: Any, api: Any, engine_ctx: Any, default_books: Path, data_dir: Path
+) -> None:
+    await import_default_principals(conn)
+    close_id = await start_default_close(conn, runtime, default_books)
+    gate_id = await _approved_accruals(conn, api, engine_ctx, close_id)
+    ((accounts,),) = await _rows(conn, "SELECT accounts FROM gate WHERE gate_id = %s", gate_id)
+    assert "2100" in accounts, accounts  # the approved journal credits the accrual account a certified sum credits
+    assert await count(conn, "SELECT count(*) FROM sign_off_void") == 0
+
+    certified = await _certify(conn, runtime, api, data_dir, OTHER)  # she approved the accruals: he certifies
+    amount = Decimal(certified["totals"]["amount_due"])
+    account = "1500" if "1500" in accounts else "2100"
+    voids = await _rows(
+        conn,
+        "SELECT change_table, change_ref, account, amount, currency, changed_by FROM sign_off_void WHERE gate_id = %s",
+        gate_id,
+    )
+    assert voids == [("certified_accrual", certified["id"], account, amount, "GBP", OTHER)]
+    gate = await read_gate(conn, gate_id)
+    assert gate is not None and gate.status == "voided"
+    (said,) = [void_sentence(void) for void in gate.voids]
+    assert said.startswith(f"Sign-off voided: certificate {certified['id']} (")
+    assert f"certified {format_money(amount, 'GBP')} to accrue on {account} " in said and "after approval" in said
+
+    report = await advance(conn, close_id, engine_ctx)
+    assert any("Sign-off voided: certificate" in step for step in report.steps), report.steps
+    ((attempt,),) = await _rows(
+        conn, "SELECT attempt FROM close_task WHERE close_id = %s AND task = 'accruals'", close_id
+    )
+    assert attempt == 2
+    result = await _accruals_result(conn, close_id)
+    assert result["certified"] == 1
+    assert any(certified["id"] in line["description"] for line in result["journal"]["lines"])
+    assert {"account": "1500", "amount": f"{amount:.2f}"}.items() <= next(
+        line for line in result["journal"]["lines"] if certified["id"] in line["description"]
+    ).items()
+
+
+async def test_a_certification_for_another_period_voids_nothing(
+    conn: Any, runtime: Any, api: Any, engine_ctx: Any, default_books: Path, data_dir: Path
+) -> None:
+    await import_default_principals(conn)
+    close_id = await start_default_close(conn, runtime, default_books)
+    gate_id = await _approved_accruals(conn, api, engine_ctx, close_id)
+    async with open_in_process(support.SPECIALISTS) as client:  # a clean certificate of the next month, certified
+        certificate, run_id, ctx, _ = await _payment_run_to_gate(conn, runtime, data_dir, client, period="2026-11")
+        for _ in range(6):
+            if not await approve_open_gates(api, conn, run_id):
+                break
+            await advance(conn, run_id, ctx)
+    rows = await _rows(conn, "SELECT period FROM certified_accrual WHERE certificate_id = %s", certificate["id"])
+    assert rows == [("2026-11",)]
+    assert await count(conn, "SELECT count(*) FROM sign_off_void") == 0
+    gate = await read_gate(conn, gate_id)
+    assert gate is not None and gate.status == "approved"
+
+
 # --- segregation of duties --------------------------------------------------------------------------------------
 
 
@@ -318,6 +397,14 @@ async def test_no_service_role_writes_moves_or_removes_a_proposal(
     async with await AsyncConnection.connect(url, autocommit=True) as attacker:
         for statement in (_INSERT, *_CHANGES):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+                await attacker.execute(statement)
+        for statement in (  # the void a late certification writes (migration certified_accrual_voids) stays on
+            "ALTER TABLE certified_accrual DISABLE TRIGGER certified_accrual_voids_sign_offs",
+            "DROP TRIGGER certified_accrual_voids_sign_offs ON certified_accrual",
+            "CREATE OR REPLACE FUNCTION public.void_on_certified_accruals() RETURNS trigger LANGUAGE plpgsql"
+            " AS $$ BEGIN RETURN NULL; END $$",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 await attacker.execute(statement)
         for shadow in ("certified_accrual", "policy_certified_accrual", "gate_decision"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
