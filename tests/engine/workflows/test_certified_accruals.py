@@ -241,6 +241,8 @@ async def test_a_certification_after_the_accruals_were_approved_voids_them_and_t
     ((accounts,),) = await _rows(conn, "SELECT accounts FROM gate WHERE gate_id = %s", gate_id)
     assert "2100" in accounts, accounts  # the approved journal credits the accrual account a certified sum credits
     assert await count(conn, "SELECT count(*) FROM sign_off_void") == 0
+    enabled = "SELECT tgenabled::text FROM pg_trigger WHERE tgname = 'certified_accrual_voids_sign_offs'"
+    assert await _rows(conn, enabled) == [("A",)]  # fires under session_replication_role = replica too
 
     certified = await _certify(conn, runtime, api, data_dir, OTHER)  # she approved the accruals: he certifies
     amount = Decimal(certified["totals"]["amount_due"])
