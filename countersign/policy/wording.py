@@ -31,6 +31,7 @@ WORDS: dict[str, str] = {
     "rejected": "rejected",
     "expired": "expired",
     "cancelled": "cancelled",
+    "voided": "sign-off voided",  # approved, then a change to what it approved voided it (ADR 0046)
     "applied": "applied",
     # decisions (countersign/states.py Decision)
     "approve": "approve",
