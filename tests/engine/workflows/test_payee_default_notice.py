@@ -168,6 +168,24 @@ async def test_a_payment_notice_given_in_time_leaves_no_default_notice_to_give(
     assert await _rows(conn, "SELECT count(*) FROM payee_default_notice") == [(0,)]
 
 
+async def test_a_payment_notice_given_in_time_refuses_it_even_long_after_the_deadline(
+    conn: Any, database: Any, runtime: Any, api: Any, data_dir: Path
+) -> None:
+    """The deadline has passed, but the payer's notice beat it: the payee has no default notice to give. (The owner
+    stamps the late set's notice as served in time, as one served 30 days ago would have been.)"""
+    first = _first(data_dir)
+    set_id = await _late_set(conn, data_dir)
+    await _certify(conn, runtime, api, set_id, first["id"])
+    async with conn.transaction():
+        await conn.execute("ALTER TABLE payment_notice DISABLE TRIGGER payment_notice_immutable")
+        await conn.execute("UPDATE payment_notice SET served_in_time = true WHERE kind = 'payment'")
+        await conn.execute("ALTER TABLE payment_notice ENABLE ALWAYS TRIGGER payment_notice_immutable")
+    async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="was given in time"):
+            await engine.execute(_RECORD, (first["id"], 1, "x", _today(), "qs"))
+    assert await _rows(conn, "SELECT count(*) FROM payee_default_notice") == [(0,)]
+
+
 async def test_before_the_payment_notice_falls_due_no_default_notice_may_be_given(conn: Any, data_dir: Path) -> None:
     first = _first(data_dir)
     await _load(conn, data_dir)  # received today: the payment notice is due 12 days from now
