@@ -306,6 +306,7 @@ def payments_default_notice(
     import datetime as dt
     from decimal import InvalidOperation
 
+    from countersign.bootstrap.chat import channel_targets
     from countersign.bootstrap.runtime import connection
     from countersign.services.default_notices import DefaultNoticeRefused, RecordedDefaultNotice, record_default_notice
 
@@ -330,6 +331,7 @@ def payments_default_notice(
                 basis=basis,
                 given_on=day,
                 given_by=by,
+                channels=channel_targets(rt.settings),
                 locale=rt.settings.locale,
             )
 

@@ -18,12 +18,15 @@ from psycopg import AsyncConnection
 
 from countersign.audit.trace import append_event, seal_pending
 from countersign.cards.notices import payee_default_notice_post
+from countersign.engine.outbox import ChannelTarget, enqueue_notices
 from countersign.services.errors import ServiceError
 from countersign.states import TraceKind
 from countersign.store import payment_notices as store
 from countersign.store.payment_notices import PayeeDefaultNoticeRecord
 
-__all__ = ["DefaultNoticeRefused", "RecordedDefaultNotice", "record_default_notice"]
+__all__ = ["DefaultNoticeRefused", "RecordedDefaultNotice", "record_default_notice", "words_of"]
+
+TEMPLATE = "payee_default_notice"
 
 
 class DefaultNoticeRefused(ServiceError):
@@ -40,7 +43,8 @@ class RecordedDefaultNotice:
     words: str
 
 
-def words_of(notice: PayeeDefaultNoticeRecord, locale: str | None = None) -> str:
+def words_of(notice: PayeeDefaultNoticeRecord, locale: str | None = None, platform: str | None = None) -> str:
+    """The notice's words, as the CLI prints them (no platform) and the deliverer posts them."""
     return payee_default_notice_post(
         certificate_id=notice.certificate_id,
         currency=notice.currency,
@@ -54,6 +58,7 @@ def words_of(notice: PayeeDefaultNoticeRecord, locale: str | None = None) -> str
         final_date=notice.final_date,
         postponed_final_date=notice.postponed_final_date,
         locale=locale,
+        platform=platform,
     )
 
 
@@ -65,10 +70,11 @@ async def record_default_notice(
     basis: str,
     given_on: dt.date,
     given_by: str,
+    channels: tuple[ChannelTarget, ...] = (),
     locale: str | None = None,
 ) -> RecordedDefaultNotice:
-    """Record, trace and seal the payee's default notice on `certificate_id`; `DefaultNoticeRefused` naming what was
-    wrong."""
+    """Record, trace, post in `channels` and seal the payee's default notice on `certificate_id`;
+    `DefaultNoticeRefused` naming what was wrong."""
     if not basis.strip():
         raise DefaultNoticeRefused("--basis is empty: say how the sum is calculated (s. 110B(4))")
     if not stated_sum.is_finite() or stated_sum < 0 or stated_sum != stated_sum.quantize(Decimal("0.01")):
@@ -86,10 +92,11 @@ async def record_default_notice(
             notice = await store.read_payee_default_notice(conn, notice_id)
             if notice is None:
                 raise LookupError(f"default notice {notice_id} vanished")
+            close_id = await store.certificate_close_id(conn, certificate_id)
             await append_event(
                 conn,
                 actor=given_by,
-                close_id=await store.certificate_close_id(conn, certificate_id),
+                close_id=close_id,
                 kind=TraceKind.PAYEE_DEFAULT_NOTICE_RECORDED,
                 payload={
                     "certificate_id": certificate_id,
@@ -102,7 +109,16 @@ async def record_default_notice(
                     "payment_notice_deadline": notice.payment_notice_deadline.isoformat(),
                     "days_late": notice.days_late,
                     "postponed_final_date": notice.postponed_final_date.isoformat(),
+                    "channels": [f"{t.platform}:{t.channel}" for t in channels],
                 },
+            )
+            await enqueue_notices(
+                conn,
+                key=f"{TEMPLATE}:{notice.notice_id}",
+                template=TEMPLATE,
+                close_id=close_id,
+                channels=channels,
+                args={"notice_id": notice.notice_id},
             )
     except (
         psycopg.errors.InsufficientPrivilege,

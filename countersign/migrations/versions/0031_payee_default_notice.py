@@ -18,6 +18,8 @@ in time.
   it, and the basis in words.
 - **The postponed final date.** `days_late` is the day given less the payment notice's deadline, and
   `postponed_final_date` the final date plus those days; neither can be supplied.
+- **Posted in the channel.** The outbox may carry the notice template `payee_default_notice` naming the notice by
+  its id, with no gate; the deliverer renders the words from the row.
 - **One per certificate, append-only.** The engine role may execute the function (the CLI records the notice for the
   payee, as that role) and read the table; no role inserts, updates, deletes or truncates it.
 
@@ -139,10 +141,48 @@ REVOKE ALL ON FUNCTION public.record_payee_default_notice(text, numeric, text, d
 GRANT EXECUTE ON FUNCTION public.record_payee_default_notice(text, numeric, text, date, text) TO {ENGINE_ROLE};
 """
 
+# The delegation migration's definition, with one more notice template: the payee's default notice, named by its id
+# (it belongs to no gate).
+OUTBOX_FACTS_WITH_DEFAULT_NOTICE = r"""
+CREATE OR REPLACE FUNCTION public.outbox_row_is_facts(kind text, template text, gate_id uuid, payload jsonb)
+    RETURNS boolean
+    LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT jsonb_typeof(payload) = 'object' AND CASE kind
+        WHEN 'gate_card' THEN template IS NULL AND gate_id IS NOT NULL AND payload = '{}'::jsonb
+        WHEN 'card_update' THEN template IS NULL AND gate_id IS NOT NULL AND payload - 'state' = '{}'::jsonb
+            AND (NOT payload ? 'state' OR (jsonb_typeof(payload->'state') = 'string'
+                 AND payload->>'state' ~ '^[a-z_]{1,16}:[0-9]{1,6}:[0-9]{1,6}$'))
+        WHEN 'notice' THEN CASE template
+            WHEN 'gate_overdue' THEN gate_id IS NOT NULL AND payload = '{}'::jsonb
+            WHEN 'checkpoint' THEN payload - 'tree_size' = '{}'::jsonb
+                AND jsonb_typeof(payload->'tree_size') = 'number'
+                AND payload->>'tree_size' ~ '^[1-9][0-9]{0,17}$'
+            WHEN 'passkey_enrolled' THEN gate_id IS NULL AND payload - 'credential_id' = '{}'::jsonb
+                AND jsonb_typeof(payload->'credential_id') = 'string'
+                AND payload->>'credential_id' ~ '^[A-Za-z0-9_-]+$'
+                AND length(payload->>'credential_id') BETWEEN 16 AND 1364
+            WHEN 'pay_less_notice' THEN gate_id IS NOT NULL AND payload - 'notice_id' = '{}'::jsonb
+                AND jsonb_typeof(payload->'notice_id') = 'number'
+                AND payload->>'notice_id' ~ '^[1-9][0-9]{0,17}$'
+            WHEN 'payment_notice' THEN gate_id IS NOT NULL AND payload - 'notice_id' = '{}'::jsonb
+                AND jsonb_typeof(payload->'notice_id') = 'number'
+                AND payload->>'notice_id' ~ '^[1-9][0-9]{0,17}$'
+            WHEN 'gate_routed' THEN gate_id IS NOT NULL AND payload - 'routing_id' = '{}'::jsonb
+                AND jsonb_typeof(payload->'routing_id') = 'number'
+                AND payload->>'routing_id' ~ '^[1-9][0-9]{0,17}$'
+            WHEN 'payee_default_notice' THEN gate_id IS NULL AND payload - 'notice_id' = '{}'::jsonb
+                AND jsonb_typeof(payload->'notice_id') = 'number'
+                AND payload->>'notice_id' ~ '^[1-9][0-9]{0,17}$'
+            ELSE false END
+        ELSE false END
+$$;
+"""
+
 
 def upgrade() -> None:
     op.execute(TABLE)
     op.execute(RECORD)
+    op.execute(OUTBOX_FACTS_WITH_DEFAULT_NOTICE)
 
 
 def downgrade() -> None:

@@ -21,12 +21,14 @@ from psycopg import AsyncConnection
 
 from countersign.certificates.model import PaymentTerms
 from countersign.certificates.payment_notices import payment_dates
+from countersign.delivery.worker import notice_text
 from countersign.engine.orchestrator import advance
+from countersign.engine.outbox import OutboxMessage
 from countersign.services.default_notices import DefaultNoticeRefused, record_default_notice
 from countersign.specialists.client import open_in_process
 from tests.engine import payment_run_support as support
 from tests.engine.workflow_support import approve_open_gates
-from tests.engine.workflows.test_certified_means_certified import _context, _load, _rows, _start
+from tests.engine.workflows.test_certified_means_certified import CHANNEL, _context, _load, _rows, _start
 
 DAYS_AGO = 30
 _RECORD = "SELECT public.record_payee_default_notice(%s, %s, %s, %s, %s)"
@@ -97,9 +99,10 @@ async def test_with_no_payment_notice_the_payee_states_a_sum_and_the_final_date_
         conn,
         certificate_id=first["id"],
         stated_sum=Decimal("1000.00"),
-        basis="the work valued at the end of January, as applied for less retention",
+        basis="the work valued at the end of January, as applied for less retention <!channel>",
         given_on=given,
         given_by="qs-for-the-contractor",
+        channels=(CHANNEL,),
     )
     notice = recorded.notice
     late = (given - expected.payment_notice_by).days
@@ -121,6 +124,15 @@ async def test_with_no_payment_notice_the_payee_states_a_sum_and_the_final_date_
     assert f"({late} days later)" in recorded.words
     ((payload,),) = await _rows(conn, "SELECT payload FROM trace_event WHERE kind = 'payee_default_notice_recorded'")
     assert (payload["notice_id"], payload["stated_sum"], payload["days_late"]) == (notice.notice_id, "1000.00", late)
+    posted = await _rows(
+        conn,
+        "SELECT message_id, dedupe_key, close_id::text, gate_id::text, platform, channel, kind, payload, attempts,"
+        " template FROM outbox_message WHERE template = 'payee_default_notice'",
+    )
+    assert len(posted) == 1 and posted[0][7] == {"notice_id": notice.notice_id}
+    text = await notice_text(conn, OutboxMessage(*posted[0]), "http://localhost:8000")
+    assert text.startswith("Payee's default notice for certificate") and "GBP 1,000.00 is due" in text
+    assert "<!channel>" not in text and "&lt;!channel&gt;" in text  # the payee's words are inert on Slack
 
 
 async def test_after_a_late_payment_notice_the_payee_may_still_give_one(
