@@ -250,3 +250,17 @@ async def test_the_engine_role_cannot_record_a_second_a_negative_a_future_or_an_
     assert await _rows(conn, "SELECT stated_sum, basis FROM payee_default_notice") == [
         (Decimal("0.00"), "nothing is due")
     ]
+
+
+async def test_the_recording_function_runs_as_the_owner_with_its_path_pinned_and_cannot_be_shadowed(
+    conn: Any, database: Any
+) -> None:
+    ((secdef, config, owner),) = await _rows(
+        conn,
+        "SELECT p.prosecdef, p.proconfig, pg_get_userbyid(p.proowner) = current_user FROM pg_proc p"
+        " WHERE p.proname = 'record_payee_default_notice'",
+    )
+    assert secdef and owner and config == ["search_path=pg_catalog, public, pg_temp"]
+    async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no temp table may stand in for the notices
+            await engine.execute("CREATE TEMP TABLE payment_notice (certificate_id text, served_in_time boolean)")
