@@ -52,10 +52,12 @@ class OutboxKind(StrEnum):
 
 
 class NoticeKind(StrEnum):
-    """Which statutory notice a `payment_notice` row is (migration 0018)."""
+    """Which statutory notice a row is: the payer's in `payment_notice` (migration 0018), the payee's in
+    `payee_default_notice` (the payee default notice migration)."""
 
     PAY_LESS = "pay_less"
     PAYMENT = "payment"  # the payment notice proper, s. 110A (migration 0025)
+    PAYEE_DEFAULT = "payee_default"  # the payee's default notice, s. 110B
 
 
 class PrincipalKind(StrEnum):
@@ -322,6 +324,7 @@ class TraceKind(StrEnum):
     CERTIFICATE_CERTIFIED = "certificate_certified"
     PAYMENT_NOTICE_SERVED = "payment_notice_served"  # s. 110A (migration 0025)
     PAY_LESS_NOTICE_SERVED = "pay_less_notice_served"
+    PAYEE_DEFAULT_NOTICE_RECORDED = "payee_default_notice_recorded"  # s. 110B
     # people, access and the log
     COMMAND_REFUSED = "command_refused"
     TRACE_EXPORTED = "trace_exported"

@@ -128,6 +128,43 @@ def notice_post(
     return fit(f"{head}\n```\n{document}```", SLACK_SECTION_TEXT_CHARS)
 
 
+def payee_default_notice_post(
+    *,
+    certificate_id: str,
+    currency: str,
+    stated_sum: Decimal,
+    claimed_sum: Decimal | None,
+    basis: str,
+    given_on: dt.date,
+    payment_notice_deadline: dt.date,
+    payment_notice_given_late: bool,
+    days_late: int,
+    final_date: dt.date,
+    postponed_final_date: dt.date,
+    locale: str | None = None,
+    platform: str | None = None,
+) -> str:
+    """The words of the payee's default notice (HGCRA 1996 s. 110B): the sum the payee states and its basis, why it
+    could be given, and the final date for payment it postpones. The basis is the payee's own words: inert data on
+    `platform` ("slack" or "teams"; none for a terminal)."""
+    data = {"slack": slack_data, "teams": teams_markdown}.get(platform or "", str)
+    missing = "was given late" if payment_notice_given_late else "was not given"
+    claim = (
+        f" (the application claimed {format_money(claimed_sum, currency, locale=locale)})"
+        if claimed_sum is not None and claimed_sum != stated_sum
+        else ""
+    )
+    day_word = "day" if days_late == 1 else "days"
+    text = (
+        f"Payee's default notice for certificate {one_line(certificate_id)}, given {given_on.isoformat()}: the"
+        f" payment notice due by {payment_notice_deadline.isoformat()} {missing}, so the payee states"
+        f" {format_money(stated_sum, currency, locale=locale)} is due{claim}. Basis: {one_line(data(basis))}. The final"
+        f" date for payment moves from {final_date.isoformat()} to {postponed_final_date.isoformat()}"
+        f" ({days_late} {day_word} later)."
+    )
+    return fit(text, SLACK_SECTION_TEXT_CHARS)
+
+
 def _day(moment: dt.datetime) -> str:
     """An exclusive end as the last day a person is away: 2026-12-15T00:00Z is "14 Dec 2026"."""
     last = (moment.astimezone(dt.UTC) - dt.timedelta(microseconds=1)).date()

@@ -290,6 +290,77 @@ def payments_status_command(
     console.print(table)
 
 
+@payments_app.command("default-notice")
+def payments_default_notice(
+    certificate: Annotated[str, typer.Argument(help="The certificate the payee gives the notice on.")],
+    stated_sum: Annotated[
+        str, typer.Option("--sum", help="The sum the payee considers due, e.g. 12500.00 (normally the claim).")
+    ],
+    basis: Annotated[str, typer.Option("--basis", help="How that sum is calculated, in words.")],
+    given_on: Annotated[str, typer.Option("--given-on", help="The day the payee gave the notice, YYYY-MM-DD.")],
+    by: Annotated[str, typer.Option(help="Who records it for the payee (recorded in the trace).")] = "countersign-cli",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Record the payee's default notice (HGCRA 1996 s. 110B): only when the payment notice was not given in time;
+    the final date for payment moves by the days the notice came after the payment notice's deadline."""
+    import datetime as dt
+    from decimal import InvalidOperation
+
+    from countersign.bootstrap.chat import channel_targets
+    from countersign.bootstrap.runtime import connection
+    from countersign.services.default_notices import DefaultNoticeRefused, RecordedDefaultNotice, record_default_notice
+
+    try:
+        amount = Decimal(stated_sum)
+    except InvalidOperation:
+        fail(f"--sum must be an amount like 12500.00, got {stated_sum!r}")
+        return
+    try:
+        day = dt.date.fromisoformat(given_on)
+    except ValueError:
+        fail(f"--given-on must be a day YYYY-MM-DD, got {given_on!r}")
+        return
+    rt = runtime()
+
+    async def go() -> RecordedDefaultNotice:
+        async with connection(rt) as conn:
+            return await record_default_notice(
+                conn,
+                certificate_id=certificate,
+                stated_sum=amount,
+                basis=basis,
+                given_on=day,
+                given_by=by,
+                channels=channel_targets(rt.settings),
+                locale=rt.settings.locale,
+            )
+
+    try:
+        recorded = run(go)
+    except DefaultNoticeRefused as exc:
+        fail(exc.reason)
+        return
+    notice = recorded.notice
+    if as_json:
+        payload = {
+            "notice_id": notice.notice_id,
+            "certificate_id": notice.certificate_id,
+            "currency": notice.currency,
+            "stated_sum": f"{notice.stated_sum:.2f}",
+            "claimed_sum": None if notice.claimed_sum is None else f"{notice.claimed_sum:.2f}",
+            "basis": notice.basis,
+            "given_on": notice.given_on.isoformat(),
+            "payment_notice_deadline": notice.payment_notice_deadline.isoformat(),
+            "payment_notice_given_late": notice.payment_notice_id is not None,
+            "days_late": notice.days_late,
+            "final_date": notice.final_date.isoformat(),
+            "postponed_final_date": notice.postponed_final_date.isoformat(),
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    console.print(f"recorded default notice {notice.notice_id}: {escape(recorded.words)}", highlight=False)
+
+
 def _amount(amount: Decimal, currency: str | None, locale: str) -> str:
     """The amount with its currency in the locale, as the payment card shows it; a run without a currency shows the
     figure alone."""

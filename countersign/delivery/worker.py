@@ -50,10 +50,11 @@ from countersign.engine.outbox import (
     renew_claim,
 )
 from countersign.engine.runs import find_close_record
+from countersign.services.default_notices import words_of
 from countersign.states import IdentityChannel, OutboxKind, OutboxStatus
 from countersign.store.delegations import identity_tenant, read_routing
 from countersign.store.gates import read_gate
-from countersign.store.payment_notices import read_payment_notice
+from countersign.store.payment_notices import read_payee_default_notice, read_payment_notice
 from countersign.store.trace import checkpoint_note
 
 log = logging.getLogger("countersign.delivery")
@@ -430,6 +431,11 @@ async def notice_text(
             document=notice.document,
             locale=locale,
         )
+    if message.template == "payee_default_notice":
+        default = await read_payee_default_notice(conn, int(message.payload["notice_id"]))
+        if default is None:
+            raise DeliveryError(f"no default notice {message.payload['notice_id']}", permanent=True)
+        return words_of(default, locale, platform=message.platform)
     if message.template == "checkpoint":
         note = await checkpoint_note(conn, int(message.payload["tree_size"]))
         if note is None:

@@ -68,6 +68,8 @@ NOTICE_TEMPLATES: dict[str, frozenset[str]] = {
     # document from the row.
     "pay_less_notice": frozenset({"notice_id"}),
     "payment_notice": frozenset({"notice_id"}),
+    # The payee's default notice (s. 110B) the CLI recorded for the payee: it belongs to no gate.
+    "payee_default_notice": frozenset({"notice_id"}),
     # A direct message to a person an overdue gate was routed to, naming the routing row; only the database writes it,
     # as it routes the gate to that person's own identities (`route_gate_to`, the delegation migration).
     "gate_routed": frozenset({"routing_id"}),
@@ -124,7 +126,7 @@ async def enqueue_notices(
     *,
     key: str,
     template: str,
-    close_id: str,
+    close_id: str | None,
     channels: tuple[ChannelTarget, ...],
     gate_id: str | None = None,
     args: dict[str, int] | None = None,
@@ -157,7 +159,7 @@ async def _enqueue_per_channel(
     key: str,
     kind: OutboxKind,
     channels: tuple[ChannelTarget, ...],
-    close_id: str,
+    close_id: str | None,
     gate_id: str | None,
     payload: dict[str, Any] | None = None,
     template: str | None = None,

@@ -114,3 +114,64 @@ async def read_payment_notice(conn: AsyncConnection[Any], notice_id: int) -> Pay
             (notice_id,),
         )
         return await cur.fetchone()
+
+
+@dataclass(frozen=True)
+class PayeeDefaultNoticeRecord:
+    """The payee's default notice (s. 110B) as the database recorded it, with the dates it computed."""
+
+    notice_id: int
+    kind: NoticeKind
+    certificate_id: str
+    payment_notice_id: int | None
+    currency: str
+    claimed_sum: Decimal | None
+    stated_sum: Decimal
+    basis: str
+    given_on: date
+    given_by: str
+    due_date: date
+    final_date: date
+    payment_notice_deadline: date
+    days_late: int
+    postponed_final_date: date
+    recorded_at: datetime
+
+
+async def record_payee_default_notice(
+    conn: AsyncConnection[Any], *, certificate_id: str, stated_sum: Decimal, basis: str, given_on: date, given_by: str
+) -> int:
+    """Record the payee's default notice through `record_payee_default_notice` (the payee default notice migration),
+    which refuses one while a payment notice was given in time; the new row's id."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT public.record_payee_default_notice(%s, %s, %s, %s, %s)",
+            (certificate_id, stated_sum, basis, given_on, given_by),
+        )
+        row = await cur.fetchone()
+    if row is None:
+        raise LookupError(f"the default notice for certificate {certificate_id} was not recorded")
+    return int(row[0])
+
+
+async def read_payee_default_notice(conn: AsyncConnection[Any], notice_id: int) -> PayeeDefaultNoticeRecord | None:
+    async with conn.cursor(row_factory=class_row(PayeeDefaultNoticeRecord)) as cur:
+        await cur.execute(
+            "SELECT notice_id, kind, certificate_id, payment_notice_id, currency, claimed_sum, stated_sum, basis,"
+            " given_on, given_by, due_date, final_date, payment_notice_deadline, days_late, postponed_final_date,"
+            " recorded_at FROM payee_default_notice WHERE notice_id = %s",
+            (notice_id,),
+        )
+        return await cur.fetchone()
+
+
+async def certificate_close_id(conn: AsyncConnection[Any], certificate_id: str) -> str | None:
+    """The newest payment run of a certificate (its close run), if one was started."""
+    async with conn.cursor() as cur:
+        await cur.execute(
+            "SELECT close_id::text FROM close_run WHERE workflow = 'certificates' AND entity = %s"
+            " ORDER BY created_at DESC LIMIT 1",
+            (certificate_id,),
+        )
+        row = await cur.fetchone()
+    return None if row is None else str(row[0])

@@ -58,6 +58,8 @@ ATTEMPTS = {
     "engine_extra_argument": ("engine", "notice", "checkpoint", {"tree_size": 3, "link": EVIL}),
     "engine_card_with_text": ("engine", "gate_card", None, {"text": EVIL}),
     "engine_update_with_text_state": ("engine", "card_update", None, {"state": EVIL}),
+    "engine_default_notice_text": ("engine", "notice", "payee_default_notice", {"notice_id": EVIL}),
+    "engine_default_notice_on_a_gate": ("engine", "notice", "payee_default_notice", {"notice_id": 1}),  # has none
 }
 
 

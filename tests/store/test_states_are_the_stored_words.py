@@ -46,7 +46,6 @@ async def _check_words(conn: Any, table: str, column: str) -> set[str]:
     ("table", "column", "states"),
     [
         ("outbox_message", "kind", OutboxKind),
-        ("payment_notice", "kind", NoticeKind),
         ("outbox_message", "status", OutboxStatus),
         ("principal", "kind", PrincipalKind),
         ("gate_decision", "decision", Decision),
@@ -65,6 +64,16 @@ async def test_an_enum_names_the_words_its_column_admits(
     conn: Any, table: str, column: str, states: type[StrEnum]
 ) -> None:
     assert await _check_words(conn, table, column) == {state.value for state in states}
+
+
+async def test_notice_kind_names_the_words_both_notice_tables_admit(conn: Any) -> None:
+    """The payer's notices (`payment_notice`) and the payee's default notice (`payee_default_notice`), no more."""
+    payer, payee = (
+        await _check_words(conn, "payment_notice", "kind"),
+        await _check_words(conn, "payee_default_notice", "kind"),
+    )
+    assert payer == {NoticeKind.PAY_LESS, NoticeKind.PAYMENT} and payee == {NoticeKind.PAYEE_DEFAULT}
+    assert payer | payee == {kind.value for kind in NoticeKind}
 
 
 async def test_job_state_names_the_job_librarys_statuses(conn: Any) -> None:
