@@ -30,7 +30,7 @@ Revises: 0030
 from alembic import op
 
 revision = "0031"
-down_revision = "0029"  # the coordinator sets this to "0030" at merge
+down_revision = "0030"
 branch_labels = None
 depends_on = None
 
