@@ -154,9 +154,11 @@ DECIDE_DESCRIPTION = f"""Two signatures, two questions.
   Checked first; a forged or stale one is 401 `signature_rejected`.
 * **Which person decided**: `signature` is the standard base64 Ed25519 signature, by the principal's own key
   (registered with `countersign principals import`, field `public_key`), over the canonical JSON (keys sorted,
-  no whitespace, UTF-8) of `{{"purpose": "countersign.decision.v1", "gate_id", "principal", "decision", "reason",
-  "nonce", "signed_at"}}`, where `gate_id` is the lowercase UUID, `principal` the normalised id (case-folded, no
-  whitespace) and `signed_at` the integer unix seconds (within {PERSON_WINDOW_S} s of now). No key registered: 403
+  no whitespace, UTF-8) of `{{"purpose": "countersign.decision.v2", "gate_id", "principal", "decision", "reason",
+  "nonce", "signed_at", "summary_digest"}}`, where `gate_id` is the lowercase UUID, `principal` the normalised id
+  (case-folded, no whitespace), `signed_at` the integer unix seconds (within {PERSON_WINDOW_S} s of now) and
+  `summary_digest` the gate's own, as `GET /closes/{{close_id}}` gives it (the SHA-256 of what the gate shows: a
+  person signs what they were shown). No key registered: 403
   `{NO_PERSON_KEY}`; a signature that does not verify: 401 `{PERSON_SIGNATURE_REJECTED}`.
 * **Approve with edits** (a quantity surveyor on a certificate's payment gate): `amendment` carries the sum certified
   instead of the proposed one and each line's adjustment; the signed message then also holds `amendment_digest`
