@@ -394,8 +394,9 @@ async def test_a_look_alike_of_a_certified_id_is_refused_in_canonical_form(conn:
         "DELETE FROM construction_certificate",
         "UPDATE construction_contract SET form = 'CSX'",
         "DELETE FROM construction_set",
-        "TRUNCATE construction_certificate, payment_certification, payment_notice, certified_accrual",
-        "TRUNCATE payment_notice",
+        "TRUNCATE construction_certificate, payment_certification, payment_notice, certified_accrual,"
+        " payee_default_notice",
+        "TRUNCATE payment_notice, payee_default_notice",
     ],
 )
 async def test_loaded_evidence_cannot_be_changed_by_the_engine_role_or_the_owner(
