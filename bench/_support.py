@@ -5,6 +5,7 @@ Imported by the benchmark scripts from this directory (each puts it on `sys.path
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -85,6 +86,13 @@ def stop_embedded(database: Database | None) -> None:
     if database is not None and database.embedded_server is not None:
         database.embedded_server.cleanup()
         print("embedded postgres stopped and deleted")
+
+
+def growth_exponent(n1: float, t1: float, n2: float, t2: float) -> float:
+    """How cost grows with size between two runs: log(t2 / t1) / log(n2 / n1) (1.0 is linear); nan when undefined."""
+    if n1 <= 0 or n2 <= 0 or n1 == n2 or t1 <= 0 or t2 <= 0:
+        return math.nan
+    return math.log(t2 / t1) / math.log(n2 / n1)
 
 
 def exit_code(problems: list[str]) -> int:

@@ -38,11 +38,11 @@ from countersign.engine.integrity import (
 from countersign.engine.postings import JournalLine, JournalRequest, PostingConflict, post_journal
 from countersign.engine.runs import load_close
 from countersign.engine.workflows.close.inputs import accruals_input
+from countersign.scenarios.scripted_decisions import decide_open_gates
 from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import StartRules, start_close_on_book_set
 from countersign.specialists.client import open_in_process
-from countersign.states import Channel, GateStatus
 from countersign.store.job_stats import DatabaseActivity, Reaction
 from countersign.synthetic import generate_books, load_profile
 
@@ -312,51 +312,12 @@ def _scripted_people(people: list[Any]) -> ScriptedPeople:
 
 
 async def _decide_open_gates(rt: Runtime, close_id: str, books: Any) -> None:
-    from countersign.callbacks.decision_writer import DecisionRequest, record_decision
     from countersign.callbacks.principals import parse_principals
-    from countersign.engine.books import load_bank_feed
-    from countersign.engine.runs import close_status
 
     people = parse_principals(rt.settings.principals_path)
-    async with connection(rt) as conn:
-        status = await close_status(conn, close_id)
-        for gate in (g for g in status["gates"] if g["status"] == GateStatus.OPEN):
-            if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
-                await load_bank_feed(
-                    conn,
-                    (await load_close(conn, close_id)).book_set_id,
-                    books / "corrected" / "bank_lines.csv",
-                    loaded_by="countersign-drill",
-                    close_id=close_id,
-                )
-    async with connection(rt, "callbacks") as conn:
-        for gate in (g for g in status["gates"] if g["status"] == GateStatus.OPEN):
-            excluded = {gate["prepared_by"], *gate["requested_by"]}
-            voters = [
-                p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded
-            ]
-            for person in voters[: gate["quorum"] - gate["approvals"]]:
-                nonce = uuid.uuid4().hex
-                proof = _scripted_people(people).proof(
-                    gate["gate_id"],
-                    person.principal_id,
-                    "approve",
-                    "restart drill",
-                    nonce,
-                    summary_digest=gate["summary_digest"],
-                )
-                await record_decision(
-                    conn,
-                    DecisionRequest(
-                        gate["gate_id"],
-                        person.principal_id,
-                        "approve",
-                        "restart drill",
-                        nonce,
-                        Channel.SIGNED_CALLBACK,
-                        proof,
-                    ),
-                )
+    await decide_open_gates(
+        rt, close_id, books, people, _scripted_people(people), reason="restart drill", loaded_by="countersign-drill"
+    )
 
 
 async def _prepare_close(rt: Runtime, tag: str) -> tuple[str, Any]:
