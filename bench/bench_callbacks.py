@@ -1,6 +1,7 @@
 """Benchmark: the signed decision callback end to end against a running server on a loopback socket.
 
 Run: .venv/bin/python bench/bench_callbacks.py [--decisions 4000] [--concurrency 32] [--workers 1] [--profile]
+     [--growth-decisions N]
 
 Setup (in a temporary directory): an embedded PostgreSQL, the schema, the principals, one close, and N open gates
 inserted directly (approver role `controller`, quorum 1). Then `countersign serve` runs as a subprocess and C
@@ -19,6 +20,10 @@ the same run, and their p50/p99 (target: >= 0.5 x /healthz and p99 < 100 ms).
 `--profile` samples the server while the timed decisions run, with py-spy when it is on PATH (or named by
 PY_SPY; not a project dependency: `pip install py-spy`), else under cProfile for the server's whole life, and prints
 the top of the profile: own time by area, the request path's functions with their callees, and the top functions.
+Every run also prints Postgres's side: its PL/pgSQL functions (the decision's triggers) by self time per decision,
+from `pg_stat_user_functions` with `track_functions = 'pl'` set on the bench database. `--growth-decisions N` times
+N decisions first, on the same server at the same concurrency, and prints the cost growth exponent from N to
+--decisions.
 
 Bounded: every phase stops issuing requests after PHASE_LIMIT_S and the whole script aborts
 itself (cleaning up) after ABORT_AFTER_SECONDS.
@@ -55,7 +60,8 @@ if str(REPO_ROOT) not in sys.path:
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import psycopg  # noqa: E402
-from _support import exit_code, prepare_open_gates, stop_embedded, summary_digests  # noqa: E402
+from _support import exit_code, growth_exponent, prepare_open_gates, stop_embedded, summary_digests  # noqa: E402
+from psycopg import sql  # noqa: E402
 from psycopg_pool import AsyncConnectionPool  # noqa: E402
 
 from countersign.audit.trace import verify_chain  # noqa: E402
@@ -74,6 +80,7 @@ PEOPLE = parse_principals(REPO_ROOT / "config" / "principals.yaml")
 SCRIPTED = ScriptedPeople(PEOPLE)  # every scripted approver signs with their own key
 SEED = 42
 WARMUP_DECISIONS = 200
+GROWTH_PHASE = "decisions (HTTP), the smaller size for cost growth"
 HEALTHZ_WARMUP = 500
 SERVER_POOL_SIZE = 10  # countersign/bootstrap/app.py: AsyncConnectionPool(max_size=10)
 ABORT_AFTER_SECONDS = 300
@@ -469,6 +476,16 @@ async def run_load(
             cpu,
             database.url,
         )
+        growth = None
+        if gates.get("growth"):
+            growth = await drive(
+                PhaseResult(GROWTH_PHASE, len(gates["growth"])),
+                gates["growth"],
+                post_decision,
+                concurrency,
+                cpu,
+                database.url,
+            )
         if sampler is not None:
             sampler.start(server.process.pid)
         try:
@@ -514,6 +531,8 @@ async def run_load(
             )
         finally:
             await pool.close()
+    if growth is not None:
+        results.append(growth)
     return results
 
 
@@ -684,6 +703,52 @@ def print_stacks(path: Path, decisions: int, lines: int) -> None:
         print(f"    {count / total:6.1%}  {name}")
 
 
+def track_functions(database: Database) -> dict[str, tuple[int, float]]:
+    """Turn on PostgreSQL's per-function statistics for the bench database (new sessions: the server's pool) and
+    return the counters as they stand, to subtract at the end."""
+    with psycopg.connect(database.url, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(sql.Identifier(name[0] if name else ""))
+        )
+    return function_stats(database)
+
+
+def function_stats(database: Database) -> dict[str, tuple[int, float]]:
+    """Each PL/pgSQL function's calls and self time (ms), as the statistics collector holds them now (a session's
+    counts arrive when it ends or goes idle, so read this after the server and pools have closed)."""
+    with psycopg.connect(database.url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT schemaname || '.' || funcname, calls, self_time FROM pg_stat_user_functions"
+        ).fetchall()
+    return {name: (int(calls), float(self_ms)) for name, calls, self_ms in rows}
+
+
+def print_function_profile(
+    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]], decisions: int, lines: int
+) -> None:
+    """Where Postgres spends a decision: the database functions (triggers included) by self time over every decision
+    phase of the run, per decision."""
+    spent = {
+        name: (calls - before.get(name, (0, 0.0))[0], self_ms - before.get(name, (0, 0.0))[1])
+        for name, (calls, self_ms) in after.items()
+    }
+    spent = {name: value for name, value in spent.items() if value[0] > 0}
+    if not spent:
+        print("\npostgres function profile: no function statistics were reported")
+        return
+    total = sum(ms for _, ms in spent.values())
+    print(
+        f"\npostgres functions by self time over every decision phase ({decisions:,} decisions;"
+        f" {total / decisions * 1000:,.0f} us per decision in PL/pgSQL functions, triggers included):"
+    )
+    for name, (calls, self_ms) in sorted(spent.items(), key=lambda item: -item[1][1])[:lines]:
+        print(
+            f"  {self_ms / decisions * 1000:7,.0f} us/decision  {calls / decisions:5.2f} calls/decision"
+            f"  {self_ms / calls * 1000:7,.0f} us/call  {name}"
+        )
+
+
 def describe_machine() -> str:
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
     http = "httptools" if importlib.util.find_spec("httptools") else "h11"
@@ -710,6 +775,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-direct", action="store_true", help="skip the in-process record_decision baseline")
     parser.add_argument(
+        "--growth-decisions",
+        type=int,
+        default=0,
+        help="also time this many decisions first (same server, same concurrency) and print the cost growth exponent",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="profile the server while the timed decisions run (py-spy when found, else cProfile) and print the top",
@@ -718,6 +789,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--profile-server", action="store_true", help="run the server under cProfile and print the top functions"
     )
     args = parser.parse_args(argv)
+    if args.growth_decisions < 0 or args.growth_decisions == args.decisions:
+        parser.error("--growth-decisions must be a size other than --decisions")
     if args.decisions < 1 or args.concurrency < 1 or args.workers < 1:
         parser.error("--decisions, --concurrency and --workers must be at least 1")
     if (args.profile or args.profile_server) and args.workers > 1:
@@ -732,8 +805,11 @@ def main(argv: list[str] | None = None) -> int:
     print(describe_machine())
     n = args.decisions
     gate_sets = {"bench": n, "warmup": WARMUP_DECISIONS, **({} if args.no_direct else {"direct": n})}
+    if args.growth_decisions:
+        gate_sets["growth"] = args.growth_decisions
     database: Database | None = None
     server: Server | None = None
+    functions_before: dict[str, tuple[int, float]] | None = None
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="countersign-bench-") as tmp:
         root = Path(tmp)
@@ -757,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"postgres {row[0] if row else '?'} (embedded, default settings)")
             print(f"setup: {sum(gate_sets.values()):,} gates in {time.perf_counter() - started:.1f} s")
 
+            functions_before = track_functions(database)
             server = start_server(database, root / "state", args.workers, profile_out)
             via = "countersign serve" if args.workers == 1 else "uvicorn --factory"
             print(f"server: {via}, {args.workers} worker(s), {server.base_url}, pool max {SERVER_POOL_SIZE}/worker")
@@ -788,6 +865,14 @@ def main(argv: list[str] | None = None) -> int:
             if len(results) > 3:
                 direct_ratio = decisions.rate_per_s / results[3].rate_per_s
                 print(f"ratio HTTP decisions/s / in-process decisions/s: {direct_ratio:.2f}")
+            grown = next((r for r in results if r.name == GROWTH_PHASE), None)
+            if grown is not None and grown.wall_s and decisions.wall_s:
+                exponent = growth_exponent(grown.done, grown.wall_s, decisions.done, decisions.wall_s)
+                print(
+                    f"cost growth, signed decisions, {grown.done:,} -> {decisions.done:,}: {grown.wall_s:.2f} s ->"
+                    f" {decisions.wall_s:.2f} s, exponent {exponent:.2f} (p99 {grown.percentile_ms(99):.1f} ->"
+                    f" {decisions.percentile_ms(99):.1f} ms)"
+                )
             expected = {prefix: len(ids) for prefix, ids in gates.items()}
             problems += asyncio.run(check_database(database, expected))
             p99 = decisions.percentile_ms(99)
@@ -815,6 +900,9 @@ def main(argv: list[str] | None = None) -> int:
                 print_profile(profile_out, counts, 20)
             if sampler is not None:
                 print_stacks(sampler.out, gate_sets["bench"], 20)
+            if functions_before is not None and database is not None:
+                decided = sum(count for name, count in gate_sets.items())
+                print_function_profile(functions_before, function_stats(database), decided, 12)
             stop_embedded(database)
             signal.alarm(0)
     return exit_code(problems)

@@ -16,7 +16,7 @@ SMOKE: dict[str, list[str]] = {
         "--writers", "2", "--events", "200", "--events-b1", "50", "--verify-events", "2000", "--new-events", "20",
         "--proofs", "10",
     ],
-    "bench_callbacks.py": ["--decisions", "20", "--concurrency", "4", "--profile"],
+    "bench_callbacks.py": ["--decisions", "20", "--concurrency", "4", "--profile", "--growth-decisions", "10"],
     "bench_doors.py": ["--smoke"],
 }  # fmt: skip
 
@@ -45,7 +45,10 @@ EXPECTED: dict[str, list[str]] = {
         "healthz baseline (HTTP): 20 of 20 requests",
         "record_decision in-process (no HTTP, pool 10): 20 of 20 requests",
         "ratio decisions/s / healthz req/s:",
-        "{'warmup': 200, 'bench': 20, 'direct': 20}",
+        "{'warmup': 200, 'bench': 20, 'direct': 20, 'growth': 10}",
+        "cost growth, signed decisions, 10 -> 20:",
+        "postgres functions by self time over every decision phase (250 decisions;",
+        "public.admit_gate_decision",
         "signed decisions: ",
         "target >= 0.5 x /healthz and p99 < 100 ms:",
         "top 20 functions by own",  # --profile: py-spy's samples when it is installed, else cProfile's own time
