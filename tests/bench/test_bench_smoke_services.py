@@ -33,6 +33,7 @@ EXPECTED: dict[str, list[str]] = {
         "| verify_chain, 2,000 events |",
         "(ok=True,",
         "| verify_log (`trace verify`: chain + every signed root), 2,000 events |",
+        "| CPU of the verify_log, 2,000 events | bench ",
         "| first checkpoint, 2,000 events (full read",
         "| checkpoint from the stored frontier, 2,063 events, 20 new |",
         "(extends=True)",
