@@ -84,20 +84,28 @@ class PostedCard:
         return card_state(self.status, self.approvals, self.rejections)
 
 
+POSTED_CARDS = (
+    "SELECT o.gate_id::text AS gate_id, o.close_id::text AS close_id, o.platform, o.channel,"
+    "       s.status, s.approvals::int AS approvals, s.rejections::int AS rejections,"
+    "       (SELECT u.rendered_state FROM outbox_message u"
+    "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
+    "           AND u.kind IN ('gate_card', 'card_update') AND u.status = 'sent'"
+    "         ORDER BY u.sent_at DESC LIMIT 1) AS last_rendered"
+    "  FROM outbox_message o JOIN gate_state s USING (gate_id)"
+    " WHERE o.kind = 'gate_card' AND o.status = 'sent'"
+)
+POSTED_CARDS_OF_GATE = POSTED_CARDS + " AND o.gate_id = %s::uuid"
+"""One gate's posted cards: its own statement, so a prepared (generic) plan still finds them by the gate's index, and
+each card's last render by `outbox_message_renders` (migration `outbox_renders_index`), not by scanning the outbox."""
+
+
 async def posted_cards(conn: AsyncConnection[Any], gate_id: str | None = None) -> list[PostedCard]:
     """Every gate card posted (of one gate, or of all), with its gate's state now and the last state rendered."""
     async with conn.cursor(row_factory=class_row(PostedCard)) as cur:
-        await cur.execute(
-            "SELECT o.gate_id::text AS gate_id, o.close_id::text AS close_id, o.platform, o.channel,"
-            "       s.status, s.approvals::int AS approvals, s.rejections::int AS rejections,"
-            "       (SELECT u.rendered_state FROM outbox_message u"
-            "         WHERE u.gate_id = o.gate_id AND u.platform = o.platform AND u.channel = o.channel"
-            "           AND u.kind IN ('gate_card', 'card_update') AND u.status = 'sent'"
-            "         ORDER BY u.sent_at DESC LIMIT 1) AS last_rendered"
-            "  FROM outbox_message o JOIN gate_state s USING (gate_id)"
-            " WHERE o.kind = 'gate_card' AND o.status = 'sent' AND (%s::uuid IS NULL OR o.gate_id = %s::uuid)",
-            (gate_id, gate_id),
-        )
+        if gate_id is None:
+            await cur.execute(POSTED_CARDS)
+        else:
+            await cur.execute(POSTED_CARDS_OF_GATE, (gate_id,))
         return await cur.fetchall()
 
 

@@ -164,3 +164,53 @@ async def test_a_posted_card_reads_its_gate_now_beside_the_state_it_last_showed(
     assert await store.posted_message_id(engine, gate_id, "slack", "CSTORE") == "1700000000.1"
     assert await store.posted_message_id(engine, gate_id, "slack", "COTHER") is None
     assert [c.channel for c in await store.posted_cards(engine, "00000000-0000-0000-0000-000000000000")] == []
+
+
+def _plan(owner: psycopg.Connection[Any], gate_id: str) -> str:
+    """The generic plan (what a prepared statement runs after its fifth use) of one gate's posted-card read."""
+    owner.execute("SET plan_cache_mode = force_generic_plan")
+    owner.execute("DEALLOCATE ALL")
+    owner.execute("PREPARE posted_cards_of_gate(uuid) AS " + store.POSTED_CARDS_OF_GATE.replace("%s", "$1"))
+    rows = owner.execute(f"EXPLAIN EXECUTE posted_cards_of_gate('{gate_id}')").fetchall()
+    return "\n".join(row[0] for row in rows)
+
+
+async def test_a_decisions_card_read_finds_its_gates_cards_by_index_not_by_scanning_the_outbox(
+    conn: Any, engine: Any, runtime: Any, engine_ctx: Any, default_books: Path, database: Any
+) -> None:
+    """Every decision reads its gate's posted cards and each card's last render (`enqueue_card_updates`). Before
+    migration `outbox_renders_index` that read scanned the whole outbox, every decision (about 30 ms with 150,000
+    messages). With an outbox of 5,000 other messages, the plan reads outbox_message only through indexes; the same
+    plan without the index scans it (the control)."""
+    close_id = await start_default_close(conn, runtime, default_books)
+    await advance(conn, close_id, engine_ctx)
+    gate_id = str(next(g["gate_id"] for g in (await close_status(conn, close_id))["gates"]))
+    card = await store.insert_message(
+        engine,
+        dedupe_key=f"gate_card:{gate_id}:slack:CPLAN",
+        platform="slack",
+        channel="CPLAN",
+        kind=OutboxKind.GATE_CARD,
+        close_id=close_id,
+        gate_id=gate_id,
+    )
+    assert card is not None
+    await store.mark_sent(engine, card, platform_message_id="1700000000.2", rendered_state="open:0:0")
+    with psycopg.connect(database.owner_url, autocommit=True) as owner:
+        owner.execute(
+            "INSERT INTO outbox_message (dedupe_key, platform, channel, kind, status, sent_at, template, payload)"
+            " SELECT 'plan-notice:' || i, 'slack', 'CPLAN', 'notice', 'sent', now(), 'checkpoint',"
+            "        jsonb_build_object('tree_size', i) FROM generate_series(1, 5000) i"
+        )
+        owner.execute("ANALYZE outbox_message")
+        plan = _plan(owner, gate_id)
+        assert "outbox_message_renders" in plan, plan
+        assert "Seq Scan on outbox_message" not in plan, plan
+        owner.execute("BEGIN")
+        try:
+            owner.execute("DROP INDEX outbox_message_renders")
+            assert "Seq Scan on outbox_message" in _plan(owner, gate_id)  # the control: without it, the outbox is read
+        finally:
+            owner.execute("ROLLBACK")
+    (posted,) = [c for c in await store.posted_cards(engine, gate_id) if c.channel == "CPLAN"]
+    assert posted.last_rendered == "open:0:0"
