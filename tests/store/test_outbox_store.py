@@ -137,22 +137,30 @@ async def test_an_empty_outbox_has_no_pending_age(engine: Any) -> None:
     assert await store.next_pending_due_at(engine) is None
 
 
-async def test_a_posted_card_reads_its_gate_now_beside_the_state_it_last_showed(
-    conn: Any, engine: Any, runtime: Any, engine_ctx: Any, default_books: Path
-) -> None:
+async def _a_gate_card(
+    conn: Any, engine: Any, runtime: Any, engine_ctx: Any, default_books: Path, channel: str
+) -> tuple[str, str, int]:
+    """A close advanced to its first gates, and a card for its first gate queued (not yet sent) in `channel`."""
     close_id = await start_default_close(conn, runtime, default_books)
     await advance(conn, close_id, engine_ctx)
     gate_id = str(next(g["gate_id"] for g in (await close_status(conn, close_id))["gates"]))
     card = await store.insert_message(
         engine,
-        dedupe_key=f"gate_card:{gate_id}:slack:CSTORE",
+        dedupe_key=f"gate_card:{gate_id}:slack:{channel}",
         platform="slack",
-        channel="CSTORE",
+        channel=channel,
         kind=OutboxKind.GATE_CARD,
         close_id=close_id,
         gate_id=gate_id,
     )
     assert card is not None
+    return close_id, gate_id, card
+
+
+async def test_a_posted_card_reads_its_gate_now_beside_the_state_it_last_showed(
+    conn: Any, engine: Any, runtime: Any, engine_ctx: Any, default_books: Path
+) -> None:
+    close_id, gate_id, card = await _a_gate_card(conn, engine, runtime, engine_ctx, default_books, "CSTORE")
     assert all(c.channel != "CSTORE" for c in await store.posted_cards(engine, gate_id))  # not sent yet
     assert await store.posted_message_id(engine, gate_id, "slack", "CSTORE") is None
 
@@ -182,19 +190,7 @@ async def test_a_decisions_card_read_finds_its_gates_cards_by_index_not_by_scann
     migration `outbox_renders_index` that read scanned the whole outbox, every decision (about 30 ms with 150,000
     messages). With an outbox of 5,000 other messages, the plan reads outbox_message only through indexes; the same
     plan without the index scans it (the control)."""
-    close_id = await start_default_close(conn, runtime, default_books)
-    await advance(conn, close_id, engine_ctx)
-    gate_id = str(next(g["gate_id"] for g in (await close_status(conn, close_id))["gates"]))
-    card = await store.insert_message(
-        engine,
-        dedupe_key=f"gate_card:{gate_id}:slack:CPLAN",
-        platform="slack",
-        channel="CPLAN",
-        kind=OutboxKind.GATE_CARD,
-        close_id=close_id,
-        gate_id=gate_id,
-    )
-    assert card is not None
+    _, gate_id, card = await _a_gate_card(conn, engine, runtime, engine_ctx, default_books, "CPLAN")
     await store.mark_sent(engine, card, platform_message_id="1700000000.2", rendered_state="open:0:0")
     with psycopg.connect(database.owner_url, autocommit=True) as owner:
         owner.execute(
