@@ -95,10 +95,9 @@ async def test_a_decision_is_inserted_once_and_its_context_then_shows_the_vote(
     assert principal is not None and principal.is_human and principal.principal_id == "alice.chen"
     assert before.gate_facts(gate_id).gate_id == gate_id
 
+    alice = _new(gate_id, "alice.chen", "n-alice")  # built once: its digest covers the second it was signed in
     async with callbacks.transaction():
-        inserted, gate = await store.insert_decision(
-            callbacks, _new(gate_id, "alice.chen", "n-alice"), meanwhile=lambda: read_gate(callbacks, gate_id)
-        )
+        inserted, gate = await store.insert_decision(callbacks, alice, meanwhile=lambda: read_gate(callbacks, gate_id))
     assert inserted is not None and inserted.decision_id > 0
     assert gate is not None and gate.approvals == 1  # read after the insert, in the same transaction
 
@@ -118,7 +117,7 @@ async def test_a_decision_is_inserted_once_and_its_context_then_shows_the_vote(
     after = await store.read_decision_context(
         callbacks, nonce="n-alice", gate_id=gate_id, key="alice.chen", credential_id=None
     )
-    assert after.replay_gate == gate_id and after.replay_digest == _new(gate_id, "alice.chen", "n-alice").request_digest
+    assert after.replay_gate == gate_id and after.replay_digest == alice.request_digest
     assert after.previous is Decision.APPROVE
     assert after.status is GateStatus.OPEN  # one approval of two
 
