@@ -112,6 +112,7 @@ class PaymentDates:
     due_date: dt.date
     final_date: dt.date
     pay_less_notice_by: dt.date
+    payment_notice_by: dt.date | None = None  # absent from summaries written before the payment notice proper
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,10 @@ def _dates(d: _Fields | None) -> PaymentDates | None:
     if d is None:
         return None
     return PaymentDates(
-        due_date=d.date("due_date"), final_date=d.date("final_date"), pay_less_notice_by=d.date("pay_less_notice_by")
+        due_date=d.date("due_date"),
+        final_date=d.date("final_date"),
+        pay_less_notice_by=d.date("pay_less_notice_by"),
+        payment_notice_by=d.date("payment_notice_by") if d.has("payment_notice_by") else None,
     )
 
 
@@ -371,8 +375,9 @@ def payment_terms_line(cs: CertificateSummary) -> str | None:
     d = cs.payment_dates
     if d is None:
         return None
+    payment_notice = "" if d.payment_notice_by is None else f"payment notice by {d.payment_notice_by.isoformat()} · "
     return (
-        f"Payment due {d.due_date.isoformat()} · final date for payment {d.final_date.isoformat()} · "
+        f"Payment due {d.due_date.isoformat()} · {payment_notice}final date for payment {d.final_date.isoformat()} · "
         f"a pay-less notice must be given by {d.pay_less_notice_by.isoformat()}"
     )
 

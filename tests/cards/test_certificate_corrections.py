@@ -76,6 +76,7 @@ def test_the_card_shows_the_claim_the_sum_to_certify_and_each_correction() -> No
         assert "GBP -14,323.61" in text
         assert "Previously certified by the documents" in text and "GBP 990,000.00" in text
         assert "a pay-less notice must be given by 2026-12-11" in text
+        assert "payment notice by 2026-12-06" in text  # deciding the gate serves it: its deadline comes first
         assert "has passed" not in text
 
 
@@ -99,6 +100,15 @@ def test_a_certificate_without_the_new_fields_reads_as_before() -> None:
         ("basis", "guessed"),
         ("claimed_amount", 123.4),
         ("payment_dates", {"due_date": "soon", "final_date": "2026-12-18", "pay_less_notice_by": "2026-12-11"}),
+        (
+            "payment_dates",
+            {
+                "due_date": "2026-12-01",
+                "final_date": "2026-12-18",
+                "pay_less_notice_by": "2026-12-11",
+                "payment_notice_by": "sixth",
+            },
+        ),
         ("corrections", [{"invariant": "Not Snake", "description": "x", "amount": "1.00"}]),
     ],
 )

@@ -404,3 +404,43 @@ async def test_a_payment_gate_falls_due_before_its_pay_less_deadline_and_is_esca
         conn, "SELECT payload FROM trace_event WHERE kind = 'gate_overdue' AND close_id = %s", close_id
     )
     assert [row[0]["gate_id"] for row in overdue] == [gate["gate_id"]]
+
+
+def _early_payment_notice_terms(data_dir: Path) -> None:
+    """Every contract due on the day it is valued, with the payment notice by the next day, the final date on day 17
+    and a pay-less notice by day 10 (the Scheme's periods, but a payment notice within 1 day of the due date, not 5)."""
+    path = data_dir / "contracts.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    for contract in document["contracts"]:
+        contract["payment_terms"] = {
+            "due_date_days": 0,
+            "final_date_days": 17,
+            "payment_notice_days": 1,
+            "pay_less_notice_days": 7,
+        }
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+
+async def test_a_payment_gate_falls_due_before_its_payment_notice_deadline_when_that_comes_first(
+    conn: Any, runtime: Any, data_dir: Path
+) -> None:
+    """Deciding the gate serves the payment notice (s. 110A), whose deadline (here day 1) comes before the pay-less
+    notice's (day 10), as under the Scheme (day 5 against day 10): the gate falls due two days before the payment
+    notice deadline, which is before any policy due time, so at once. Escalating two days before the pay-less
+    deadline instead would leave it due on the policy's clock, after the payment notice was already late."""
+    _early_payment_notice_terms(data_dir)
+    first = support.find(support.read_certificates(data_dir), "CT-0001", 1)
+    set_id = await _load(conn, data_dir)
+    async with open_in_process(support.SPECIALISTS) as client:
+        ctx = _context(runtime, client)
+        close_id = await _start(conn, runtime, set_id, first["id"])
+        await advance(conn, close_id, ctx)
+        gate = await _payment_gate(conn, close_id)
+    ((due_at, opened_at, summary),) = await _rows(
+        conn, "SELECT due_at, opened_at, summary FROM gate WHERE gate_id = %s", gate["gate_id"]
+    )
+    dates = summary["certificate"]["payment_dates"]
+    payment_notice_by = date.fromisoformat(dates["payment_notice_by"])
+    assert payment_notice_by < date.fromisoformat(dates["pay_less_notice_by"])  # the case this test is about
+    assert due_at == datetime.combine(payment_notice_by - timedelta(days=2), time(12), tzinfo=UTC)
+    assert due_at < opened_at  # due at once: the overdue reminder goes out on the next advance

@@ -37,6 +37,9 @@ from countersign.store.amendments import GateAmendment, read_gate_amendment
 
 CERTIFICATE_KEY = "certificate"
 ESCALATE_BEFORE_DEADLINE = timedelta(days=2)
+# The deadlines a decision on the payment gate serves a notice against (`PaymentDates.as_json`'s names); a
+# reconstruction recorded before the payment notice proper (migration 0025) has only the pay-less one.
+NOTICE_DEADLINES = ("payment_notice_by", "pay_less_notice_by")
 
 
 class Basis(StrEnum):
@@ -196,11 +199,14 @@ class Payment(TaskHandler):
         return {"kind": "payment", CERTIFICATE_KEY: result[CERTIFICATE_KEY]}
 
     def gate_due_by(self, result: Mapping[str, Any]) -> datetime | None:
-        """Two days before the pay-less notice deadline (midday UTC): the gate is escalated as the deadline nears."""
+        """Two days before the first notice deadline (midday UTC): the gate is escalated as that deadline nears.
+
+        Deciding the gate serves the payment notice (s. 110A), so its deadline counts as much as the pay-less notice's
+        (s. 111). Under the Scheme's terms it is the nearer one: 5 days after the due date against 10."""
         dates = result.get(CERTIFICATE_KEY, {}).get("payment_dates")
         if not dates:
             return None
-        deadline = date.fromisoformat(str(dates["pay_less_notice_by"]))
+        deadline = min(date.fromisoformat(str(dates[key])) for key in NOTICE_DEADLINES if key in dates)
         return datetime.combine(deadline - ESCALATE_BEFORE_DEADLINE, time(12), tzinfo=UTC)
 
     async def complete(self, conn: AsyncConnection[Any], tc: TaskContext, result: Mapping[str, Any]) -> list[str]:
