@@ -38,6 +38,7 @@ from countersign.cards.platform_limits import (
 from countersign.cards.text import fit, one_line, slack_fit, slack_mrkdwn, units
 from countersign.money.formatting import format_money
 from countersign.policy.wording import in_words
+from countersign.states import GateStatus
 
 SOURCE = "payment runs"
 SLACK_RUNS_SHOWN_MAX = 60
@@ -46,6 +47,7 @@ REFERENCE_MAX = 40  # certificate ids, contract ids, periods, stages, tiers, gat
 TEAMS_BYTES_RESERVED = 1_500  # kept for the "and N more" line and the card's envelope
 SCHEMA_URL = "http://adaptivecards.io/schemas/adaptive-card.json"
 CARD_VERSION = "1.5"
+GATE_STATUSES = tuple(status.value for status in GateStatus)
 LIST_HINT = "`countersign payments status --json` lists every one"
 
 _DECIMAL = re.compile(r"-?\d{1,15}(\.\d{1,2})?")
@@ -67,7 +69,7 @@ class PaymentRunLine:
     amount_to_certify: Decimal | None  # None until reconstruction has computed it
     stage: str
     gate_tier: str | None
-    gate_status: str | None  # "open" | "approved" | "rejected" | "expired" | "cancelled"; None before the gate
+    gate_status: GateStatus | None  # None before the gate
     escalation: str | None  # the latest escalation reason, e.g. "suspected_injection"
     certified: bool
 
@@ -83,7 +85,7 @@ class PaymentsCard:
 
     @property
     def awaiting_decision(self) -> int:
-        return sum(1 for run in self.runs if run.gate_status == "open")
+        return sum(1 for run in self.runs if run.gate_status is GateStatus.OPEN)
 
     @property
     def escalated(self) -> int:
@@ -136,6 +138,9 @@ def _run_line(row: object, path: str) -> PaymentRunLine:
         or not isinstance(gate.get("status"), str)
     ):
         raise CardDataError(f"{path}.gate", f"expected {{tier, status}} or null, got {gate!r}", SOURCE)
+    if gate is not None and gate["status"] not in GATE_STATUSES:
+        where = f"{path}.gate.status"
+        raise CardDataError(where, f"expected one of {', '.join(GATE_STATUSES)}, got {gate['status']!r}", SOURCE)
     certified = get("certified")
     if not isinstance(certified, bool):
         raise CardDataError(f"{path}.certified", f"expected true or false, got {certified!r}", SOURCE)
@@ -147,7 +152,7 @@ def _run_line(row: object, path: str) -> PaymentRunLine:
         amount_to_certify=None if amount is None else Decimal(amount),
         stage=text("stage"),
         gate_tier=None if gate is None else one_line(gate["tier"]) or None,
-        gate_status=None if gate is None else one_line(gate["status"]) or None,
+        gate_status=None if gate is None else GateStatus(gate["status"]),
         escalation=optional("escalation", _IDENTIFIER, "a snake_case reason"),
         certified=certified,
     )
@@ -231,7 +236,7 @@ def _slack_line(run: PaymentRunLine, locale: str | None) -> str:
     mark = (
         ":white_check_mark:"
         if run.certified
-        else (":hourglass:" if run.gate_status == "open" else ":black_small_square:")
+        else (":hourglass:" if run.gate_status is GateStatus.OPEN else ":black_small_square:")
     )
     parts = [
         f"{mark} *{slack_fit(run.certificate_id, REFERENCE_MAX)}*",

@@ -29,6 +29,7 @@ from countersign.engine.runs import TaskRow, close_status, count_closes_with_ent
 from countersign.policy.model import PLATFORM_IDENTITY
 from countersign.scenarios.demo_server import demo_server
 from countersign.scenarios.passkey_people import PasskeyPeople
+from countersign.scenarios.scripted_decisions import eligible_voters
 from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_book_set
 from countersign.services.starting import start_close_on_book_set
@@ -48,13 +49,6 @@ async def _demo_entity(rt: Runtime, seed: int) -> str:
 def _starter(people: list[Principal]) -> Principal:
     """The person who starts the close (and so prepares its work) is not one of its approvers."""
     return next(p for p in people if "accountant" in p.roles)
-
-
-def _approvers(people: list[Principal], gate: dict[str, Any], count: int) -> list[Principal]:
-    """People who hold the gate's role and did not prepare or request its work (separation of duties)."""
-    excluded = {gate["prepared_by"], *gate["requested_by"]}
-    eligible = [p for p in people if p.is_human and gate["approver_role"] in p.roles and p.principal_id not in excluded]
-    return eligible[:count]
 
 
 class SignedClient:
@@ -222,7 +216,7 @@ async def _drive(
                     )
                     machine_refusal_shown = True
                 if gate["kind"] == "escalation" and gate["task"] == "bank_reconciliation":
-                    investigator = _approvers(people, gate, 1)[0]
+                    investigator = eligible_voters(people, gate)[0]
                     async with connection(rt) as conn:
                         version = await load_bank_feed(
                             conn,
@@ -236,7 +230,7 @@ async def _drive(
                         f" (version {version})"
                     )
                 reason = _decision_reason(gate, tasks)
-                for person in _approvers(people, gate, gate["quorum"] - gate["approvals"]):
+                for person in eligible_voters(people, gate)[: gate["quorum"] - gate["approvals"]]:
                     response = await client.decide(gate, person.principal_id, "approve", reason)
                     if response.status_code != 200:
                         console.print(f"[red]decision refused: {response.status_code} {escape(response.text)}[/]")

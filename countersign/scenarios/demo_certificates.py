@@ -39,9 +39,10 @@ from countersign.engine.orchestrator import advance
 from countersign.engine.runs import TaskRow, close_status, find_close, task_rows
 from countersign.engine.workflows.certificates.runs import payment_run_status
 from countersign.money.formatting import format_money
-from countersign.scenarios.demo import SignedClient, _approvers, _starter
+from countersign.scenarios.demo import SignedClient, _starter
 from countersign.scenarios.demo_server import demo_server
 from countersign.scenarios.passkey_people import PasskeyPeople
+from countersign.scenarios.scripted_decisions import eligible_voters
 from countersign.scenarios.scripted_people import ScriptedPeople
 from countersign.services.loading import load_construction
 from countersign.services.starting import start_month_of_payment_runs
@@ -247,7 +248,7 @@ async def _decide_open_gates(
         else:
             console.print(f"   [red]{label}: unexpected gate on {gate['task']}[/]")
             return False
-        deciders = _approvers(people, gate, needed)
+        deciders = eligible_voters(people, gate)[:needed]
         if len(deciders) < needed:
             console.print(
                 f"   [red]{label}: not enough people hold {gate['approver_role']} for gate {gate['gate_id']}[/]"

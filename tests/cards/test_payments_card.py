@@ -125,6 +125,7 @@ def test_no_runs_says_so() -> None:
         ({"escalation": "Suspected Injection"}, "runs[1].escalation"),
         ({"currency": "gbp"}, "runs[1].currency"),
         ({"gate": {"tier": "high"}}, "runs[1].gate"),
+        ({"gate": {"tier": "high", "status": "pending"}}, "runs[1].gate.status"),
     ],
 )
 def test_a_malformed_row_names_its_field_and_renders_nothing(changes: dict[str, Any], field: str) -> None:
