@@ -17,6 +17,7 @@ as markdown. The list is capped and ends in a visible "and N more".
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -53,6 +54,7 @@ LIST_HINT = "`countersign payments status --json` lists every one"
 _DECIMAL = re.compile(r"-?\d{1,15}(\.\d{1,2})?")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _CURRENCY = re.compile(r"[A-Z]{3}")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 Block = dict[str, Any]
 Element = dict[str, Any]
@@ -72,6 +74,8 @@ class PaymentRunLine:
     gate_status: GateStatus | None  # None before the gate
     escalation: str | None  # the latest escalation reason, e.g. "suspected_injection"
     certified: bool
+    final_date: dt.date | None = None  # the final date for payment, once the reconstruction computed it
+    postponed_final_date: dt.date | None = None  # as the payee's default notice (s. 110B) postponed it
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,22 @@ def _run_line(row: object, path: str) -> PaymentRunLine:
         gate_status=None if gate is None else GateStatus(gate["status"]),
         escalation=optional("escalation", _IDENTIFIER, "a snake_case reason"),
         certified=certified,
+        final_date=_optional_date(row, f"{path}.final_date", "final_date"),
+        postponed_final_date=_optional_date(row, f"{path}.postponed_final_date", "postponed_final_date"),
     )
+
+
+def _optional_date(row: Mapping[str, Any], where: str, key: str) -> dt.date | None:
+    """An ISO date (YYYY-MM-DD), or None when absent or null (rows written before the column existed)."""
+    value = row.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or _ISO_DATE.fullmatch(value) is None:
+        raise CardDataError(where, f"expected a date YYYY-MM-DD or null, got {value!r}", SOURCE)
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise CardDataError(where, f"expected a date YYYY-MM-DD or null, got {value!r}", SOURCE) from None
 
 
 # --- wording shared by both platforms ---------------------------------------------------------------------
@@ -187,6 +206,14 @@ def _gate(run: PaymentRunLine, cut: Cut) -> str:
         return "no gate yet"
     tier = f" {cut(run.gate_tier, REFERENCE_MAX)}" if run.gate_tier else ""
     return f"gate{tier}: {cut(in_words(run.gate_status), REFERENCE_MAX)}"
+
+
+def final_date_words(run: PaymentRunLine) -> str | None:
+    """When it must be paid by: the final date for payment, and the day the payee's default notice moved it to."""
+    if run.postponed_final_date is not None:
+        was = "" if run.final_date is None else f" from {run.final_date.isoformat()}"
+        return f"final date {run.postponed_final_date.isoformat()} (postponed{was} by the payee's default notice)"
+    return None if run.final_date is None else f"final date {run.final_date.isoformat()}"
 
 
 def _certified(run: PaymentRunLine) -> str:
@@ -247,6 +274,8 @@ def _slack_line(run: PaymentRunLine, locale: str | None) -> str:
     ]
     if run.escalation:
         parts.append(f":rotating_light: escalated: {in_words(run.escalation)}")
+    if (final := final_date_words(run)) is not None:
+        parts.append(final)
     parts.append(_certified(run))
     return " · ".join(parts)
 
@@ -298,6 +327,8 @@ def _teams_line(run: PaymentRunLine, locale: str | None) -> Element:
     ]
     if run.escalation:
         details.append(f"escalated: {in_words(run.escalation)}")
+    if (final := final_date_words(run)) is not None:
+        details.append(final)
     details.append(_certified(run))
     runs: list[Element] = [
         {"type": "TextRun", "text": _plain(run.certificate_id), "weight": "bolder", "fontType": "monospace"},

@@ -248,7 +248,7 @@ def payments_status_command(
     """One line per certificate: amount to certify, stage, gate tier and status, escalation, certified."""
     from countersign.bootstrap.runtime import connection
     from countersign.cards.model import CardDataError
-    from countersign.cards.payments import payments_card
+    from countersign.cards.payments import final_date_words, payments_card
     from countersign.policy.wording import in_words
     from countersign.services.reading import LOCAL_OPERATOR, read_payment_runs
 
@@ -269,7 +269,9 @@ def payments_status_command(
     except CardDataError as exc:
         fail(str(exc))
         return
-    table = Table("certificate", "contract", "amount to certify", "stage", "gate", "escalation", "certified")
+    table = Table(
+        "certificate", "contract", "amount to certify", "stage", "gate", "escalation", "final date", "certified"
+    )
     for line in card.runs:
         amount = (
             "—"
@@ -284,6 +286,7 @@ def payments_status_command(
             escape(in_words(line.stage)),
             escape(gate),
             in_words(line.escalation or ""),
+            (final_date_words(line) or "—").removeprefix("final date "),
             "yes" if line.certified else "no",
         )
     console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")

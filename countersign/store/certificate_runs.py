@@ -40,6 +40,10 @@ class PaymentRunRow:
     gate_status: GateStatus | None
     escalation: str | None
     certified_amount: Decimal | None
+    final_date: date | None
+    """The final date for payment the reconstruction computed from the contract's terms (None before it ran)."""
+    postponed_final_date: date | None
+    """The final date as the payee's default notice postponed it (s. 110B), when one was recorded."""
 
     def __post_init__(self) -> None:  # the stored words become their Enums at the store's edge
         object.__setattr__(self, "run_status", RunState(self.run_status))
@@ -60,7 +64,10 @@ SELECT r.close_id::text, r.entity AS certificate_id, c.contract_id, c.number, r.
        gate.tier AS gate_tier, gate.status AS gate_status,
        (SELECT t.escalation FROM close_task t WHERE t.close_id = r.close_id AND t.escalation IS NOT NULL
          ORDER BY t.updated_at LIMIT 1) AS escalation,
-       p.amount AS certified_amount
+       p.amount AS certified_amount,
+       (COALESCE(pay.summary #>> '{certificate,payment_dates,final_date}',
+                 recon.result #>> '{payment_dates,final_date}'))::date AS final_date,
+       n.postponed_final_date
   FROM close_run r
   JOIN book_set b ON b.book_set_id = r.book_set_id AND b.manifest->>'kind' = %(kind)s
   JOIN construction_certificate c
@@ -78,6 +85,7 @@ SELECT r.close_id::text, r.entity AS certificate_id, c.contract_id, c.number, r.
        WHERE g.close_id = r.close_id AND g.task = 'payment' AND g.kind = 'approval'
        ORDER BY g.attempt DESC LIMIT 1) pay ON true
   LEFT JOIN payment_certification p ON p.certificate_id = r.entity AND p.close_id = r.close_id
+  LEFT JOIN payee_default_notice n ON n.set_id = c.set_id AND n.certificate_id = c.certificate_id
  WHERE r.workflow = %(workflow)s
    AND (%(set_id)s::bigint IS NULL OR (b.manifest->>'construction_set_id')::bigint = %(set_id)s::bigint)
    AND (%(period)s::text IS NULL OR r.period = %(period)s::text)

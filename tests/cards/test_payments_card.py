@@ -126,6 +126,8 @@ def test_no_runs_says_so() -> None:
         ({"currency": "gbp"}, "runs[1].currency"),
         ({"gate": {"tier": "high"}}, "runs[1].gate"),
         ({"gate": {"tier": "high", "status": "pending"}}, "runs[1].gate.status"),
+        ({"final_date": "18 December"}, "runs[1].final_date"),
+        ({"postponed_final_date": "2026-02-30"}, "runs[1].postponed_final_date"),
     ],
 )
 def test_a_malformed_row_names_its_field_and_renders_nothing(changes: dict[str, Any], field: str) -> None:

@@ -19,13 +19,16 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
+from countersign.cards.payments import payments_card, slack_payments_message, teams_payments_card
 from countersign.certificates.model import PaymentTerms
 from countersign.certificates.payment_notices import payment_dates
 from countersign.delivery.worker import notice_text
 from countersign.engine.orchestrator import advance
 from countersign.engine.outbox import OutboxMessage
+from countersign.engine.workflows.certificates.runs import payment_run_status
 from countersign.services.default_notices import DefaultNoticeRefused, record_default_notice
 from countersign.specialists.client import open_in_process
+from tests.cards.test_payments_card import teams_text
 from tests.engine import payment_run_support as support
 from tests.engine.workflow_support import approve_open_gates
 from tests.engine.workflows.test_certified_means_certified import CHANNEL, _context, _load, _rows, _start
@@ -264,3 +267,42 @@ async def test_the_recording_function_runs_as_the_owner_with_its_path_pinned_and
     async with await AsyncConnection.connect(database.engine_url, autocommit=True) as engine:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no temp table may stand in for the notices
             await engine.execute("CREATE TEMP TABLE payment_notice (certificate_id text, served_in_time boolean)")
+
+
+async def test_the_payment_runs_status_and_its_card_read_the_postponed_final_date(
+    conn: Any, runtime: Any, data_dir: Path
+) -> None:
+    """The postponed final date is not only recorded: `payments status` and its card show it beside the one it
+    replaced, and a run without a default notice shows its final date as the reconstruction computed it."""
+    first = _first(data_dir)
+    set_id = await _late_set(conn, data_dir)
+    expected = _dates(first)
+    recorded = await record_default_notice(
+        conn,
+        certificate_id=first["id"],
+        stated_sum=Decimal("1000.00"),
+        basis="as applied for",
+        given_on=_today(),
+        given_by="qs-for-the-contractor",
+        channels=(CHANNEL,),
+    )
+    async with open_in_process(support.SPECIALISTS) as client:
+        close_id = await _start(conn, runtime, set_id, first["id"])
+        await advance(conn, close_id, _context(runtime, client))
+    (row,) = [r for r in await payment_run_status(conn, set_id=set_id) if r["close_id"] == close_id]
+    assert (row["final_date"], row["postponed_final_date"]) == (
+        expected.final_date.isoformat(),
+        recorded.notice.postponed_final_date.isoformat(),
+    )
+    words = (
+        f"final date {recorded.notice.postponed_final_date.isoformat()} (postponed from"
+        f" {expected.final_date.isoformat()} by the payee's default notice)"
+    )
+    card = payments_card([row])
+    assert words in slack_payments_message(card)["blocks"][2]["text"]["text"]
+    assert words in teams_text(teams_payments_card(card))
+    row["postponed_final_date"] = None  # the same run before any default notice
+    assert (
+        f"final date {expected.final_date.isoformat()} ·"
+        in slack_payments_message(payments_card([row]))["blocks"][2]["text"]["text"]
+    )
