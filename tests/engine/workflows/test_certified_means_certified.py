@@ -373,26 +373,37 @@ async def test_negative_control_the_owner_sees_the_forged_deadline_replaced_too(
             await conn.execute(statement)
 
 
-def _tight_terms(data_dir: Path) -> None:
-    """Every contract pays on the day it is valued, with the pay-less notice due the next day."""
+def _every_contract_pays_on(data_dir: Path, terms: dict[str, int]) -> None:
     path = data_dir / "contracts.json"
     document = json.loads(path.read_text(encoding="utf-8"))
     for contract in document["contracts"]:
-        contract["payment_terms"] = {"due_date_days": 0, "final_date_days": 2, "pay_less_notice_days": 1}
+        contract["payment_terms"] = terms
     path.write_text(json.dumps(document), encoding="utf-8")
+
+
+def _tight_terms(data_dir: Path) -> None:
+    """Every contract pays on the day it is valued, with the pay-less notice due the next day."""
+    _every_contract_pays_on(data_dir, {"due_date_days": 0, "final_date_days": 2, "pay_less_notice_days": 1})
+
+
+async def _first_payment_gate(
+    conn: Any, runtime: Any, data_dir: Path, ctx: EngineContext
+) -> tuple[str, dict[str, Any]]:
+    """The first certificate's run, advanced to its payment gate: (close id, the gate as the status shows it)."""
+    first = support.find(support.read_certificates(data_dir), "CT-0001", 1)
+    set_id = await _load(conn, data_dir)
+    close_id = await _start(conn, runtime, set_id, first["id"])
+    await advance(conn, close_id, ctx)
+    return close_id, await _payment_gate(conn, close_id)
 
 
 async def test_a_payment_gate_falls_due_before_its_pay_less_deadline_and_is_escalated(
     conn: Any, runtime: Any, data_dir: Path
 ) -> None:
     _tight_terms(data_dir)
-    first = support.find(support.read_certificates(data_dir), "CT-0001", 1)
-    set_id = await _load(conn, data_dir)
     async with open_in_process(support.SPECIALISTS) as client:
         ctx = _context(runtime, client)
-        close_id = await _start(conn, runtime, set_id, first["id"])
-        await advance(conn, close_id, ctx)
-        gate = await _payment_gate(conn, close_id)
+        close_id, gate = await _first_payment_gate(conn, runtime, data_dir, ctx)
         ((due_at, opened_at),) = await _rows(
             conn, "SELECT due_at, opened_at FROM gate WHERE gate_id = %s", gate["gate_id"]
         )
@@ -409,16 +420,9 @@ async def test_a_payment_gate_falls_due_before_its_pay_less_deadline_and_is_esca
 def _early_payment_notice_terms(data_dir: Path) -> None:
     """Every contract due on the day it is valued, with the payment notice by the next day, the final date on day 17
     and a pay-less notice by day 10 (the Scheme's periods, but a payment notice within 1 day of the due date, not 5)."""
-    path = data_dir / "contracts.json"
-    document = json.loads(path.read_text(encoding="utf-8"))
-    for contract in document["contracts"]:
-        contract["payment_terms"] = {
-            "due_date_days": 0,
-            "final_date_days": 17,
-            "payment_notice_days": 1,
-            "pay_less_notice_days": 7,
-        }
-    path.write_text(json.dumps(document), encoding="utf-8")
+    _every_contract_pays_on(
+        data_dir, {"due_date_days": 0, "final_date_days": 17, "payment_notice_days": 1, "pay_less_notice_days": 7}
+    )
 
 
 async def test_a_payment_gate_falls_due_before_its_payment_notice_deadline_when_that_comes_first(
@@ -429,13 +433,8 @@ async def test_a_payment_gate_falls_due_before_its_payment_notice_deadline_when_
     notice deadline, which is before any policy due time, so at once. Escalating two days before the pay-less
     deadline instead would leave it due on the policy's clock, after the payment notice was already late."""
     _early_payment_notice_terms(data_dir)
-    first = support.find(support.read_certificates(data_dir), "CT-0001", 1)
-    set_id = await _load(conn, data_dir)
     async with open_in_process(support.SPECIALISTS) as client:
-        ctx = _context(runtime, client)
-        close_id = await _start(conn, runtime, set_id, first["id"])
-        await advance(conn, close_id, ctx)
-        gate = await _payment_gate(conn, close_id)
+        _, gate = await _first_payment_gate(conn, runtime, data_dir, _context(runtime, client))
     ((due_at, opened_at, summary),) = await _rows(
         conn, "SELECT due_at, opened_at, summary FROM gate WHERE gate_id = %s", gate["gate_id"]
     )
