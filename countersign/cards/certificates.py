@@ -26,6 +26,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from countersign.cards.formatting import parse_date
 from countersign.cards.model import CardDataError
 from countersign.cards.platform_limits import SLACK_FIELD_TEXT_CHARS, SLACK_SECTION_TEXT_CHARS
 from countersign.cards.text import fit, one_line, slack_fit, slack_mrkdwn
@@ -256,12 +257,10 @@ class _Fields:
 
     def date(self, key: str) -> dt.date:
         value = self._get(key)
-        try:
-            if not isinstance(value, str):
-                raise ValueError
-            return dt.date.fromisoformat(value)
-        except ValueError:
-            raise CardDataError(self._where(key), f"expected an ISO date, got {value!r}", SOURCE) from None
+        parsed = parse_date(value)
+        if parsed is None:
+            raise CardDataError(self._where(key), f"expected an ISO date, got {value!r}", SOURCE)
+        return parsed
 
     def integer(self, key: str, minimum: int) -> int:
         value = self._get(key)

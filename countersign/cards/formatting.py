@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal, InvalidOperation
 
 from countersign.cards.model import DecisionLine, GateCard
@@ -32,6 +33,19 @@ def count(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value
+
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def parse_date(value: object) -> dt.date | None:
+    """`"2026-12-18"` -> that date; anything else (another shape, a day that does not exist, not text) -> None."""
+    if not isinstance(value, str) or _ISO_DATE.fullmatch(value) is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def parse_time(value: str) -> dt.datetime | None:

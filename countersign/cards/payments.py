@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from countersign.cards.escape import slack_data, slack_own, teams_markdown
-from countersign.cards.formatting import money
+from countersign.cards.formatting import money, parse_date
 from countersign.cards.model import CardDataError
 from countersign.cards.platform_limits import (
     SLACK_BLOCKS_PER_MESSAGE,
@@ -54,7 +54,6 @@ LIST_HINT = "`countersign payments status --json` lists every one"
 _DECIMAL = re.compile(r"-?\d{1,15}(\.\d{1,2})?")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _CURRENCY = re.compile(r"[A-Z]{3}")
-_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 Block = dict[str, Any]
 Element = dict[str, Any]
@@ -169,12 +168,10 @@ def _optional_date(row: Mapping[str, Any], where: str, key: str) -> dt.date | No
     value = row.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or _ISO_DATE.fullmatch(value) is None:
+    parsed = parse_date(value)
+    if parsed is None:
         raise CardDataError(where, f"expected a date YYYY-MM-DD or null, got {value!r}", SOURCE)
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise CardDataError(where, f"expected a date YYYY-MM-DD or null, got {value!r}", SOURCE) from None
+    return parsed
 
 
 # --- wording shared by both platforms ---------------------------------------------------------------------
@@ -209,11 +206,11 @@ def _gate(run: PaymentRunLine, cut: Cut) -> str:
 
 
 def final_date_words(run: PaymentRunLine) -> str | None:
-    """When it must be paid by: the final date for payment, and the day the payee's default notice moved it to."""
+    """When it must be paid by: the final date for payment, or the day the payee's default notice moved it to."""
     if run.postponed_final_date is not None:
         was = "" if run.final_date is None else f" from {run.final_date.isoformat()}"
-        return f"final date {run.postponed_final_date.isoformat()} (postponed{was} by the payee's default notice)"
-    return None if run.final_date is None else f"final date {run.final_date.isoformat()}"
+        return f"{run.postponed_final_date.isoformat()} (postponed{was} by the payee's default notice)"
+    return None if run.final_date is None else run.final_date.isoformat()
 
 
 def _certified(run: PaymentRunLine) -> str:
@@ -275,7 +272,7 @@ def _slack_line(run: PaymentRunLine, locale: str | None) -> str:
     if run.escalation:
         parts.append(f":rotating_light: escalated: {in_words(run.escalation)}")
     if (final := final_date_words(run)) is not None:
-        parts.append(final)
+        parts.append(f"final date {final}")
     parts.append(_certified(run))
     return " · ".join(parts)
 
@@ -328,7 +325,7 @@ def _teams_line(run: PaymentRunLine, locale: str | None) -> Element:
     if run.escalation:
         details.append(f"escalated: {in_words(run.escalation)}")
     if (final := final_date_words(run)) is not None:
-        details.append(final)
+        details.append(f"final date {final}")
     details.append(_certified(run))
     runs: list[Element] = [
         {"type": "TextRun", "text": _plain(run.certificate_id), "weight": "bolder", "fontType": "monospace"},

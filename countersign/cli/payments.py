@@ -286,7 +286,7 @@ def payments_status_command(
             escape(in_words(line.stage)),
             escape(gate),
             in_words(line.escalation or ""),
-            (final_date_words(line) or "—").removeprefix("final date "),
+            final_date_words(line) or "—",
             "yes" if line.certified else "no",
         )
     console.print(f"[bold]payment runs {period or '(every month)'}[/]: {len(card.runs)}, {card.certified} certified")

@@ -40,8 +40,10 @@ class PaymentRunRow:
     gate_status: GateStatus | None
     escalation: str | None
     certified_amount: Decimal | None
-    final_date: date | None
-    """The final date for payment the reconstruction computed from the contract's terms (None before it ran)."""
+    final_date: str | None
+    """The final date for payment the reconstruction computed from the contract's terms, as it wrote it (None before
+    it ran); as `amount_to_certify`, read strictly by the card (a stored text that is no date is refused there, naming
+    its row, instead of failing this query for every run)."""
     postponed_final_date: date | None
     """The final date as the payee's default notice postponed it (s. 110B), when one was recorded."""
 
@@ -65,8 +67,8 @@ SELECT r.close_id::text, r.entity AS certificate_id, c.contract_id, c.number, r.
        (SELECT t.escalation FROM close_task t WHERE t.close_id = r.close_id AND t.escalation IS NOT NULL
          ORDER BY t.updated_at LIMIT 1) AS escalation,
        p.amount AS certified_amount,
-       (COALESCE(pay.summary #>> '{certificate,payment_dates,final_date}',
-                 recon.result #>> '{payment_dates,final_date}'))::date AS final_date,
+       COALESCE(pay.summary #>> '{certificate,payment_dates,final_date}',
+                recon.result #>> '{payment_dates,final_date}') AS final_date,
        n.postponed_final_date
   FROM close_run r
   JOIN book_set b ON b.book_set_id = r.book_set_id AND b.manifest->>'kind' = %(kind)s

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from psycopg import AsyncConnection
 
+from countersign.cards.model import CardDataError
 from countersign.cards.payments import payments_card, slack_payments_message, teams_payments_card
 from countersign.certificates.model import PaymentTerms
 from countersign.certificates.payment_notices import payment_dates
@@ -306,3 +307,35 @@ async def test_the_payment_runs_status_and_its_card_read_the_postponed_final_dat
         f"final date {expected.final_date.isoformat()} ·"
         in slack_payments_message(payments_card([row]))["blocks"][2]["text"]["text"]
     )
+
+
+async def test_a_stored_final_date_that_is_no_date_is_refused_by_the_card_naming_its_row_not_by_the_query(
+    conn: Any, runtime: Any, data_dir: Path
+) -> None:
+    """One run whose stored final date is not a date (an edit in the reconstruction's result, as the owner can make
+    before the gate opens) does not fail the status read for every run: the read passes the text on, and the card
+    refuses it naming the row and the field."""
+    first = _first(data_dir)
+    set_id = await _load(conn, data_dir)
+    async with open_in_process(support.SPECIALISTS) as client:
+        close_id = await _start(conn, runtime, set_id, first["id"])
+        await advance(conn, close_id, _context(runtime, client))
+    await conn.execute("ALTER TABLE gate DISABLE TRIGGER USER")  # the owner, editing the frozen summary too
+    try:
+        for table, column, path in (
+            ("close_task", "result", "{payment_dates,final_date}"),
+            ("gate", "summary", "{certificate,payment_dates,final_date}"),
+        ):
+            await conn.execute(
+                f"UPDATE {table} SET {column} = jsonb_set({column}, %s, '\"the 18th\"')"
+                f" WHERE close_id = %s AND {column} #> %s IS NOT NULL",
+                (path, close_id, path),
+            )
+    finally:
+        await conn.execute("ALTER TABLE gate ENABLE TRIGGER USER")
+    rows = await payment_run_status(conn, set_id=set_id)
+    (index,) = [i for i, r in enumerate(rows) if r["close_id"] == close_id]
+    assert rows[index]["final_date"] == "the 18th"
+    with pytest.raises(CardDataError) as refused:
+        payments_card(rows)
+    assert refused.value.field == f"runs[{index}].final_date"

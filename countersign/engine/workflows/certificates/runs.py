@@ -139,7 +139,7 @@ async def payment_run_status(
             "escalation": row.escalation,
             "certified": row.certified_amount is not None,
             "certified_amount": None if row.certified_amount is None else str(row.certified_amount),
-            "final_date": None if row.final_date is None else row.final_date.isoformat(),
+            "final_date": row.final_date,
             "postponed_final_date": None if row.postponed_final_date is None else row.postponed_final_date.isoformat(),
         }
         for row in rows
